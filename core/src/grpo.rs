@@ -1,0 +1,1 @@
+//! PLACEHOLDER: grpo, owned by a helper.

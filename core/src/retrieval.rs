@@ -1,0 +1,1 @@
+//! PLACEHOLDER: retrieval, owned by a helper.

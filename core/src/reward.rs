@@ -1,0 +1,1 @@
+//! PLACEHOLDER: reward, owned by a helper.
