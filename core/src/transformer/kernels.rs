@@ -1,0 +1,360 @@
+//! The [`Kernels`] trait: the complete contract a compute backend implements, forward
+//! and backward of every operation of the transformer, plus buffer management.
+//!
+//! Memory belongs to the backend. The model refers to it through [`Tensor`] handles:
+//! a buffer id and a range of `f32` elements in it (backends may store another dtype
+//! and convert). Token ids and positions live in separate `u32` buffers ([`Indices`]).
+//! Tensors passed to one call never overlap unless a method says it works in place.
+//!
+//! Conventions: matrices are row-major; `[N, D]` means N rows of D elements. N counts
+//! tokens of a packed batch: sequences are laid end to end and described by their
+//! start offsets `seq_starts` (length S + 1, first 0, last N), so attention never
+//! crosses from one sequence into another. "(+=)" marks an output that accumulates.
+
+use core::fmt;
+
+/// Identifies an `f32` buffer owned by a backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BufferId(pub u32);
+
+/// Identifies a `u32` buffer owned by a backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IndexBufferId(pub u32);
+
+/// `len` consecutive `f32` elements starting at `offset` in buffer `buffer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tensor {
+    /// The buffer.
+    pub buffer: BufferId,
+    /// First element.
+    pub offset: usize,
+    /// Number of elements.
+    pub len: usize,
+}
+
+/// `len` consecutive `u32` elements starting at `offset` in buffer `buffer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Indices {
+    /// The buffer.
+    pub buffer: IndexBufferId,
+    /// First element.
+    pub offset: usize,
+    /// Number of elements.
+    pub len: usize,
+}
+
+impl Tensor {
+    /// The whole of a buffer of `len` elements.
+    pub fn whole(buffer: BufferId, len: usize) -> Tensor {
+        Tensor {
+            buffer,
+            offset: 0,
+            len,
+        }
+    }
+
+    /// The sub-range `[start, start + len)` of this tensor (the caller keeps it inside).
+    pub fn slice(self, start: usize, len: usize) -> Tensor {
+        Tensor {
+            buffer: self.buffer,
+            offset: self.offset + start,
+            len,
+        }
+    }
+}
+
+impl Indices {
+    /// The whole of an index buffer of `len` elements.
+    pub fn whole(buffer: IndexBufferId, len: usize) -> Indices {
+        Indices {
+            buffer,
+            offset: 0,
+            len,
+        }
+    }
+}
+
+/// Shape of `c[m, n] (+)= op(a)[m, k] · op(b)[k, n]`, where `op` transposes when asked:
+/// with `trans_a` the buffer `a` holds `[k, m]`, with `trans_b` the buffer `b` holds
+/// `[n, k]` (the layout of a linear layer's weight `[out, in]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatmulShape {
+    /// Rows of `c`.
+    pub m: usize,
+    /// Columns of `c`.
+    pub n: usize,
+    /// The contracted dimension.
+    pub k: usize,
+    /// `a` is stored transposed (`[k, m]`).
+    pub trans_a: bool,
+    /// `b` is stored transposed (`[n, k]`).
+    pub trans_b: bool,
+    /// Add into `c` instead of overwriting it.
+    pub accumulate: bool,
+}
+
+/// Head counts and width of grouped-query attention: query head `h` reads key/value
+/// head `h / (heads / kv_heads)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionShape {
+    /// Query heads (H).
+    pub heads: usize,
+    /// Key/value heads (KV).
+    pub kv_heads: usize,
+    /// Width of one head (hd).
+    pub head_dim: usize,
+}
+
+/// Hyper-parameters of one AdamW step (decoupled weight decay).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWStep {
+    /// Learning rate of this step.
+    pub learning_rate: f32,
+    /// First-moment decay.
+    pub beta1: f32,
+    /// Second-moment decay.
+    pub beta2: f32,
+    /// Added to the root of the second moment.
+    pub eps: f32,
+    /// Decoupled weight decay (multiplies `learning_rate * param`).
+    pub weight_decay: f32,
+    /// 1-based step number, for bias correction.
+    pub step: u32,
+}
+
+/// What a backend must provide. Every method returns an error rather than panicking
+/// when a handle is unknown or a range falls outside its buffer.
+pub trait Kernels {
+    /// The backend's failure (out of memory, a bad handle, a device error).
+    type Error: fmt::Debug + fmt::Display;
+
+    // ---- buffers -------------------------------------------------------------
+
+    /// Allocates a zero-filled `f32` buffer of `len` elements.
+    fn alloc(&mut self, len: usize) -> Result<BufferId, Self::Error>;
+    /// Allocates a zero-filled `u32` buffer of `len` elements.
+    fn alloc_indices(&mut self, len: usize) -> Result<IndexBufferId, Self::Error>;
+    /// Releases a buffer; its handles become invalid.
+    fn free(&mut self, buffer: BufferId) -> Result<(), Self::Error>;
+    /// Releases an index buffer.
+    fn free_indices(&mut self, buffer: IndexBufferId) -> Result<(), Self::Error>;
+    /// Copies host data into `dst` (`src.len() == dst.len`).
+    fn write(&mut self, dst: Tensor, src: &[f32]) -> Result<(), Self::Error>;
+    /// Copies host indices into `dst` (`src.len() == dst.len`).
+    fn write_indices(&mut self, dst: Indices, src: &[u32]) -> Result<(), Self::Error>;
+    /// Copies `src` back to the host (`dst.len() == src.len`); waits for pending work.
+    fn read(&mut self, src: Tensor, dst: &mut [f32]) -> Result<(), Self::Error>;
+    /// Sets every element of `dst` to `value`.
+    fn fill(&mut self, dst: Tensor, value: f32) -> Result<(), Self::Error>;
+    /// `dst = src` (same length, no overlap).
+    fn copy(&mut self, dst: Tensor, src: Tensor) -> Result<(), Self::Error>;
+
+    // ---- elementwise ------------------------------------------------------------
+
+    /// `dst += src` (same length).
+    fn add_assign(&mut self, dst: Tensor, src: Tensor) -> Result<(), Self::Error>;
+    /// `dst *= factor`.
+    fn scale(&mut self, dst: Tensor, factor: f32) -> Result<(), Self::Error>;
+    /// Sum of squares of `src`, read back to the host (for the global gradient norm).
+    fn sum_squares(&mut self, src: Tensor) -> Result<f32, Self::Error>;
+
+    // ---- embedding -----------------------------------------------------------------
+
+    /// out[N, D] = table[tokens[i], :]; `table` is `[V, D]`, `tokens` is `[N]`.
+    fn embedding_forward(
+        &mut self,
+        out: Tensor,
+        table: Tensor,
+        tokens: Indices,
+        dim: usize,
+    ) -> Result<(), Self::Error>;
+    /// dtable[V, D] (+=) scatter of dout[N, D] by `tokens`.
+    fn embedding_backward(
+        &mut self,
+        dtable: Tensor,
+        dout: Tensor,
+        tokens: Indices,
+        dim: usize,
+    ) -> Result<(), Self::Error>;
+
+    // ---- RMSNorm ---------------------------------------------------------------------
+
+    /// out[N, D] = x / rms(x) * weight[D]; saves rstd[N] = 1 / sqrt(mean(x^2) + eps).
+    fn rmsnorm_forward(
+        &mut self,
+        out: Tensor,
+        rstd: Tensor,
+        x: Tensor,
+        weight: Tensor,
+        dim: usize,
+        eps: f32,
+    ) -> Result<(), Self::Error>;
+    /// dx[N, D] (+=), dweight[D] (+=), from dout[N, D] and the forward's x and rstd.
+    #[allow(clippy::too_many_arguments)]
+    fn rmsnorm_backward(
+        &mut self,
+        dx: Tensor,
+        dweight: Tensor,
+        dout: Tensor,
+        x: Tensor,
+        weight: Tensor,
+        rstd: Tensor,
+        dim: usize,
+    ) -> Result<(), Self::Error>;
+
+    // ---- matmul --------------------------------------------------------------------
+
+    /// `c[m, n] (+)= op(a) · op(b)` as [`MatmulShape`] describes.
+    fn matmul(
+        &mut self,
+        c: Tensor,
+        a: Tensor,
+        b: Tensor,
+        shape: MatmulShape,
+    ) -> Result<(), Self::Error>;
+    /// out[N, C] += bias[C] on every row.
+    fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), Self::Error>;
+    /// dbias[C] (+=) column sums of dout[N, C].
+    fn bias_backward(&mut self, dbias: Tensor, dout: Tensor) -> Result<(), Self::Error>;
+
+    // ---- rotary embedding --------------------------------------------------------------
+
+    /// Rotates x[N, heads * hd] in place by the angles of `positions[N]`: in each head,
+    /// element i and i + hd/2 are rotated by pos * theta^(-2i/hd) (the Qwen2 layout).
+    fn rope_forward(
+        &mut self,
+        x: Tensor,
+        positions: Indices,
+        heads: usize,
+        head_dim: usize,
+        theta: f32,
+    ) -> Result<(), Self::Error>;
+    /// The transpose of [`Kernels::rope_forward`] (the inverse rotation), in place on dx.
+    fn rope_backward(
+        &mut self,
+        dx: Tensor,
+        positions: Indices,
+        heads: usize,
+        head_dim: usize,
+        theta: f32,
+    ) -> Result<(), Self::Error>;
+
+    // ---- attention -----------------------------------------------------------------------
+
+    /// Causal grouped-query attention over a packed batch: q[N, H*hd], k and v
+    /// [N, KV*hd] -> out[N, H*hd]; saves lse[N, H], the log-sum-exp of each query's
+    /// scaled scores (scale 1/sqrt(hd)). `seq_starts` (host) delimits the sequences.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_forward(
+        &mut self,
+        out: Tensor,
+        lse: Tensor,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        seq_starts: &[u32],
+        shape: AttentionShape,
+    ) -> Result<(), Self::Error>;
+    /// dq[N, H*hd], dk and dv [N, KV*hd] (all overwritten) from dout and the forward's
+    /// q, k, v, out and lse.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_backward(
+        &mut self,
+        dq: Tensor,
+        dk: Tensor,
+        dv: Tensor,
+        dout: Tensor,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        out: Tensor,
+        lse: Tensor,
+        seq_starts: &[u32],
+        shape: AttentionShape,
+    ) -> Result<(), Self::Error>;
+    /// Writes the new keys/values k, v [B, KV*hd] of B sequences into their caches
+    /// k_cache, v_cache [B, T, KV*hd] at row `lengths[b]` (host), which must be < T.
+    #[allow(clippy::too_many_arguments)]
+    fn kv_cache_append(
+        &mut self,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        k: Tensor,
+        v: Tensor,
+        lengths: &[u32],
+        capacity: usize,
+        kv_dim: usize,
+    ) -> Result<(), Self::Error>;
+    /// One decoding step: query q[B, H*hd] of sequence b attends to the first
+    /// `lengths[b]` rows of its caches [B, T, KV*hd] -> out[B, H*hd].
+    #[allow(clippy::too_many_arguments)]
+    fn attention_decode(
+        &mut self,
+        out: Tensor,
+        q: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        lengths: &[u32],
+        capacity: usize,
+        shape: AttentionShape,
+    ) -> Result<(), Self::Error>;
+
+    // ---- SwiGLU --------------------------------------------------------------------------
+
+    /// out[N, I] = silu(gate[N, I]) * up[N, I].
+    fn swiglu_forward(&mut self, out: Tensor, gate: Tensor, up: Tensor)
+        -> Result<(), Self::Error>;
+    /// dgate, dup [N, I] (overwritten) from dout[N, I] and the forward's gate and up.
+    fn swiglu_backward(
+        &mut self,
+        dgate: Tensor,
+        dup: Tensor,
+        dout: Tensor,
+        gate: Tensor,
+        up: Tensor,
+    ) -> Result<(), Self::Error>;
+
+    // ---- output head ------------------------------------------------------------------------
+
+    /// Fused final logits -> log-softmax -> log-prob of the targets: for each row t,
+    /// logits = hidden[t, :] · lm_head[V, D]^T, logp[t] = logits[targets[t]] - lse[t];
+    /// saves lse[N]. Backends may never hold more than a chunk of the `[N, V]` logits.
+    fn logprob_forward(
+        &mut self,
+        logp: Tensor,
+        lse: Tensor,
+        hidden: Tensor,
+        lm_head: Tensor,
+        targets: Indices,
+    ) -> Result<(), Self::Error>;
+    /// Backward of `sum_t weights[t] * logp[t]`: dhidden[N, D] (overwritten) and
+    /// dlm_head[V, D] (+=), from the forward's hidden, lse and targets. Rows with weight
+    /// 0 contribute nothing (the SFT loss mask, or GRPO's per-token coefficients).
+    #[allow(clippy::too_many_arguments)]
+    fn logprob_backward(
+        &mut self,
+        dhidden: Tensor,
+        dlm_head: Tensor,
+        weights: Tensor,
+        hidden: Tensor,
+        lm_head: Tensor,
+        targets: Indices,
+        lse: Tensor,
+    ) -> Result<(), Self::Error>;
+    /// Full logits[B, V] = hidden[B, D] · lm_head[V, D]^T, for sampling.
+    fn logits(&mut self, out: Tensor, hidden: Tensor, lm_head: Tensor) -> Result<(), Self::Error>;
+
+    // ---- optimizer ---------------------------------------------------------------------------
+
+    /// One AdamW step over `params` with gradient `grads` and moments `m`, `v` (all the
+    /// same length): m, v updated, then
+    /// params -= lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * params).
+    fn adamw(
+        &mut self,
+        params: Tensor,
+        grads: Tensor,
+        m: Tensor,
+        v: Tensor,
+        step: AdamWStep,
+    ) -> Result<(), Self::Error>;
+}

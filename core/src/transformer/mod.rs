@@ -1,0 +1,17 @@
+//! The policy model: a Qwen2-style decoder whose forward, backward and decoding step
+//! are written once, here, as a sequence of calls to a [`Kernels`] backend, in the
+//! style of llm.c: explicit loops over layers, saved activations, no general autograd.
+//!
+//! - [`config`]: the model's hyper-parameters ([`ModelConfig`]);
+//! - [`layout`]: the parameter and activation slabs carved into named tensors;
+//! - [`kernels`]: the contract every backend implements.
+
+pub mod config;
+pub mod kernels;
+pub mod layout;
+
+pub use config::{ConfigError, ModelConfig};
+pub use kernels::{
+    AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
+};
+pub use layout::{ActLayout, LayerActs, LayerParams, ParamLayout, Slot};
