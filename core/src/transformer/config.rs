@@ -69,7 +69,10 @@ impl fmt::Display for ConfigError {
                 "model config: the head dimension (hidden_size / num_attention_heads) must be even"
             ),
             ConfigError::BadFloat(field) => {
-                write!(f, "model config: `{field}` must be a positive finite number")
+                write!(
+                    f,
+                    "model config: `{field}` must be a positive finite number"
+                )
             }
         }
     }

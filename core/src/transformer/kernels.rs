@@ -302,8 +302,7 @@ pub trait Kernels {
     // ---- SwiGLU --------------------------------------------------------------------------
 
     /// out[N, I] = silu(gate[N, I]) * up[N, I].
-    fn swiglu_forward(&mut self, out: Tensor, gate: Tensor, up: Tensor)
-        -> Result<(), Self::Error>;
+    fn swiglu_forward(&mut self, out: Tensor, gate: Tensor, up: Tensor) -> Result<(), Self::Error>;
     /// dgate, dup [N, I] (overwritten) from dout[N, I] and the forward's gate and up.
     fn swiglu_backward(
         &mut self,

@@ -146,7 +146,10 @@ impl ParamLayout {
             push("self_attn.v_proj.weight", Some(layer.v_weight));
             push("self_attn.v_proj.bias", layer.v_bias);
             push("self_attn.o_proj.weight", Some(layer.o_weight));
-            push("post_attention_layernorm.weight", Some(layer.post_attention_norm));
+            push(
+                "post_attention_layernorm.weight",
+                Some(layer.post_attention_norm),
+            );
             push("mlp.gate_proj.weight", Some(layer.gate_weight));
             push("mlp.up_proj.weight", Some(layer.up_weight));
             push("mlp.down_proj.weight", Some(layer.down_weight));
@@ -210,6 +213,8 @@ pub struct ActLayout {
     pub logp: Slot,
     /// Log-sum-exp of each row of logits, [N].
     pub logits_lse: Slot,
+    /// Per-token weights of the backward pass (loss mask or GRPO coefficients), [N].
+    pub loss_weights: Slot,
     /// Backward scratch: gradient of the residual stream, [N, D].
     pub d_residual: Slot,
     /// Backward scratch: gradient of a normed input, [N, D].
@@ -235,6 +240,16 @@ pub struct ActLayout {
 impl ActLayout {
     /// Lays out the activations of `config` (which must be valid) for `tokens` tokens.
     pub fn new(config: &ModelConfig, tokens: usize) -> ActLayout {
+        Self::with_layers(config, tokens, config.num_hidden_layers)
+    }
+
+    /// A layout with the slots of one layer only, for decoding: layers run one after
+    /// another over the same slots, since nothing is kept for a backward pass.
+    pub fn for_decoding(config: &ModelConfig, batch: usize) -> ActLayout {
+        Self::with_layers(config, batch, 1)
+    }
+
+    fn with_layers(config: &ModelConfig, tokens: usize, layers: usize) -> ActLayout {
         let n = tokens;
         let (d, i, h) = (
             config.hidden_size,
@@ -243,7 +258,7 @@ impl ActLayout {
         );
         let (q, kv) = (config.q_dim(), config.kv_dim());
         let mut carve = Carver { next: 0 };
-        let layers = (0..config.num_hidden_layers)
+        let layers = (0..layers)
             .map(|_| LayerActs {
                 residual_in: carve.matrix(n, d),
                 input_norm: carve.matrix(n, d),
@@ -269,6 +284,7 @@ impl ActLayout {
             final_rstd: carve.vector(n),
             logp: carve.vector(n),
             logits_lse: carve.vector(n),
+            loss_weights: carve.vector(n),
             d_residual: carve.matrix(n, d),
             d_norm: carve.matrix(n, d),
             d_q: carve.matrix(n, q),

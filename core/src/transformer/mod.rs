@@ -4,14 +4,20 @@
 //!
 //! - [`config`]: the model's hyper-parameters ([`ModelConfig`]);
 //! - [`layout`]: the parameter and activation slabs carved into named tensors;
-//! - [`kernels`]: the contract every backend implements.
+//! - [`kernels`]: the contract every backend implements;
+//! - [`model`]: the forward and backward passes over it ([`Transformer`]);
+//! - [`decode`]: prefill and one-token decoding steps against a [`KvCache`].
 
 pub mod config;
+pub mod decode;
 pub mod kernels;
 pub mod layout;
+pub mod model;
 
 pub use config::{ConfigError, ModelConfig};
+pub use decode::KvCache;
 pub use kernels::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
 };
 pub use layout::{ActLayout, LayerActs, LayerParams, ParamLayout, Slot};
+pub use model::{InputError, ModelError, Transformer};

@@ -1,0 +1,276 @@
+//! Decoding with a KV cache: [`KvCache`] holds the keys and values of B sequences in
+//! the backend; [`Transformer::prefill`] fills it from prompts and
+//! [`Transformer::decode_step`] extends every sequence by one token, returning logits.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::kernels::{BufferId, IndexBufferId, Indices, Kernels, Tensor};
+use super::layout::{ActLayout, Slot};
+use super::model::{
+    at, attention_inputs, attention_output_and_mlp, attention_shape, backend, input, InputError,
+    Result, Transformer,
+};
+
+/// Keys and values of B sequences, up to `capacity` tokens each, in one backend
+/// buffer, with the scratch a decoding step needs.
+pub struct KvCache {
+    batch: usize,
+    capacity: usize,
+    /// Tokens cached per sequence.
+    lengths: Vec<u32>,
+    /// Per layer: k[B, T, KV*hd] then v[B, T, KV*hd].
+    cache: BufferId,
+    /// One layer's activations for B rows, reused by every layer.
+    scratch_layout: ActLayout,
+    /// `scratch_layout`, then last_hidden[B, D], then logits[B, V].
+    scratch: BufferId,
+    last_hidden: Slot,
+    logits: Slot,
+    /// tokens[B] then positions[B].
+    indices: IndexBufferId,
+}
+
+impl KvCache {
+    /// Allocates a cache for `batch` sequences of up to `capacity` tokens of `model`.
+    pub fn new<K: Kernels>(
+        k: &mut K,
+        model: &Transformer,
+        batch: usize,
+        capacity: usize,
+    ) -> Result<KvCache, K> {
+        if batch == 0 || capacity == 0 {
+            return Err(input(InputError::Empty));
+        }
+        let c = model.config();
+        let per_layer = 2 * batch * capacity * c.kv_dim();
+        let cache = k.alloc(per_layer * c.num_hidden_layers).map_err(backend)?;
+        let scratch_layout = ActLayout::for_decoding(c, batch);
+        let last_hidden = Slot {
+            offset: scratch_layout.total,
+            len: batch * c.hidden_size,
+            shape: [batch, c.hidden_size],
+        };
+        let logits = Slot {
+            offset: last_hidden.offset + last_hidden.len,
+            len: batch * c.vocab_size,
+            shape: [batch, c.vocab_size],
+        };
+        let scratch = k.alloc(logits.offset + logits.len).map_err(backend)?;
+        let indices = k.alloc_indices(2 * batch).map_err(backend)?;
+        Ok(KvCache {
+            batch,
+            capacity,
+            lengths: vec![0; batch],
+            cache,
+            scratch_layout,
+            scratch,
+            last_hidden,
+            logits,
+            indices,
+        })
+    }
+
+    /// Sequences in the cache (B).
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// Tokens cached for each sequence.
+    pub fn lengths(&self) -> &[u32] {
+        &self.lengths
+    }
+
+    /// Releases the cache's buffers.
+    pub fn free<K: Kernels>(self, k: &mut K) -> Result<(), K> {
+        k.free(self.cache).map_err(backend)?;
+        k.free(self.scratch).map_err(backend)?;
+        k.free_indices(self.indices).map_err(backend)
+    }
+
+    /// The key (`which = 0`) or value (`which = 1`) cache of `layer`, [B, T, KV*hd].
+    fn layer_cache(&self, layer: usize, which: usize, kv_dim: usize) -> Tensor {
+        let len = self.batch * self.capacity * kv_dim;
+        Tensor {
+            buffer: self.cache,
+            offset: (2 * layer + which) * len,
+            len,
+        }
+    }
+
+    /// Rows `[start, start + len)` of sequence `seq` in a `[B, T, width]` cache tensor.
+    fn rows(&self, cache: Tensor, seq: usize, start: usize, len: usize, width: usize) -> Tensor {
+        cache.slice((seq * self.capacity + start) * width, len * width)
+    }
+
+    fn ids(&self, which: usize) -> Indices {
+        Indices {
+            buffer: self.indices,
+            offset: which * self.batch,
+            len: self.batch,
+        }
+    }
+}
+
+impl Transformer {
+    /// Runs the prompts (one per sequence of `cache`, none empty) through the model,
+    /// stores their keys and values in `cache` (replacing what it held), and returns the
+    /// logits of each prompt's next token, [B, V] row-major.
+    ///
+    /// This reuses the training activations: a pending backward pass is invalidated.
+    pub fn prefill<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        cache: &mut KvCache,
+        prompts: &[&[u32]],
+    ) -> Result<Vec<f32>, K> {
+        if prompts.len() != cache.batch {
+            return Err(input(InputError::LengthMismatch {
+                what: "prompts",
+                expected: cache.batch,
+                got: prompts.len(),
+            }));
+        }
+        if prompts.iter().any(|p| p.len() > cache.capacity) {
+            return Err(input(InputError::CacheFull {
+                capacity: cache.capacity,
+            }));
+        }
+        let mut tokens = Vec::with_capacity(prompts.iter().map(|p| p.len()).sum());
+        let mut seq_starts = Vec::with_capacity(prompts.len() + 1);
+        seq_starts.push(0u32);
+        for prompt in prompts {
+            tokens.extend_from_slice(prompt);
+            seq_starts.push(tokens.len() as u32);
+        }
+        self.run_batch(k, &tokens, &seq_starts)?;
+        let acts = self.acts.as_ref().ok_or(input(InputError::NoForward))?;
+        let c = &self.config;
+        let (d, kvd) = (c.hidden_size, c.kv_dim());
+        for (l, la) in acts.layout.layers.iter().enumerate() {
+            let (k_cache, v_cache) = (cache.layer_cache(l, 0, kvd), cache.layer_cache(l, 1, kvd));
+            for (b, w) in seq_starts.windows(2).enumerate() {
+                let (start, len) = (w[0] as usize, (w[1] - w[0]) as usize);
+                for (cache_tensor, fresh) in [(k_cache, la.k), (v_cache, la.v)] {
+                    let src = acts.t(fresh).slice(start * kvd, len * kvd);
+                    k.copy(cache.rows(cache_tensor, b, 0, len, kvd), src)
+                        .map_err(backend)?;
+                }
+            }
+        }
+        let final_norm = acts.t(acts.layout.final_norm);
+        let last_hidden = at(cache.scratch, cache.last_hidden);
+        for (b, w) in seq_starts.windows(2).enumerate() {
+            let last = w[1] as usize - 1;
+            k.copy(last_hidden.slice(b * d, d), final_norm.slice(last * d, d))
+                .map_err(backend)?;
+        }
+        for (length, prompt) in cache.lengths.iter_mut().zip(prompts) {
+            *length = prompt.len() as u32;
+        }
+        self.read_logits(k, cache)
+    }
+
+    /// Appends `tokens[b]` to sequence b of `cache` and returns the logits of every
+    /// sequence's next token, [B, V] row-major.
+    pub fn decode_step<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        cache: &mut KvCache,
+        tokens: &[u32],
+    ) -> Result<Vec<f32>, K> {
+        if tokens.len() != cache.batch {
+            return Err(input(InputError::LengthMismatch {
+                what: "decode tokens",
+                expected: cache.batch,
+                got: tokens.len(),
+            }));
+        }
+        if cache.lengths.iter().any(|&l| l as usize >= cache.capacity) {
+            return Err(input(InputError::CacheFull {
+                capacity: cache.capacity,
+            }));
+        }
+        self.check_tokens(tokens)?;
+        let (c, p) = (&self.config, &self.params_layout);
+        let kvd = c.kv_dim();
+        let a = &cache.scratch_layout;
+        let Some(la) = a.layers.first() else {
+            return Err(input(InputError::Empty));
+        };
+        let t = |slot: Slot| at(cache.scratch, slot);
+        let (tokens_ids, positions) = (cache.ids(0), cache.ids(1));
+        k.write_indices(tokens_ids, tokens).map_err(backend)?;
+        k.write_indices(positions, &cache.lengths)
+            .map_err(backend)?;
+        let attended: Vec<u32> = cache.lengths.iter().map(|l| l + 1).collect();
+
+        k.embedding_forward(
+            t(la.residual_in),
+            at(self.params, p.embed),
+            tokens_ids,
+            c.hidden_size,
+        )
+        .map_err(backend)?;
+        for (l, lp) in p.layers.iter().enumerate() {
+            attention_inputs(k, c, lp, self.params, la, cache.scratch, positions)?;
+            let (k_cache, v_cache) = (cache.layer_cache(l, 0, kvd), cache.layer_cache(l, 1, kvd));
+            k.kv_cache_append(
+                k_cache,
+                v_cache,
+                t(la.k),
+                t(la.v),
+                &cache.lengths,
+                cache.capacity,
+                kvd,
+            )
+            .map_err(backend)?;
+            k.attention_decode(
+                t(la.attn),
+                t(la.q),
+                k_cache,
+                v_cache,
+                &attended,
+                cache.capacity,
+                attention_shape(c),
+            )
+            .map_err(backend)?;
+            // The layer's output overwrites its input slot, free once attention ran.
+            attention_output_and_mlp(
+                k,
+                c,
+                lp,
+                self.params,
+                la,
+                cache.scratch,
+                la.residual_in,
+                cache.batch,
+            )?;
+        }
+        k.rmsnorm_forward(
+            t(cache.last_hidden),
+            t(a.final_rstd),
+            t(la.residual_in),
+            at(self.params, p.final_norm),
+            c.hidden_size,
+            c.rms_norm_eps,
+        )
+        .map_err(backend)?;
+        cache.lengths = attended;
+        self.read_logits(k, cache)
+    }
+
+    /// logits[B, V] of the hidden states in `cache.last_hidden`, read to the host.
+    fn read_logits<K: Kernels>(&self, k: &mut K, cache: &KvCache) -> Result<Vec<f32>, K> {
+        let logits = at(cache.scratch, cache.logits);
+        k.logits(
+            logits,
+            at(cache.scratch, cache.last_hidden),
+            at(self.params, self.params_layout.lm_head),
+        )
+        .map_err(backend)?;
+        let mut out = vec![0.0; logits.len];
+        k.read(logits, &mut out).map_err(backend)?;
+        Ok(out)
+    }
+}
