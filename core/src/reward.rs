@@ -1,1 +1,0 @@
-//! PLACEHOLDER: reward, owned by a helper.
