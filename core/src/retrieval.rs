@@ -1,1 +1,0 @@
-//! PLACEHOLDER: retrieval, owned by a helper.
