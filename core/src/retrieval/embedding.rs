@@ -63,7 +63,8 @@ pub fn cosine(a: &[f32], b: &[f32]) -> Result<f32, IndexError> {
 /// Stored vectors, scaled to unit length, and an exact cosine top-k over them.
 ///
 /// Entries keep the position they were first added at (replacing an entry keeps it),
-/// which breaks ties in [`top_k`](EmbeddingIndex::top_k).
+/// which breaks ties in [`top_k`](EmbeddingIndex::top_k). A query is an exact scan of
+/// every stored vector; a removed entry leaves its zeroed slot behind.
 #[derive(Clone, Debug)]
 pub struct EmbeddingIndex {
     dim: usize,

@@ -28,7 +28,9 @@ pub fn jaccard(a: &str, b: &str, n: NonZeroUsize) -> f32 {
 /// An inverted index over the word n-grams of the origin instruction of each skill.
 ///
 /// Entries keep the position they were first added at (replacing an entry keeps it),
-/// which breaks ties in [`top_k`](NgramIndex::top_k).
+/// which breaks ties in [`top_k`](NgramIndex::top_k). A removed entry leaves an empty
+/// slot of a few bytes behind. A query costs one pass over the posting lists of its
+/// n-grams, not over the whole index.
 #[derive(Clone, Debug)]
 pub struct NgramIndex {
     n: NonZeroUsize,
