@@ -49,15 +49,7 @@ pub fn report(name: &str, figure: f64, unit: &str, target: &str, met: bool) {
 
 /// Prints the header of the result table.
 pub fn header() {
-    println!(
-        "| {:<44} | {:>21} | {:<14} | {} |",
-        "benchmark", "figure", "target", "status"
-    );
-    println!(
-        "|{}|{}|{}|{}|",
-        "-".repeat(46),
-        "-".repeat(23),
-        "-".repeat(16),
-        "-----"
-    );
+    let (name, figure, target, status) = ("benchmark", "figure", "target", "status");
+    println!("| {name:<44} | {figure:>21} | {target:<14} | {status} |");
+    println!("|{}|{}|{}|-----|", "-".repeat(46), "-".repeat(23), "-".repeat(16));
 }

@@ -5,7 +5,6 @@
 //! Run with `cargo bench -p sage-core --bench retrieval`.
 
 // The shared harness prints literal table headers, which clippy flags.
-#[allow(clippy::print_literal)]
 #[path = "harness.rs"]
 mod harness;
 
