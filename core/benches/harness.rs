@@ -51,5 +51,10 @@ pub fn report(name: &str, figure: f64, unit: &str, target: &str, met: bool) {
 pub fn header() {
     let (name, figure, target, status) = ("benchmark", "figure", "target", "status");
     println!("| {name:<44} | {figure:>21} | {target:<14} | {status} |");
-    println!("|{}|{}|{}|-----|", "-".repeat(46), "-".repeat(23), "-".repeat(16));
+    println!(
+        "|{}|{}|{}|-----|",
+        "-".repeat(46),
+        "-".repeat(23),
+        "-".repeat(16)
+    );
 }
