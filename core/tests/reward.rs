@@ -142,9 +142,12 @@ fn chain3(scores: [f32; 3], uses: [&[usize]; 3]) -> [TaskOutcome; 3] {
     })
 }
 
+/// Scores, skill sources used by each task, expected skill-integrated rewards.
+type ChainCase = ([f32; 3], [&'static [usize]; 3], [f32; 3]);
+
 #[test]
 fn k3_skill_integrated_generalisation() {
-    let cases: [([f32; 3], [&[usize]; 3], [f32; 3]); 7] = [
+    let cases: [ChainCase; 7] = [
         // All succeed; t2 uses t1's skill, t3 uses t1's and t2's: t2 earns both bonuses.
         ([1.0, 1.0, 1.0], [&[], &[0], &[0, 1]], [2.0, 3.0, 2.0]),
         // t3 reuses t1's skill across a failed t2.

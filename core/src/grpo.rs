@@ -1,1 +1,0 @@
-//! PLACEHOLDER: grpo, owned by a helper.
