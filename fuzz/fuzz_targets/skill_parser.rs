@@ -8,7 +8,10 @@ use sage_core::skill::{parse_code, parse_response_bytes, CodeAnalysis, MAX_ISSUE
 use std::ops::Range;
 
 fn check_span(text: &str, span: &Range<usize>) {
-    assert!(span.start <= span.end && span.end <= text.len(), "span {span:?} out of bounds");
+    assert!(
+        span.start <= span.end && span.end <= text.len(),
+        "span {span:?} out of bounds"
+    );
     assert!(text.is_char_boundary(span.start) && text.is_char_boundary(span.end));
 }
 

@@ -17,10 +17,13 @@ use core::ops::Range;
 enum State {
     /// Not in a dotted name.
     Idle,
-    /// Just after `def` or `class`: the next name is being defined.
-    Defining,
-    /// In a dotted name spanning `span`, which started on `line`.
-    Name { span: Range<usize>, line: u32 },
+    /// In a dotted name spanning `span`, which started on `line`; `dotted` once it
+    /// has a `.` (a single word may still turn out to be a keyword).
+    Name {
+        span: Range<usize>,
+        line: u32,
+        dotted: bool,
+    },
     /// After a dotted name and a `.`.
     NameDot { span: Range<usize>, line: u32 },
     /// After a `.` that follows something other than a name.
@@ -29,12 +32,16 @@ enum State {
 
 /// Appends the calls in `tokens` (one logical line of `code`) to `calls`, all marked as
 /// inside the top-level definition `enclosing_def`.
+///
+/// Keywords are only looked up where it matters (a word before `(` or before another
+/// word), which keeps the scan cheap.
 pub(super) fn scan_calls(
     code: &str,
     tokens: &[Token],
     enclosing_def: Option<usize>,
     calls: &mut Vec<CallSite>,
 ) {
+    let word = |span: &Range<usize>| code.get(span.clone()).unwrap_or("");
     let mut state = State::Idle;
     let mut field = 0;
     for token in tokens {
@@ -46,32 +53,35 @@ pub(super) fn scan_calls(
             (TokenKind::Name, State::NameDot { span, line }) => State::Name {
                 span: span.start..token.end,
                 line,
+                dotted: true,
             },
-            (TokenKind::Name, State::Attribute | State::Defining) => State::Idle,
-            (TokenKind::Name, _) => {
-                let word = code.get(token.start..token.end).unwrap_or("");
-                if word == "def" || word == "class" {
-                    State::Defining
-                } else if is_keyword(word) {
-                    State::Idle
-                } else {
-                    State::Name {
-                        span: token.start..token.end,
-                        line: token.line,
-                    }
-                }
-            }
-            (TokenKind::Punct(Punct::Dot), State::Name { span, line }) => {
+            (TokenKind::Name, State::Attribute) => State::Idle,
+            (
+                TokenKind::Name,
+                State::Name {
+                    span,
+                    dotted: false,
+                    ..
+                },
+            ) if matches!(word(&span), "def" | "class") => State::Idle,
+            (TokenKind::Name, _) => State::Name {
+                span: token.start..token.end,
+                line: token.line,
+                dotted: false,
+            },
+            (TokenKind::Punct(Punct::Dot), State::Name { span, line, .. }) => {
                 State::NameDot { span, line }
             }
             (TokenKind::Punct(Punct::Dot), _) => State::Attribute,
-            (TokenKind::Open(b'('), State::Name { span, line }) => {
-                calls.push(CallSite {
-                    callee: callee_text(code, span.clone()),
-                    span,
-                    line,
-                    enclosing_def,
-                });
+            (TokenKind::Open(b'('), State::Name { span, line, dotted }) => {
+                if dotted || !is_keyword(word(&span)) {
+                    calls.push(CallSite {
+                        callee: callee_text(code, span.clone()),
+                        span,
+                        line,
+                        enclosing_def,
+                    });
+                }
                 State::Idle
             }
             _ => State::Idle,

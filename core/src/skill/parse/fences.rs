@@ -74,7 +74,7 @@ pub fn find_code_blocks(text: &str) -> Vec<CodeBlock> {
     let mut line_start = 0;
     let mut line_no: u32 = 1;
     while line_start < bytes.len() {
-        let newline = memchr_newline(bytes, line_start);
+        let newline = next_newline(text, line_start);
         let next_start = newline.map_or(bytes.len(), |i| i + 1);
         let line_end = match newline {
             Some(i) if i > line_start && bytes.get(i - 1) == Some(&b'\r') => i - 1,
@@ -148,10 +148,10 @@ fn strip_blanks(line: &str, count: usize) -> &str {
     line.get(blanks..).unwrap_or(line)
 }
 
-/// Index of the first `\n` at or after `from`.
-fn memchr_newline(bytes: &[u8], from: usize) -> Option<usize> {
-    let rest = bytes.get(from..)?;
-    rest.iter().position(|&b| b == b'\n').map(|i| from + i)
+/// Index of the first `\n` at or after `from` (a line start, so a `char` boundary);
+/// `str::find` searches a word at a time.
+fn next_newline(text: &str, from: usize) -> Option<usize> {
+    text.get(from..)?.find('\n').map(|i| from + i)
 }
 
 /// The number of leading spaces and tabs of `line`.

@@ -428,14 +428,27 @@ impl FieldLexer<'_, '_> {
     }
 }
 
-/// Whether `byte` can start an identifier (any non-ASCII byte is taken as part of one).
+/// Which bytes can continue an identifier: ASCII letters, digits, `_`, and any
+/// non-ASCII byte (every byte of a non-ASCII character is taken as part of a name).
+const NAME_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let b = byte as u8;
+        table[byte] = b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+        byte += 1;
+    }
+    table
+};
+
+/// Whether `byte` can start an identifier.
 fn is_name_start(byte: u8) -> bool {
-    byte.is_ascii_alphabetic() || byte == b'_' || byte >= 0x80
+    is_name_byte(byte) && !byte.is_ascii_digit()
 }
 
 /// Whether `byte` can continue an identifier.
 pub(super) fn is_name_byte(byte: u8) -> bool {
-    is_name_start(byte) || byte.is_ascii_digit()
+    NAME_BYTES[usize::from(byte)]
 }
 
 /// Whether `prefix` is a string prefix: one or two of `r`, `b`, `u`, `f` in any case.
@@ -455,7 +468,7 @@ struct Scanner<'a> {
     line: u32,
 }
 
-impl Scanner<'_> {
+impl<'a> Scanner<'a> {
     /// The byte at the cursor, if before the end.
     fn peek(&self) -> Option<u8> {
         self.peek_at(0)
@@ -468,6 +481,27 @@ impl Scanner<'_> {
             self.src.get(at).copied()
         } else {
             None
+        }
+    }
+
+    /// The bytes from the cursor to the end.
+    fn rest(&self) -> &'a [u8] {
+        self.src.get(self.pos..self.end).unwrap_or(&[])
+    }
+
+    /// Moves the cursor to the first byte from it on that satisfies `stop` (or to the
+    /// end); returns that byte.
+    fn advance_until(&mut self, stop: impl Fn(u8) -> bool) -> Option<u8> {
+        let rest = self.rest();
+        match rest.iter().position(|&b| stop(b)) {
+            Some(i) => {
+                self.pos += i;
+                rest.get(i).copied()
+            }
+            None => {
+                self.pos += rest.len();
+                None
+            }
         }
     }
 
@@ -489,12 +523,7 @@ impl Scanner<'_> {
 
     /// Skips a comment up to (not including) its line break.
     fn skip_comment(&mut self) {
-        while let Some(byte) = self.peek() {
-            if byte == b'\n' || byte == b'\r' {
-                break;
-            }
-            self.pos += 1;
-        }
+        self.advance_until(|b| b == b'\n' || b == b'\r');
     }
 
     /// Skips blanks at the start of a line and returns their indentation.
@@ -548,6 +577,7 @@ impl Scanner<'_> {
 
     /// Lexes the token at the cursor, which is not a blank, line break, comment or
     /// backslash.
+    #[inline(always)]
     fn token(&mut self, issues: &mut IssueLog) -> Token {
         let start = self.pos;
         let line = self.line;
@@ -565,9 +595,8 @@ impl Scanner<'_> {
                 TokenKind::Close(byte)
             }
             _ if is_name_start(byte) => {
-                while self.peek().is_some_and(is_name_byte) {
-                    self.pos += 1;
-                }
+                self.pos += 1;
+                self.advance_until(|b| !is_name_byte(b));
                 let prefix = self.src.get(start..self.pos).unwrap_or(&[]);
                 if matches!(self.peek(), Some(b'"' | b'\'')) && is_string_prefix(prefix) {
                     TokenKind::Str(self.string(self.pos - start, issues))
@@ -615,7 +644,8 @@ impl Scanner<'_> {
         let quote_len: u8 = if triple { 3 } else { 1 };
         self.pos += usize::from(quote_len);
         let terminated = loop {
-            let Some(byte) = self.peek() else {
+            let special = |b: u8| b == quote || b == b'\\' || b == b'\n' || b == b'\r';
+            let Some(byte) = self.advance_until(special) else {
                 break false;
             };
             match byte {
@@ -629,16 +659,13 @@ impl Scanner<'_> {
                     self.eat_newline();
                 }
                 b'\n' | b'\r' => break false,
-                _ if byte == quote => {
-                    if !triple {
-                        self.pos += 1;
-                        break true;
-                    }
-                    if self.peek_at(1) == Some(quote) && self.peek_at(2) == Some(quote) {
-                        self.pos += 3;
-                        break true;
-                    }
+                _ if !triple => {
                     self.pos += 1;
+                    break true;
+                }
+                _ if self.peek_at(1) == Some(quote) && self.peek_at(2) == Some(quote) => {
+                    self.pos += 3;
+                    break true;
                 }
                 _ => self.pos += 1,
             }

@@ -50,8 +50,8 @@ pub struct FunctionDef {
     /// Defined with `async def`.
     pub is_async: bool,
     /// Byte range of the definition in the code, from its first decorator (or `def`)
-    /// to the end of its last non-blank line (trailing comment included, line break
-    /// excluded).
+    /// to the end of its last statement (a trailing comment on that line included, the
+    /// line break and any comment-only lines after it excluded).
     pub span: Range<usize>,
     /// 1-based line of the `def` keyword.
     pub line: u32,
