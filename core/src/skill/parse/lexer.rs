@@ -7,7 +7,9 @@
 //! quoted) and comments are single tokens or skipped, so `def` or `(` inside them is
 //! never seen; tabs advance to the next multiple of 8 and are checked against spaces as
 //! Python does. The expressions inside f-string replacement fields are tokenized too
-//! (marked with a field id), so calls there are found.
+//! (marked with a field id), so calls there are found. Every string, f-strings
+//! included, ends at its first unescaped closing quote (the rule before Python 3.12,
+//! and Starlark's), so a field may not reuse its string's quote.
 //!
 //! Every byte is looked at a bounded number of times (once, plus once per f-string
 //! nesting level up to [`MAX_FSTRING_NESTING`]), so the work is linear in the input.

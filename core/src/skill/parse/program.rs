@@ -14,7 +14,7 @@ use alloc::vec::Vec;
 pub(super) fn analyze(code: &str) -> CodeAnalysis {
     let mut issues = IssueLog::default();
     let mut lexer = Lexer::new(code);
-    let mut tokens = Vec::new();
+    let mut tokens = Vec::with_capacity(64);
     let mut walker = Walker::default();
     while let Some(line) = lexer.next_line(&mut tokens, &mut issues) {
         walker.line(code, line, &tokens, &mut issues);
