@@ -1,10 +1,346 @@
 //! # sage-backend-cpu
 //!
-//! The CPU backend of the SAGE transformer: f32 kernels parallelised with rayon, and the
-//! oracle every other backend is tested against. It implements the `Kernels` contract of
-//! `sage-core` and nothing else: no model logic, no I/O.
+//! The CPU backend of the SAGE transformer: [`CpuBackend`] implements the `Kernels`
+//! contract of `sage-core` in f32, parallelised with rayon, and is the oracle every
+//! other backend is tested against. It owns buffer storage and the kernels, and nothing
+//! else: no model logic, no I/O.
 //!
-//! Status: the `Kernels` trait and these kernels arrive with the transformer work
-//! (issue 3); this crate holds no code yet, so that the workspace layout and the
-//! backend cargo features are in place from the start.
+//! Results are deterministic: the same inputs give bit-identical outputs from run to
+//! run, whatever the thread count, because no reduction's order depends on scheduling.
+//!
+//! Modules, one per kernel family, each forward beside its backward:
+//! - `store`: the buffers and the checked lending of tensor slices;
+//! - `elementwise`: fill, copy, `+=`, scale, sum of squares;
+//! - `embedding`, `norm` (RMSNorm), `matmul` (GEMM and bias), `rope`, `attention`
+//!   (training and decoding), `swiglu`, `logprob` (the output head), `adamw`;
+//! - `math`: vectorisable exp, dot products and reductions shared by the kernels.
 #![forbid(unsafe_code)]
+
+mod adamw;
+mod attention;
+mod elementwise;
+mod embedding;
+mod error;
+mod logprob;
+mod math;
+mod matmul;
+mod norm;
+mod rope;
+mod store;
+mod swiglu;
+
+pub use error::CpuError;
+
+use sage_core::transformer::{
+    AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
+};
+
+use crate::error::expect_len;
+use crate::store::Store;
+
+/// The CPU backend: host buffers and f32 kernels running on rayon's global pool.
+#[derive(Debug, Default)]
+pub struct CpuBackend {
+    store: Store,
+}
+
+impl CpuBackend {
+    /// A backend with no buffers.
+    pub fn new() -> CpuBackend {
+        CpuBackend::default()
+    }
+}
+
+impl Kernels for CpuBackend {
+    type Error = CpuError;
+
+    fn alloc(&mut self, len: usize) -> Result<BufferId, CpuError> {
+        self.store.alloc(len)
+    }
+
+    fn alloc_indices(&mut self, len: usize) -> Result<IndexBufferId, CpuError> {
+        self.store.alloc_indices(len)
+    }
+
+    fn free(&mut self, buffer: BufferId) -> Result<(), CpuError> {
+        self.store.free(buffer)
+    }
+
+    fn free_indices(&mut self, buffer: IndexBufferId) -> Result<(), CpuError> {
+        self.store.free_indices(buffer)
+    }
+
+    fn write(&mut self, dst: Tensor, src: &[f32]) -> Result<(), CpuError> {
+        let ([dst], [], []) = self.store.views([dst], [], [])?;
+        expect_len("write", "src", src.len(), dst.len())?;
+        dst.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn write_indices(&mut self, dst: Indices, src: &[u32]) -> Result<(), CpuError> {
+        let dst = self.store.indices_mut(dst)?;
+        expect_len("write_indices", "src", src.len(), dst.len())?;
+        dst.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn read(&mut self, src: Tensor, dst: &mut [f32]) -> Result<(), CpuError> {
+        let ([], [src], []) = self.store.views([], [src], [])?;
+        expect_len("read", "dst", dst.len(), src.len())?;
+        dst.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn fill(&mut self, dst: Tensor, value: f32) -> Result<(), CpuError> {
+        let ([dst], [], []) = self.store.views([dst], [], [])?;
+        elementwise::fill(dst, value);
+        Ok(())
+    }
+
+    fn copy(&mut self, dst: Tensor, src: Tensor) -> Result<(), CpuError> {
+        let ([dst], [src], []) = self.store.views([dst], [src], [])?;
+        elementwise::copy(dst, src)
+    }
+
+    fn add_assign(&mut self, dst: Tensor, src: Tensor) -> Result<(), CpuError> {
+        let ([dst], [src], []) = self.store.views([dst], [src], [])?;
+        elementwise::add_assign(dst, src)
+    }
+
+    fn scale(&mut self, dst: Tensor, factor: f32) -> Result<(), CpuError> {
+        let ([dst], [], []) = self.store.views([dst], [], [])?;
+        elementwise::scale(dst, factor);
+        Ok(())
+    }
+
+    fn sum_squares(&mut self, src: Tensor) -> Result<f32, CpuError> {
+        let ([], [src], []) = self.store.views([], [src], [])?;
+        Ok(elementwise::sum_squares(src))
+    }
+
+    fn embedding_forward(
+        &mut self,
+        out: Tensor,
+        table: Tensor,
+        tokens: Indices,
+        dim: usize,
+    ) -> Result<(), CpuError> {
+        let ([out], [table], [tokens]) = self.store.views([out], [table], [tokens])?;
+        embedding::embedding_forward(out, table, tokens, dim)
+    }
+
+    fn embedding_backward(
+        &mut self,
+        dtable: Tensor,
+        dout: Tensor,
+        tokens: Indices,
+        dim: usize,
+    ) -> Result<(), CpuError> {
+        let ([dtable], [dout], [tokens]) = self.store.views([dtable], [dout], [tokens])?;
+        embedding::embedding_backward(dtable, dout, tokens, dim)
+    }
+
+    fn rmsnorm_forward(
+        &mut self,
+        out: Tensor,
+        rstd: Tensor,
+        x: Tensor,
+        weight: Tensor,
+        dim: usize,
+        eps: f32,
+    ) -> Result<(), CpuError> {
+        let ([out, rstd], [x, weight], []) = self.store.views([out, rstd], [x, weight], [])?;
+        norm::rmsnorm_forward(out, rstd, x, weight, dim, eps)
+    }
+
+    fn rmsnorm_backward(
+        &mut self,
+        dx: Tensor,
+        dweight: Tensor,
+        dout: Tensor,
+        x: Tensor,
+        weight: Tensor,
+        rstd: Tensor,
+        dim: usize,
+    ) -> Result<(), CpuError> {
+        let ([dx, dweight], [dout, x, weight, rstd], []) =
+            self.store
+                .views([dx, dweight], [dout, x, weight, rstd], [])?;
+        norm::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, dim)
+    }
+
+    fn matmul(
+        &mut self,
+        c: Tensor,
+        a: Tensor,
+        b: Tensor,
+        shape: MatmulShape,
+    ) -> Result<(), CpuError> {
+        let ([c], [a, b], []) = self.store.views([c], [a, b], [])?;
+        matmul::matmul(c, a, b, shape)
+    }
+
+    fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), CpuError> {
+        let ([out], [bias], []) = self.store.views([out], [bias], [])?;
+        matmul::add_bias(out, bias)
+    }
+
+    fn bias_backward(&mut self, dbias: Tensor, dout: Tensor) -> Result<(), CpuError> {
+        let ([dbias], [dout], []) = self.store.views([dbias], [dout], [])?;
+        matmul::bias_backward(dbias, dout)
+    }
+
+    fn rope_forward(
+        &mut self,
+        x: Tensor,
+        positions: Indices,
+        heads: usize,
+        head_dim: usize,
+        theta: f32,
+    ) -> Result<(), CpuError> {
+        let ([x], [], [positions]) = self.store.views([x], [], [positions])?;
+        rope::rope_forward(x, positions, heads, head_dim, theta)
+    }
+
+    fn rope_backward(
+        &mut self,
+        dx: Tensor,
+        positions: Indices,
+        heads: usize,
+        head_dim: usize,
+        theta: f32,
+    ) -> Result<(), CpuError> {
+        let ([dx], [], [positions]) = self.store.views([dx], [], [positions])?;
+        rope::rope_backward(dx, positions, heads, head_dim, theta)
+    }
+
+    fn attention_forward(
+        &mut self,
+        out: Tensor,
+        lse: Tensor,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        seq_starts: &[u32],
+        shape: AttentionShape,
+    ) -> Result<(), CpuError> {
+        let ([out, lse], [q, k, v], []) = self.store.views([out, lse], [q, k, v], [])?;
+        attention::attention_forward(out, lse, q, k, v, seq_starts, shape)
+    }
+
+    fn attention_backward(
+        &mut self,
+        dq: Tensor,
+        dk: Tensor,
+        dv: Tensor,
+        dout: Tensor,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        out: Tensor,
+        lse: Tensor,
+        seq_starts: &[u32],
+        shape: AttentionShape,
+    ) -> Result<(), CpuError> {
+        let ([dq, dk, dv], [dout, q, k, v, out, lse], []) =
+            self.store
+                .views([dq, dk, dv], [dout, q, k, v, out, lse], [])?;
+        attention::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, seq_starts, shape)
+    }
+
+    fn kv_cache_append(
+        &mut self,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        k: Tensor,
+        v: Tensor,
+        lengths: &[u32],
+        capacity: usize,
+        kv_dim: usize,
+    ) -> Result<(), CpuError> {
+        let ([k_cache, v_cache], [k, v], []) = self.store.views([k_cache, v_cache], [k, v], [])?;
+        attention::kv_cache_append(k_cache, v_cache, k, v, lengths, capacity, kv_dim)
+    }
+
+    fn attention_decode(
+        &mut self,
+        out: Tensor,
+        q: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        lengths: &[u32],
+        capacity: usize,
+        shape: AttentionShape,
+    ) -> Result<(), CpuError> {
+        let ([out], [q, k_cache, v_cache], []) =
+            self.store.views([out], [q, k_cache, v_cache], [])?;
+        attention::attention_decode(out, q, k_cache, v_cache, lengths, capacity, shape)
+    }
+
+    fn swiglu_forward(&mut self, out: Tensor, gate: Tensor, up: Tensor) -> Result<(), CpuError> {
+        let ([out], [gate, up], []) = self.store.views([out], [gate, up], [])?;
+        swiglu::swiglu_forward(out, gate, up)
+    }
+
+    fn swiglu_backward(
+        &mut self,
+        dgate: Tensor,
+        dup: Tensor,
+        dout: Tensor,
+        gate: Tensor,
+        up: Tensor,
+    ) -> Result<(), CpuError> {
+        let ([dgate, dup], [dout, gate, up], []) =
+            self.store.views([dgate, dup], [dout, gate, up], [])?;
+        swiglu::swiglu_backward(dgate, dup, dout, gate, up)
+    }
+
+    fn logprob_forward(
+        &mut self,
+        logp: Tensor,
+        lse: Tensor,
+        hidden: Tensor,
+        lm_head: Tensor,
+        targets: Indices,
+    ) -> Result<(), CpuError> {
+        let ([logp, lse], [hidden, lm_head], [targets]) =
+            self.store
+                .views([logp, lse], [hidden, lm_head], [targets])?;
+        logprob::logprob_forward(logp, lse, hidden, lm_head, targets)
+    }
+
+    fn logprob_backward(
+        &mut self,
+        dhidden: Tensor,
+        dlm_head: Tensor,
+        weights: Tensor,
+        hidden: Tensor,
+        lm_head: Tensor,
+        targets: Indices,
+        lse: Tensor,
+    ) -> Result<(), CpuError> {
+        let ([dhidden, dlm_head], [weights, hidden, lm_head, lse], [targets]) = self.store.views(
+            [dhidden, dlm_head],
+            [weights, hidden, lm_head, lse],
+            [targets],
+        )?;
+        logprob::logprob_backward(dhidden, dlm_head, weights, hidden, lm_head, targets, lse)
+    }
+
+    fn logits(&mut self, out: Tensor, hidden: Tensor, lm_head: Tensor) -> Result<(), CpuError> {
+        let ([out], [hidden, lm_head], []) = self.store.views([out], [hidden, lm_head], [])?;
+        logprob::logits(out, hidden, lm_head)
+    }
+
+    fn adamw(
+        &mut self,
+        params: Tensor,
+        grads: Tensor,
+        m: Tensor,
+        v: Tensor,
+        step: AdamWStep,
+    ) -> Result<(), CpuError> {
+        let ([params, m, v], [grads], []) = self.store.views([params, m, v], [grads], [])?;
+        adamw::adamw(params, m, v, grads, step)
+    }
+}

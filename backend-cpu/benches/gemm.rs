@@ -1,0 +1,104 @@
+//! GEMM throughput of the CPU backend's `matmul` on a 2048^3 square and the shapes of
+//! the "tiny" model (N = 8 x 512 tokens, D 256, I 768, V 4096). Each figure is the
+//! median over batches of the time of one multiplication.
+//!
+//! Run: `cargo bench -p sage-backend-cpu --bench gemm`
+
+use std::time::Instant;
+
+use sage_backend_cpu::CpuBackend;
+use sage_core::transformer::{Kernels, MatmulShape, Tensor};
+
+/// Batches timed per shape; the median is reported.
+const BATCHES: usize = 7;
+
+/// Target duration of one batch, in seconds.
+const BATCH_SECONDS: f64 = 0.25;
+
+/// One benchmarked product: a label and its shape.
+struct Case {
+    label: &'static str,
+    shape: MatmulShape,
+}
+
+fn case(label: &'static str, m: usize, n: usize, k: usize, trans_a: bool, trans_b: bool) -> Case {
+    Case {
+        label,
+        shape: MatmulShape {
+            m,
+            n,
+            k,
+            trans_a,
+            trans_b,
+            accumulate: false,
+        },
+    }
+}
+
+/// Median seconds of one `matmul` of `shape`.
+fn time(backend: &mut CpuBackend, shape: MatmulShape) -> f64 {
+    let MatmulShape { m, n, k, .. } = shape;
+    let fill = |backend: &mut CpuBackend, len: usize, seed: usize| {
+        let data: Vec<f32> = (0..len)
+            .map(|i| ((i * 7919 + seed) % 1999) as f32 / 1999.0 - 0.5)
+            .collect();
+        let tensor = Tensor::whole(backend.alloc(len).expect("alloc"), len);
+        backend.write(tensor, &data).expect("write");
+        tensor
+    };
+    let (a, b, c) = (
+        fill(backend, m * k, 1),
+        fill(backend, k * n, 2),
+        fill(backend, m * n, 3),
+    );
+    let mut run = |reps: usize| {
+        let start = Instant::now();
+        for _ in 0..reps {
+            backend.matmul(c, a, b, shape).expect("matmul");
+        }
+        start.elapsed().as_secs_f64() / reps as f64
+    };
+    let once = run(1);
+    let reps = ((BATCH_SECONDS / once) as usize).max(1);
+    let mut times: Vec<f64> = (0..BATCHES).map(|_| run(reps)).collect();
+    times.sort_by(f64::total_cmp);
+    for tensor in [a, b, c] {
+        backend.free(tensor.buffer).expect("free");
+    }
+    times[BATCHES / 2]
+}
+
+fn main() {
+    let cases = [
+        case("square 2048^3", 2048, 2048, 2048, false, false),
+        case("tiny q/gate/up: x·W^T", 4096, 768, 256, false, true),
+        case("tiny down: h·W^T", 4096, 256, 768, false, true),
+        case("tiny logits: x·E^T", 4096, 4096, 256, false, true),
+        case("tiny logits chunk", 1024, 4096, 256, false, true),
+        case("tiny dX = dY·W", 4096, 256, 768, false, false),
+        case("tiny dW = dY^T·X", 768, 256, 4096, true, false),
+    ];
+    let mut backend = CpuBackend::new();
+    println!("threads: {}", rayon::current_num_threads());
+    println!(
+        "{:<24} {:>18} {:>10} {:>10}",
+        "case", "m x n x k (a,b)", "ms", "GFLOP/s"
+    );
+    for Case { label, shape } in cases {
+        let seconds = time(&mut backend, shape);
+        let flops = 2.0 * (shape.m * shape.n * shape.k) as f64;
+        let dims = format!(
+            "{}x{}x{} ({},{})",
+            shape.m,
+            shape.n,
+            shape.k,
+            if shape.trans_a { "T" } else { "N" },
+            if shape.trans_b { "T" } else { "N" }
+        );
+        println!(
+            "{label:<24} {dims:>18} {:>10.3} {:>10.1}",
+            seconds * 1e3,
+            flops / seconds / 1e9
+        );
+    }
+}

@@ -1,0 +1,73 @@
+//! Token embedding: the forward gather of table rows and its backward scatter-add,
+//! which is deterministic because each table row is accumulated by one task, in token
+//! order.
+
+use rayon::prelude::*;
+
+use crate::error::{expect_len, rows_of, CpuError};
+
+/// Rows of `table` (V) after checking that every token is below it.
+fn vocab_checked(
+    op: &'static str,
+    table_len: usize,
+    tokens: &[u32],
+    dim: usize,
+) -> Result<usize, CpuError> {
+    let vocab = rows_of(op, "table", table_len, dim)?;
+    match tokens.iter().find(|&&token| token as usize >= vocab) {
+        Some(&token) => Err(CpuError::TokenOutOfRange { op, token, vocab }),
+        None => Ok(vocab),
+    }
+}
+
+/// out[N, D] = table[tokens[n], :] with table [V, D] and tokens [N].
+pub(crate) fn embedding_forward(
+    out: &mut [f32],
+    table: &[f32],
+    tokens: &[u32],
+    dim: usize,
+) -> Result<(), CpuError> {
+    vocab_checked("embedding_forward", table.len(), tokens, dim)?;
+    expect_len("embedding_forward", "out", out.len(), tokens.len() * dim)?;
+    out.par_chunks_mut(dim)
+        .zip(tokens.par_iter())
+        .for_each(|(row, &token)| {
+            let start = token as usize * dim;
+            row.copy_from_slice(&table[start..start + dim]);
+        });
+    Ok(())
+}
+
+/// dtable[V, D] += dout[n, :] for each n at row tokens[n]. A counting sort groups the
+/// positions of each token (in increasing n); each row of dtable then sums its group.
+pub(crate) fn embedding_backward(
+    dtable: &mut [f32],
+    dout: &[f32],
+    tokens: &[u32],
+    dim: usize,
+) -> Result<(), CpuError> {
+    let vocab = vocab_checked("embedding_backward", dtable.len(), tokens, dim)?;
+    expect_len("embedding_backward", "dout", dout.len(), tokens.len() * dim)?;
+    // group_start[v]..group_start[v + 1] indexes the positions of token v in `by_token`.
+    let mut group_start = vec![0usize; vocab + 1];
+    for &token in tokens {
+        group_start[token as usize + 1] += 1;
+    }
+    for v in 0..vocab {
+        group_start[v + 1] += group_start[v];
+    }
+    let mut fill = group_start.clone();
+    let mut by_token = vec![0usize; tokens.len()];
+    for (n, &token) in tokens.iter().enumerate() {
+        by_token[fill[token as usize]] = n;
+        fill[token as usize] += 1;
+    }
+    dtable.par_chunks_mut(dim).enumerate().for_each(|(v, row)| {
+        for &n in &by_token[group_start[v]..group_start[v + 1]] {
+            for (d, g) in row.iter_mut().zip(&dout[n * dim..(n + 1) * dim]) {
+                *d += g;
+            }
+        }
+    });
+    Ok(())
+}

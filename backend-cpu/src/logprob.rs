@@ -1,0 +1,210 @@
+//! The output head: full logits for sampling, and the fused logits -> log-softmax ->
+//! log-prob of the targets with its per-token weighted backward. The fused pair walks
+//! the rows in chunks, so at most [`LOGITS_CHUNK`] logits exist at any time.
+
+use rayon::prelude::*;
+
+use crate::error::{expect_len, rows_of, CpuError};
+use crate::math;
+use crate::matmul::{gemm_parallel, view, view_mut};
+
+/// Most logits (`f32`) the fused head holds at once: 16 MiB.
+const LOGITS_CHUNK: usize = 1 << 22;
+
+/// The sizes of an output-head call: rows N, width D and vocabulary V.
+struct HeadDims {
+    rows: usize,
+    dim: usize,
+    vocab: usize,
+}
+
+/// N from `targets`, D from hidden[N, D], V from lm_head[V, D]; every target below V.
+fn head_dims(
+    op: &'static str,
+    hidden: usize,
+    lm_head: usize,
+    targets: &[u32],
+) -> Result<HeadDims, CpuError> {
+    let rows = targets.len();
+    if rows == 0 {
+        expect_len(op, "hidden", hidden, 0)?;
+        return Ok(HeadDims {
+            rows,
+            dim: 0,
+            vocab: 0,
+        });
+    }
+    let dim = rows_of(op, "hidden", hidden, rows)?;
+    let vocab = rows_of(op, "lm_head", lm_head, dim)?;
+    match targets.iter().find(|&&t| t as usize >= vocab) {
+        Some(&token) => Err(CpuError::TokenOutOfRange { op, token, vocab }),
+        None => Ok(HeadDims { rows, dim, vocab }),
+    }
+}
+
+/// Rows of logits per chunk for a vocabulary of `vocab`.
+fn chunk_rows(vocab: usize) -> usize {
+    (LOGITS_CHUNK / vocab.max(1)).max(1)
+}
+
+/// logits[r, V] = hidden[r, D] · lm_head[V, D]^T for the `rows` rows of `hidden`.
+fn project(
+    logits: &mut [f32],
+    hidden: &[f32],
+    lm_head: &[f32],
+    rows: usize,
+    d: &HeadDims,
+) -> Result<(), CpuError> {
+    let lm_head_t = view(lm_head, d.vocab, d.dim, d.dim)?.reversed_axes();
+    gemm_parallel(
+        view_mut(logits, rows, d.vocab, d.vocab)?,
+        view(hidden, rows, d.dim, d.dim)?,
+        lm_head_t,
+        1.0,
+        0.0,
+    );
+    Ok(())
+}
+
+/// logp[N] = logits[n, targets[n]] - lse[n] and lse[N] = log sum_j exp(logits[n, j]),
+/// logits = hidden[N, D] · lm_head[V, D]^T, chunk by chunk of rows.
+pub(crate) fn logprob_forward(
+    logp: &mut [f32],
+    lse: &mut [f32],
+    hidden: &[f32],
+    lm_head: &[f32],
+    targets: &[u32],
+) -> Result<(), CpuError> {
+    let op = "logprob_forward";
+    let d = head_dims(op, hidden.len(), lm_head.len(), targets)?;
+    expect_len(op, "logp", logp.len(), d.rows)?;
+    expect_len(op, "lse", lse.len(), d.rows)?;
+    let chunk = chunk_rows(d.vocab);
+    // logits[chunk, V]
+    let mut logits = vec![0.0f32; chunk.min(d.rows) * d.vocab];
+    for start in (0..d.rows).step_by(chunk) {
+        let rows = chunk.min(d.rows - start);
+        let logits = &mut logits[..rows * d.vocab];
+        project(
+            logits,
+            &hidden[start * d.dim..(start + rows) * d.dim],
+            lm_head,
+            rows,
+            &d,
+        )?;
+        logits
+            .par_chunks_mut(d.vocab)
+            .zip(logp[start..start + rows].par_iter_mut())
+            .zip(lse[start..start + rows].par_iter_mut())
+            .zip(targets[start..start + rows].par_iter())
+            .for_each(|(((row, logp_n), lse_n), &target)| {
+                let target_logit = row[target as usize];
+                let max = math::max(row);
+                *lse_n = max + math::exp_sum_in_place(row, max).ln();
+                *logp_n = target_logit - *lse_n;
+            });
+    }
+    Ok(())
+}
+
+/// Backward of sum_n weights[n] * logp[n]: with dlogits = w (onehot(target) - softmax),
+/// dhidden[N, D] = dlogits · lm_head (overwritten; 0 on rows of weight 0) and
+/// dlm_head[V, D] += dlogits^T · hidden. Only rows of nonzero weight are computed,
+/// gathered chunk by chunk; chunks are accumulated in order.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn logprob_backward(
+    dhidden: &mut [f32],
+    dlm_head: &mut [f32],
+    weights: &[f32],
+    hidden: &[f32],
+    lm_head: &[f32],
+    targets: &[u32],
+    lse: &[f32],
+) -> Result<(), CpuError> {
+    let op = "logprob_backward";
+    let d = head_dims(op, hidden.len(), lm_head.len(), targets)?;
+    expect_len(op, "weights", weights.len(), d.rows)?;
+    expect_len(op, "lse", lse.len(), d.rows)?;
+    expect_len(op, "dhidden", dhidden.len(), hidden.len())?;
+    expect_len(op, "dlm_head", dlm_head.len(), lm_head.len())?;
+    dhidden.fill(0.0);
+    let active: Vec<usize> = (0..d.rows).filter(|&n| weights[n] != 0.0).collect();
+    let chunk = chunk_rows(d.vocab).min(active.len());
+    // hidden_chunk and dhidden_chunk [chunk, D], dlogits [chunk, V]
+    let mut hidden_chunk = vec![0.0f32; chunk * d.dim];
+    let mut dhidden_chunk = vec![0.0f32; chunk * d.dim];
+    let mut dlogits = vec![0.0f32; chunk * d.vocab];
+    for rows_of_chunk in active.chunks(chunk.max(1)) {
+        let rows = rows_of_chunk.len();
+        let hidden_chunk = &mut hidden_chunk[..rows * d.dim];
+        for (dst, &n) in hidden_chunk.chunks_exact_mut(d.dim).zip(rows_of_chunk) {
+            dst.copy_from_slice(&hidden[n * d.dim..(n + 1) * d.dim]);
+        }
+        let dlogits = &mut dlogits[..rows * d.vocab];
+        project(dlogits, hidden_chunk, lm_head, rows, &d)?;
+        dlogits
+            .par_chunks_mut(d.vocab)
+            .zip(rows_of_chunk.par_iter())
+            .for_each(|(row, &n)| {
+                let (w, shift) = (weights[n], lse[n]);
+                for logit in row.iter_mut() {
+                    *logit = -w * math::exp(*logit - shift);
+                }
+                row[targets[n] as usize] += w;
+            });
+        let dlogits = view(dlogits, rows, d.vocab, d.vocab)?;
+        let dhidden_chunk = &mut dhidden_chunk[..rows * d.dim];
+        gemm_parallel(
+            view_mut(dhidden_chunk, rows, d.dim, d.dim)?,
+            dlogits,
+            view(lm_head, d.vocab, d.dim, d.dim)?,
+            1.0,
+            0.0,
+        );
+        for (src, &n) in dhidden_chunk.chunks_exact(d.dim).zip(rows_of_chunk) {
+            dhidden[n * d.dim..(n + 1) * d.dim].copy_from_slice(src);
+        }
+        gemm_parallel(
+            view_mut(dlm_head, d.vocab, d.dim, d.dim)?,
+            dlogits.t(),
+            view(hidden_chunk, rows, d.dim, d.dim)?,
+            1.0,
+            1.0,
+        );
+    }
+    Ok(())
+}
+
+/// out[B, V] = hidden[B, D] · lm_head[V, D]^T. The call carries no sizes, so B, D and V
+/// are solved from the three lengths (B*D, V*D, B*V).
+pub(crate) fn logits(out: &mut [f32], hidden: &[f32], lm_head: &[f32]) -> Result<(), CpuError> {
+    let (h, l, o) = (
+        hidden.len() as u128,
+        lm_head.len() as u128,
+        out.len() as u128,
+    );
+    if o == 0 || h == 0 || l == 0 {
+        return if o == 0 && (h == 0 || l == 0) {
+            Ok(())
+        } else {
+            Err(CpuError::Shape(format!(
+                "logits: hidden {h}, lm_head {l} and out {o} elements do not fit [B, D], [V, D], [B, V]"
+            )))
+        };
+    }
+    // D^2 = (B*D)(V*D) / (B*V).
+    let dim = (h * l / o).isqrt();
+    let fits = dim > 0 && dim * dim * o == h * l && h % dim == 0 && l % dim == 0;
+    if !fits {
+        return Err(CpuError::Shape(format!(
+            "logits: hidden {h}, lm_head {l} and out {o} elements do not fit [B, D], [V, D], [B, V]"
+        )));
+    }
+    let dim = dim as usize;
+    let d = HeadDims {
+        rows: hidden.len() / dim,
+        dim,
+        vocab: lm_head.len() / dim,
+    };
+    project(out, hidden, lm_head, d.rows, &d)
+}
