@@ -73,7 +73,8 @@ pub struct Skill {
     pub params: Vec<Param>,
     /// The docstring's text (quotes removed, common indentation kept as written).
     pub docstring: Option<String>,
-    /// The exact source of the definition, decorators included, dedented to column 0.
+    /// The exact source of the definition as the program holds it, decorators included
+    /// (code from a fenced block has the fence's indentation removed).
     pub source: String,
     /// The task that saved it.
     pub origin: Origin,
