@@ -6,18 +6,22 @@
 const LANES: usize = 8;
 
 /// `e^x` to about 1 ulp for finite `x` (Cephes-style: 2^n · p(r) with |r| <= ln2/2);
-/// 0 below -87.3 (including -inf) and +inf above 88.3 (where the true value is
-/// already above 2e38). Branch-free, so loops over it
+/// 0 below -87.3 (including -inf), +inf above 88.3 (where the true value is already
+/// above 2e38), NaN for NaN. Free of branches and float-to-int casts, so loops over it
 /// vectorise, unlike `f32::exp`.
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
-    // Adding then subtracting 1.5 * 2^23 rounds to the nearest integer.
+    const LOWEST: f32 = -87.3;
+    const HIGHEST: f32 = 88.3;
+    // Adding 1.5 * 2^23 rounds to an integer n, held in the low mantissa bits.
     const ROUND: f32 = 12_582_912.0;
-    let clamped = x.clamp(-87.3, 88.3);
-    let n = (clamped * LOG2E + ROUND) - ROUND;
+    let clamped = x.clamp(LOWEST, HIGHEST);
+    let shifted = clamped * LOG2E + ROUND;
+    let n = shifted - ROUND;
+    let n_bits = shifted.to_bits().wrapping_sub(ROUND.to_bits()) as i32;
     let r = clamped - n * LN2_HI - n * LN2_LO;
     let mut p = 1.987_569_1e-4_f32;
     p = p * r + 1.398_199_9e-3;
@@ -26,11 +30,11 @@ pub(crate) fn exp(x: f32) -> f32 {
     p = p * r + 1.666_666_5e-1;
     p = p * r + 0.5;
     let poly = p * r * r + r + 1.0;
-    let two_n = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // 2^n from its exponent bits; n is in [-126, 127].
+    let two_n = f32::from_bits(((n_bits + 127) << 23) as u32);
     let value = poly * two_n;
-    if x < -87.3 {
-        0.0
-    } else if x > 88.3 {
+    let value = if x < LOWEST { 0.0 } else { value };
+    if x > HIGHEST {
         f32::INFINITY
     } else {
         value
@@ -144,6 +148,7 @@ mod tests {
         assert_eq!(exp(f32::NEG_INFINITY), 0.0);
         assert_eq!(exp(f32::INFINITY), f32::INFINITY);
         assert_eq!(exp(0.0), 1.0);
+        assert!(exp(f32::NAN).is_nan());
     }
 
     #[test]
