@@ -13,9 +13,9 @@ pub mod parse;
 
 pub use library::{HashSkillLibrary, LibraryError, SkillLibrary};
 pub use parse::{
-    find_code_blocks, parse_code, parse_response, parse_response_bytes, redefinitions,
-    used_skills, CallSite, CodeAnalysis, CodeBlock, FunctionDef, IssueKind, ParseIssue,
-    ResponseAnalysis, MAX_ISSUES,
+    find_code_blocks, parse_code, parse_response, parse_response_bytes, redefinitions, used_skills,
+    CallSite, CodeAnalysis, CodeBlock, FunctionDef, IssueKind, ParseIssue, ResponseAnalysis,
+    MAX_ISSUES,
 };
 
 /// How a parameter binds its argument, as in a Python signature.
