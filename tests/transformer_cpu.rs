@@ -1,0 +1,287 @@
+//! The transformer of `sage-core` (forward, backward, KV-cache decoding, written once
+//! over `Kernels`) run on the CPU backend: whole-model gradients against finite
+//! differences, decoding against the training forward pass, a few AdamW steps that
+//! must lower the loss, and clear errors on malformed batches.
+
+use sage_backend_cpu::CpuBackend;
+use sage_core::transformer::{
+    AdamWStep, InputError, Kernels, KvCache, ModelConfig, ModelError, Transformer,
+};
+
+/// A deterministic xorshift generator for test inputs.
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// Uniform in [-1, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+fn config(tied: bool) -> ModelConfig {
+    ModelConfig {
+        vocab_size: 37,
+        hidden_size: 16,
+        intermediate_size: 24,
+        num_hidden_layers: 2,
+        num_attention_heads: 4,
+        num_key_value_heads: 2,
+        rope_theta: 10_000.0,
+        rms_norm_eps: 1e-6,
+        max_position_embeddings: 64,
+        tie_word_embeddings: tied,
+        qkv_bias: true,
+    }
+}
+
+/// A model with random parameters: weights ~ U(-0.5, 0.5), norm weights ~ 1 + U(-0.2, 0.2).
+fn random_model(k: &mut CpuBackend, config: ModelConfig, rng: &mut Rng) -> Transformer {
+    let model = Transformer::new(k, config).unwrap();
+    let mut params: Vec<f32> = (0..model.params().len).map(|_| 0.5 * rng.unit()).collect();
+    let layout = model.layout();
+    let norms = layout
+        .layers
+        .iter()
+        .flat_map(|l| [l.input_norm, l.post_attention_norm])
+        .chain([layout.final_norm]);
+    for slot in norms {
+        for p in &mut params[slot.offset..slot.offset + slot.len] {
+            *p = 1.0 + 0.4 * *p;
+        }
+    }
+    k.write(model.params(), &params).unwrap();
+    model
+}
+
+/// Two packed sequences of 6 and 4 tokens, with next-token targets.
+fn batch(rng: &mut Rng, vocab: usize) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let tokens: Vec<u32> = (0..10).map(|_| rng.below(vocab) as u32).collect();
+    let targets: Vec<u32> = (0..10).map(|_| rng.below(vocab) as u32).collect();
+    (tokens, targets, vec![0, 6, 10])
+}
+
+fn weighted_logp(logp: &[f32], weights: &[f32]) -> f64 {
+    logp.iter()
+        .zip(weights)
+        .map(|(&l, &w)| f64::from(l) * f64::from(w))
+        .sum()
+}
+
+/// Every parameter tensor's gradient at random elements against central differences
+/// of L = sum_t w_t logp_t. The forward runs in f32, so with step h = 1e-2 the
+/// difference carries a rounding error of about eps_f32 * |L| / h ~ 1e-4 and a
+/// truncation error of order h^2 times the third derivative; we accept an absolute
+/// error of 2e-3 plus 2% of the gradient, far below what a wrong term would give
+/// (a missing path changes a gradient by its own order of magnitude).
+fn check_model_gradients(tied: bool) {
+    let mut rng = Rng(0x5eed_0000 + tied as u64);
+    let mut k = CpuBackend::new();
+    let config = config(tied);
+    let mut model = random_model(&mut k, config.clone(), &mut rng);
+    let (tokens, targets, starts) = batch(&mut rng, config.vocab_size);
+    let weights: Vec<f32> = (0..tokens.len()).map(|_| rng.unit()).collect();
+
+    model.zero_grads(&mut k).unwrap();
+    model.forward(&mut k, &tokens, &targets, &starts).unwrap();
+    model.backward(&mut k, &weights).unwrap();
+    let mut grads = vec![0.0f32; model.grads().len];
+    k.read(model.grads(), &mut grads).unwrap();
+    let mut params = vec![0.0f32; model.params().len];
+    k.read(model.params(), &mut params).unwrap();
+
+    let h = 1e-2f32;
+    let mut checked = 0;
+    for (name, slot) in model.layout().named() {
+        for _ in 0..3 {
+            let i = slot.offset + rng.below(slot.len);
+            let mut loss_at = |value: f32| {
+                let mut p = params.clone();
+                p[i] = value;
+                k.write(model.params(), &p).unwrap();
+                let logp = model.forward(&mut k, &tokens, &targets, &starts).unwrap();
+                weighted_logp(&logp, &weights)
+            };
+            let fd = (loss_at(params[i] + h) - loss_at(params[i] - h)) / (2.0 * f64::from(h));
+            let analytic = f64::from(grads[i]);
+            assert!(
+                (fd - analytic).abs() <= 2e-3 + 2e-2 * analytic.abs(),
+                "{name}[{}]: analytic {analytic}, finite difference {fd} (tied {tied})",
+                i - slot.offset
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3 * 12, "checked only {checked} elements");
+}
+
+#[test]
+fn model_gradients_match_finite_differences_untied() {
+    check_model_gradients(false);
+}
+
+#[test]
+fn model_gradients_match_finite_differences_tied() {
+    check_model_gradients(true);
+}
+
+/// log-softmax of `logits` at `target`, in f64.
+fn log_softmax_at(logits: &[f32], target: u32) -> f64 {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x)) as f64;
+    let sum: f64 = logits.iter().map(|&x| (x as f64 - max).exp()).sum();
+    logits[target as usize] as f64 - max - sum.ln()
+}
+
+/// Prefill plus decoding steps give, at every position, the same next-token
+/// distribution as one training forward pass over the whole sequence. Both run in
+/// f32 with different summation orders, hence the 1e-4 tolerance on log-probs.
+#[test]
+fn decoding_matches_the_training_forward_pass() {
+    let mut rng = Rng(0xdec0de);
+    let mut k = CpuBackend::new();
+    let config = config(false);
+    let vocab = config.vocab_size;
+    let mut model = random_model(&mut k, config, &mut rng);
+    let full: [Vec<u32>; 2] = [
+        (0..9).map(|_| rng.below(vocab) as u32).collect(),
+        (0..7).map(|_| rng.below(vocab) as u32).collect(),
+    ];
+    let prompt_lens = [4usize, 2];
+
+    // Reference: the training forward over each whole sequence, targets = next token.
+    let mut reference: Vec<Vec<f64>> = Vec::new();
+    for seq in &full {
+        let n = seq.len() - 1;
+        let logp = model
+            .forward(&mut k, &seq[..n], &seq[1..], &[0, n as u32])
+            .unwrap();
+        reference.push(logp.iter().map(|&x| f64::from(x)).collect());
+    }
+
+    let mut cache = KvCache::new(&mut k, &model, 2, 16).unwrap();
+    let prompts: Vec<&[u32]> = full.iter().zip(prompt_lens).map(|(s, p)| &s[..p]).collect();
+    let mut logits = model.prefill(&mut k, &mut cache, &prompts).unwrap();
+    let steps = 5;
+    for step in 0..=steps {
+        for (b, seq) in full.iter().enumerate() {
+            let pos = prompt_lens[b] + step; // the token being predicted
+            if pos >= seq.len() {
+                continue;
+            }
+            let row = &logits[b * vocab..(b + 1) * vocab];
+            let decoded = log_softmax_at(row, seq[pos]);
+            let expected = reference[b][pos - 1];
+            assert!(
+                (decoded - expected).abs() < 1e-4,
+                "sequence {b}, position {pos}: decoded {decoded}, forward {expected}"
+            );
+        }
+        if step == steps {
+            break;
+        }
+        let next: Vec<u32> = full
+            .iter()
+            .zip(prompt_lens)
+            .map(|(s, p)| s[(p + step).min(s.len() - 1)])
+            .collect();
+        logits = model.decode_step(&mut k, &mut cache, &next).unwrap();
+    }
+    assert_eq!(cache.lengths(), &[4 + steps as u32, 2 + steps as u32]);
+}
+
+/// Ten AdamW steps on one small batch (memorisation) must lower the negative
+/// log-likelihood substantially; a sign error or a missing gradient path would not.
+#[test]
+fn adamw_steps_lower_the_loss() {
+    let mut rng = Rng(0xada3);
+    let mut k = CpuBackend::new();
+    let config = config(true);
+    let mut model = random_model(&mut k, config.clone(), &mut rng);
+    let (tokens, targets, starts) = batch(&mut rng, config.vocab_size);
+    let n = tokens.len();
+    let total = model.params().len;
+    let (m, v) = (k.alloc(total).unwrap(), k.alloc(total).unwrap());
+    let nll = |logp: &[f32]| -logp.iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64;
+
+    let mut losses = Vec::new();
+    for step in 1..=10 {
+        model.zero_grads(&mut k).unwrap();
+        let logp = model.forward(&mut k, &tokens, &targets, &starts).unwrap();
+        losses.push(nll(&logp));
+        // Minimise mean NLL: d loss / d logp_t = -1/n.
+        model.backward(&mut k, &vec![-1.0 / n as f32; n]).unwrap();
+        let step = AdamWStep {
+            learning_rate: 1e-2,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            step,
+        };
+        let whole = |b| sage_core::transformer::Tensor::whole(b, total);
+        k.adamw(model.params(), model.grads(), whole(m), whole(v), step)
+            .unwrap();
+    }
+    let logp = model.forward(&mut k, &tokens, &targets, &starts).unwrap();
+    let last = nll(&logp);
+    assert!(
+        last < 0.5 * losses[0],
+        "loss went from {} to {last}: {losses:?}",
+        losses[0]
+    );
+}
+
+#[test]
+fn malformed_batches_are_clear_errors() {
+    let mut rng = Rng(7);
+    let mut k = CpuBackend::new();
+    let mut model = random_model(&mut k, config(false), &mut rng);
+    let input_error = |r: Result<Vec<f32>, ModelError<_>>| match r {
+        Err(ModelError::Input(e)) => e,
+        other => panic!("expected an input error, got {other:?}"),
+    };
+    assert_eq!(
+        input_error(model.forward(&mut k, &[1, 2, 3], &[1, 2, 3], &[0, 2])),
+        InputError::BadSeqStarts
+    );
+    assert_eq!(
+        input_error(model.forward(&mut k, &[1, 2], &[1], &[0, 2])),
+        InputError::LengthMismatch {
+            what: "targets",
+            expected: 2,
+            got: 1
+        }
+    );
+    assert_eq!(
+        input_error(model.forward(&mut k, &[1, 99], &[1, 2], &[0, 2])),
+        InputError::TokenOutOfVocab {
+            index: 1,
+            token: 99
+        }
+    );
+    assert!(matches!(
+        model.backward(&mut k, &[1.0]),
+        Err(ModelError::Input(InputError::NoForward))
+    ));
+    model.forward(&mut k, &[1, 2], &[2, 3], &[0, 2]).unwrap();
+    assert!(matches!(
+        model.backward(&mut k, &[1.0]),
+        Err(ModelError::Input(InputError::LengthMismatch { .. }))
+    ));
+    let bad = ModelConfig {
+        num_key_value_heads: 3,
+        ..config(false)
+    };
+    assert!(matches!(
+        Transformer::new(&mut k, bad),
+        Err(ModelError::Config(_))
+    ));
+}
