@@ -1,7 +1,19 @@
 //! # sage-envs
 //!
-//! Worlds that implement `sage_core::Environment`: the built-in simulated-apps world
-//! with its Starlark code sandbox, scenarios, state-based evaluation and scripted
-//! expert, and a tiny test environment for unit tests of the RL loop.
+//! Worlds that implement `sage_core::Environment`. What exists so far:
 //!
-//! Status: arrives with the built-in world (issue 4); this crate holds no code yet.
+//! - [`sandbox`]: the code sandbox agent code runs in: Starlark sessions that persist
+//!   across an episode's turns, resource limits, the `apis` object backed by an
+//!   [`ApiHost`](sandbox::ApiHost), and run-time tracing of the functions that were
+//!   defined, called and completed (what skill saving and "skill used" need).
+//!
+//! Still to come (issue 4): the built-in simulated-apps world (an `ApiHost`), its
+//! scenarios and state-based evaluation, the scripted expert, the `Environment`
+//! implementation on top of the sandbox, and a tiny test environment for unit tests of
+//! the RL loop.
+//!
+//! This crate does no I/O of its own: agent code cannot reach files, the network or the
+//! clock.
+
+pub mod sandbox;
+pub mod world;

@@ -1,0 +1,212 @@
+//! The global environment agent code runs in: the Starlark standard built-ins, with
+//! `print` redirected to the execution's output buffer, Python's `sum`, `range` bounded
+//! by [`Limits::max_sequence_len`](super::Limits::max_sequence_len), the bounded
+//! repetition operator (`a * b` is rewritten to call it), and the `apis` object.
+
+use std::num::NonZeroI32;
+use std::sync::OnceLock;
+
+use starlark::environment::{Globals, GlobalsBuilder, LibraryExtension};
+use starlark::eval::Evaluator;
+use starlark::starlark_module;
+use starlark::values::list::ListRef;
+use starlark::values::none::NoneType;
+use starlark::values::range::Range;
+use starlark::values::tuple::{TupleRef, UnpackTuple};
+use starlark::values::Value;
+
+use super::apis::Apis;
+use super::context::ExecContext;
+use super::error::ExecErrorKind;
+use super::limits::LimitKind;
+
+/// The globals shared by every session (built once per process; they hold no state).
+pub(crate) fn globals() -> &'static Globals {
+    static GLOBALS: OnceLock<Globals> = OnceLock::new();
+    GLOBALS.get_or_init(|| {
+        let mut builder = GlobalsBuilder::extended_by(&[
+            LibraryExtension::Map,
+            LibraryExtension::Filter,
+            LibraryExtension::Partial,
+            LibraryExtension::SetType,
+        ]);
+        sandbox_builtins(&mut builder);
+        builder.set("apis", Apis);
+        builder.build()
+    })
+}
+
+/// Number of elements of `range(start, stop, step)`.
+fn range_len(start: i64, stop: i64, step: i64) -> u64 {
+    let (span, stride) = if step > 0 {
+        (i128::from(stop) - i128::from(start), i128::from(step))
+    } else {
+        (i128::from(start) - i128::from(stop), -i128::from(step))
+    };
+    if span <= 0 {
+        0
+    } else {
+        u64::try_from((span + stride - 1) / stride).unwrap_or(u64::MAX)
+    }
+}
+
+/// Length of `value` if it is a string, list or tuple (what `*` can repeat).
+fn repeatable_len(value: Value<'_>) -> Option<usize> {
+    value
+        .unpack_str()
+        .map(str::len)
+        .or_else(|| ListRef::from_value(value).map(|l| l.len()))
+        .or_else(|| TupleRef::from_value(value).map(|t| t.len()))
+}
+
+fn sequence_limit(ctx: &ExecContext, what: &str, length: u64) -> starlark::Error {
+    ctx.raise(
+        ExecErrorKind::Limit(LimitKind::SequenceLength),
+        format!(
+            "{what} would have {length} elements, more than the sandbox allows ({})",
+            ctx.limits.max_sequence_len
+        ),
+    )
+}
+
+#[starlark_module]
+fn sandbox_builtins(builder: &mut GlobalsBuilder) {
+    /// Prints the values, separated by `sep` and followed by `end`, to the output the
+    /// agent sees.
+    fn print(
+        #[starlark(args)] args: UnpackTuple<Value>,
+        #[starlark(require = named, default = " ")] sep: &str,
+        #[starlark(require = named, default = "\n")] end: &str,
+        eval: &mut Evaluator,
+    ) -> starlark::Result<NoneType> {
+        let ctx = ExecContext::of(eval)?;
+        let mut line = String::new();
+        for (i, value) in args.items.iter().enumerate() {
+            if i > 0 {
+                line.push_str(sep);
+            }
+            match value.unpack_str() {
+                Some(s) => line.push_str(s),
+                None => line.push_str(&value.to_str()),
+            }
+        }
+        line.push_str(end);
+        ctx.output.borrow_mut().push(&line);
+        Ok(NoneType)
+    }
+
+    /// `range(stop)`, `range(start, stop)` or `range(start, stop, step)`, limited to
+    /// the sandbox's maximum sequence length.
+    fn range(
+        #[starlark(require = pos)] a1: i64,
+        #[starlark(require = pos)] a2: Option<i64>,
+        #[starlark(require = pos, default = 1)] step: i64,
+        eval: &mut Evaluator,
+    ) -> starlark::Result<Range> {
+        let ctx = ExecContext::of(eval)?;
+        let (start, stop) = match a2 {
+            Some(stop) => (a1, stop),
+            None => (0, a1),
+        };
+        if step == 0 {
+            return Err(ctx.raise(
+                ExecErrorKind::Runtime,
+                "range() step must not be zero".to_owned(),
+            ));
+        }
+        let length = range_len(start, stop, step);
+        if length > ctx.limits.max_sequence_len as u64 {
+            return Err(sequence_limit(ctx, "range()", length));
+        }
+        let bounds = (
+            i32::try_from(start),
+            i32::try_from(stop),
+            i32::try_from(step),
+        );
+        match bounds {
+            (Ok(start), Ok(stop), Ok(step)) => match NonZeroI32::new(step) {
+                Some(step) => Ok(Range::new(start, stop, step)),
+                None => Err(ctx.raise(
+                    ExecErrorKind::Runtime,
+                    "range() step must not be zero".to_owned(),
+                )),
+            },
+            _ => Err(ctx.raise(
+                ExecErrorKind::Runtime,
+                "range() arguments must be between -2147483648 and 2147483647".to_owned(),
+            )),
+        }
+    }
+
+    /// `sum(iterable, start=0)`: the total of numbers (Python's `sum`, which Starlark
+    /// lacks). Strings and lists are refused: join them instead.
+    fn sum<'v>(
+        #[starlark(require = pos)] items: Value<'v>,
+        #[starlark(require = pos)] start: Option<Value<'v>>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        let heap = eval.heap();
+        let mut total = start.unwrap_or_else(|| heap.alloc(0));
+        for item in std::iter::once(total).chain(items.iterate(heap)?) {
+            if !matches!(item.get_type(), "int" | "float") {
+                let ctx = ExecContext::of(eval)?;
+                return Err(ctx.raise(
+                    ExecErrorKind::Runtime,
+                    format!(
+                        "sum() adds numbers only, got {}; use \"\".join(...) for strings",
+                        item.get_type()
+                    ),
+                ));
+            }
+        }
+        for item in items.iterate(heap)? {
+            total = total.add(item, heap)?;
+        }
+        Ok(total)
+    }
+
+    /// `a * b`, refusing repetitions longer than the sandbox's maximum sequence length.
+    fn _sandbox_mul<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        let repetition = match (repeatable_len(a), repeatable_len(b)) {
+            (Some(len), None) => Some((len, b)),
+            (None, Some(len)) => Some((len, a)),
+            _ => None,
+        };
+        if let Some((len, count)) = repetition {
+            if count.get_type() == "int" {
+                let ctx = ExecContext::of(eval)?;
+                let times = count.unpack_i32().map_or(u64::MAX, |n| n.max(0) as u64);
+                let length = (len as u64).saturating_mul(times);
+                if length > ctx.limits.max_sequence_len as u64 {
+                    return Err(sequence_limit(ctx, "this repetition", length));
+                }
+            }
+        }
+        a.mul(b, eval.heap())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{globals, range_len};
+    use crate::sandbox::source::BOUNDED_MUL;
+
+    #[test]
+    fn the_rewritten_operator_has_its_builtin() {
+        assert!(globals().names().any(|name| name.as_str() == BOUNDED_MUL));
+    }
+
+    #[test]
+    fn range_lengths() {
+        assert_eq!(range_len(0, 10, 1), 10);
+        assert_eq!(range_len(0, 10, 3), 4);
+        assert_eq!(range_len(10, 0, -2), 5);
+        assert_eq!(range_len(5, 5, 1), 0);
+        assert_eq!(range_len(0, 10, -1), 0);
+        assert_eq!(range_len(i64::MIN, i64::MAX, 1), u64::MAX);
+    }
+}
