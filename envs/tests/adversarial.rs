@@ -1,0 +1,303 @@
+//! Adversarial code against the sandbox with its default limits: every case must end
+//! quickly (well under 2 s in a release build) with a clear error of the expected kind,
+//! and leave the session usable with its earlier state intact.
+
+mod fake_host;
+
+use std::time::{Duration, Instant};
+
+use fake_host::FakeHost;
+use sage_envs::sandbox::{ExecErrorKind, ExecOutcome, LimitKind, Limits, Sandbox};
+
+/// Time any case may take; debug builds run the interpreter far slower.
+fn time_budget() -> Duration {
+    if cfg!(debug_assertions) {
+        Duration::from_secs(20)
+    } else {
+        Duration::from_millis(1500)
+    }
+}
+
+/// Runs `code` in a session that already holds a variable, checks it fails with
+/// `expected` in bounded time, and that the session still works afterwards.
+fn attack(code: &str, expected: ExecErrorKind) -> ExecOutcome {
+    attack_with(Limits::default(), code, expected)
+}
+
+fn attack_with(limits: Limits, code: &str, expected: ExecErrorKind) -> ExecOutcome {
+    let (mut sb, mut host) = (Sandbox::new(limits), FakeHost::new());
+    assert!(sb.execute("keep = 41", &mut host).succeeded());
+    let start = Instant::now();
+    let outcome = sb.execute(code, &mut host);
+    let elapsed = start.elapsed();
+    let Some(error) = outcome.error.clone() else {
+        panic!("should fail:\n{code}\noutput: {}", outcome.output);
+    };
+    assert_eq!(error.kind, expected, "{}", error.traceback);
+    assert!(elapsed < time_budget(), "took {elapsed:?}: {code}");
+    assert!(!error.message.is_empty());
+    let after = sb.execute("print(keep + 1)", &mut host);
+    assert_eq!(after.observation(), "42\n", "session broken after:\n{code}");
+    outcome
+}
+
+#[test]
+fn infinite_recursion_hits_the_call_depth_limit() {
+    let outcome = attack(
+        "def f(n):\n    return f(n + 1)\nf(0)",
+        ExecErrorKind::Limit(LimitKind::CallDepth),
+    );
+    let tb = outcome.error.unwrap().traceback;
+    assert!(tb.contains("[Previous line repeated"), "{tb}");
+    assert!(
+        tb.contains("LimitExceeded: call stack too deep (more than 100 nested calls)"),
+        "{tb}"
+    );
+    assert!(tb.lines().count() < 20, "{tb}");
+    attack(
+        "def ping(n):\n    return pong(n)\ndef pong(n):\n    return ping(n)\nping(1)",
+        ExecErrorKind::Limit(LimitKind::CallDepth),
+    );
+    attack(
+        "def f(xs):\n    return sorted(xs, key=lambda x: f(xs))\nf([1, 2])",
+        ExecErrorKind::Limit(LimitKind::CallDepth),
+    );
+}
+
+#[test]
+fn huge_ranges_are_refused_and_long_loops_run_out_of_ticks() {
+    attack(
+        "for i in range(10000000000):\n    pass",
+        ExecErrorKind::Limit(LimitKind::SequenceLength),
+    );
+    attack(
+        "x = list(range(2147483647))",
+        ExecErrorKind::Limit(LimitKind::SequenceLength),
+    );
+    let outcome = attack(
+        "n = 0\nfor i in range(1000000):\n    for j in range(1000000):\n        n += 1",
+        ExecErrorKind::Limit(LimitKind::Ticks),
+    );
+    assert!(outcome.ticks > 1_000_000);
+    attack(
+        "x = [i for i in range(1000000) for j in range(1000000)]",
+        ExecErrorKind::Limit(LimitKind::Ticks),
+    );
+    attack(
+        "def spin(n):\n    for i in range(n):\n        spin(0)\nspin(1000000)\nspin(1000000)",
+        ExecErrorKind::Limit(LimitKind::Ticks),
+    );
+}
+
+#[test]
+fn huge_repetitions_are_refused_before_allocating() {
+    let outcome = attack(
+        "s = 'a' * 10000000000",
+        ExecErrorKind::Limit(LimitKind::SequenceLength),
+    );
+    assert!(outcome
+        .error
+        .unwrap()
+        .message
+        .contains("more than the sandbox allows (1000000)"));
+    attack(
+        "s = 'abc' * 2000000000",
+        ExecErrorKind::Limit(LimitKind::SequenceLength),
+    );
+    attack(
+        "s = 3 * ['x'] * 1000000",
+        ExecErrorKind::Limit(LimitKind::SequenceLength),
+    );
+    attack(
+        "t = (1, 2) * 1000000",
+        ExecErrorKind::Limit(LimitKind::SequenceLength),
+    );
+    attack(
+        "def f(s):\n    return s * 100000000\nf('ab')",
+        ExecErrorKind::Limit(LimitKind::SequenceLength),
+    );
+}
+
+#[test]
+fn growing_data_hits_the_tick_or_heap_limit() {
+    attack(
+        "x = []\nfor i in range(1000000):\n    x.append('item %d' % i)",
+        ExecErrorKind::Limit(LimitKind::Ticks),
+    );
+    attack(
+        "x = [1]\nfor i in range(60):\n    x = x + x",
+        ExecErrorKind::Limit(LimitKind::Heap),
+    );
+    attack(
+        "x = [1]\nfor i in range(60):\n    x.extend(x)",
+        ExecErrorKind::Limit(LimitKind::Heap),
+    );
+    attack(
+        "s = 'ab'\nfor i in range(60):\n    s = s + s",
+        ExecErrorKind::Limit(LimitKind::Heap),
+    );
+    attack(
+        "def grow(s, n):\n    return s if n == 0 else grow(s + s, n - 1)\ngrow('x', 60)",
+        ExecErrorKind::Limit(LimitKind::Heap),
+    );
+    attack(
+        "parts = ['%d' % i for i in range(1000000)]\nwhole = ''.join(parts)\nmore = [whole + str(i) for i in range(100)]",
+        ExecErrorKind::Limit(LimitKind::Heap),
+    );
+}
+
+#[test]
+fn a_session_holding_too_much_data_is_cleared_but_keeps_its_functions() {
+    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let setup = sb.execute("def double(v):\n    return v + v\nkeep = 41", &mut host);
+    assert!(setup.succeeded());
+    let outcome = sb.execute(
+        "a = [1] * 1000000\nb = a + a\nc = b + b\nd = c + c",
+        &mut host,
+    );
+    let error = outcome.error.unwrap();
+    assert_eq!(error.kind, ExecErrorKind::Limit(LimitKind::Heap));
+    assert!(
+        error
+            .traceback
+            .contains("variables were cleared (functions are kept)"),
+        "{}",
+        error.traceback
+    );
+    let after = sb.execute("print(keep, a, d, len(double([1])))", &mut host);
+    assert_eq!(after.observation(), "None None None 2\n");
+}
+
+#[test]
+fn deeply_nested_data_is_handled_without_crashing() {
+    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let build = sb.execute(
+        "x = []\nfor i in range(200000):\n    x = [x]\nd = {}\nfor i in range(50000):\n    d = {'k': d}",
+        &mut host,
+    );
+    assert!(build.succeeded(), "{}", build.observation());
+    let start = Instant::now();
+    let printed = sb.execute("s = str(x)\nprint(len(s), len(repr(d)))", &mut host);
+    assert_eq!(printed.observation(), "400002 350002\n");
+    let compared = sb.execute(
+        "y = []\nfor i in range(200000):\n    y = [y]\nprint(x == y)",
+        &mut host,
+    );
+    assert!(compared.error.is_some(), "{}", compared.output);
+    let passed = sb.execute("apis.util.echo(value=x)", &mut host);
+    assert_eq!(
+        passed.error.unwrap().kind,
+        ExecErrorKind::Limit(LimitKind::ValueDepth)
+    );
+    let shown = sb.execute("print(x)", &mut host);
+    assert!(shown.output_truncated);
+    assert!(start.elapsed() < time_budget() * 2, "{:?}", start.elapsed());
+    assert_eq!(sb.execute("print(len(x))", &mut host).observation(), "1\n");
+}
+
+#[test]
+fn huge_prints_are_truncated() {
+    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let start = Instant::now();
+    let outcome = sb.execute(
+        "print('a' * 1000000)\nfor i in range(100000):\n    print(i, 'b' * 100)",
+        &mut host,
+    );
+    assert!(start.elapsed() < time_budget());
+    assert!(outcome.succeeded());
+    assert!(outcome.output_truncated);
+    assert!(outcome.output.len() < Limits::default().max_output_bytes + 100);
+    assert!(outcome.output.ends_with(" more bytes not shown]\n"));
+}
+
+#[test]
+fn pathological_source_is_refused_or_survived() {
+    let limits = Limits::default();
+    let too_long = format!("x = 1\n{}", "y = 2\n".repeat(limits.max_code_bytes / 6 + 1));
+    attack(&too_long, ExecErrorKind::Limit(LimitKind::CodeSize));
+    let depth = limits.max_code_bytes / 2 - 8;
+    let kinds = [ExecErrorKind::Syntax, ExecErrorKind::Runtime];
+    for code in [
+        format!("x = {}{}", "[".repeat(depth), "]".repeat(depth)),
+        format!("x = {}1{}", "(".repeat(depth), ")".repeat(depth)),
+        format!("x = {}1", "1+".repeat(depth - 4)),
+        format!("x = {}True", "not ".repeat(depth / 2 - 4)),
+        format!("x = {}0", "-".repeat(2 * depth - 8)),
+    ] {
+        let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+        let start = Instant::now();
+        let outcome = sb.execute(&code, &mut host);
+        assert!(
+            start.elapsed() < time_budget(),
+            "{:?} for {}",
+            start.elapsed(),
+            &code[..20]
+        );
+        if let Some(error) = outcome.error {
+            assert!(kinds.contains(&error.kind), "{}", error.traceback);
+        }
+        assert_eq!(sb.execute("print(1 + 1)", &mut host).observation(), "2\n");
+    }
+    attack("def f(:\n    pass", ExecErrorKind::Syntax);
+    attack("print('unclosed", ExecErrorKind::Syntax);
+    attack("x = 1\n  y = 2", ExecErrorKind::Syntax);
+    attack("import os", ExecErrorKind::Syntax);
+    attack("load('x.star', 'y')", ExecErrorKind::Syntax);
+    attack("while True:\n    pass", ExecErrorKind::Syntax);
+}
+
+#[test]
+fn bad_api_use_fails_cleanly() {
+    attack("apis.nope.login()", ExecErrorKind::Api);
+    attack("apis.music.nope()", ExecErrorKind::Api);
+    attack("apis.music.login(username='alice')", ExecErrorKind::Api);
+    attack(
+        "apis.music.login(username='alice', password='alice-pw', remember=True)",
+        ExecErrorKind::Api,
+    );
+    attack(
+        "apis.music.login(username=1, password=2)",
+        ExecErrorKind::Api,
+    );
+    attack(
+        "apis.music.show_playlists(access_token='none')",
+        ExecErrorKind::Api,
+    );
+    attack(
+        "t = apis.music.login(username='bob', password='bob-pw')['access_token']\napis.music.show_playlist(access_token=t, playlist_id=1)",
+        ExecErrorKind::Api,
+    );
+    attack("apis.music()", ExecErrorKind::Runtime);
+}
+
+#[test]
+fn expired_tokens_fail_cleanly() {
+    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    host.token_lifetime = 2;
+    let outcome = sb.execute(
+        "t = apis.music.login(username='alice', password='alice-pw')['access_token']\nfor i in range(5):\n    apis.music.show_playlists(access_token=t)",
+        &mut host,
+    );
+    let error = outcome.error.unwrap();
+    assert_eq!(error.kind, ExecErrorKind::Api);
+    assert!(
+        error.traceback.contains("line 3, in <module>"),
+        "{}",
+        error.traceback
+    );
+    assert!(error.message.contains("expired"), "{}", error.message);
+    assert_eq!(outcome.api_calls.len(), 4);
+}
+
+#[test]
+fn slow_builtins_are_stopped_by_the_wall_clock_as_a_last_resort() {
+    let limits = Limits {
+        wall_clock: Duration::from_millis(100),
+        ..Limits::default()
+    };
+    attack_with(
+        limits,
+        "x = list(range(1000000))\nfor i in range(100000):\n    x.insert(0, i)",
+        ExecErrorKind::Limit(LimitKind::WallClock),
+    );
+}
