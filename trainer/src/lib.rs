@@ -7,6 +7,8 @@
 //! Status: the training pipeline arrives with issues 5 and 6. What is here now is the
 //! backend selection by cargo feature, which the CLI reports.
 
+pub mod weights;
+
 /// The compute backends compiled into this build, by cargo feature (`cpu` is the
 /// default; `cuda` and `wgpu` are opt-in).
 pub fn compiled_backends() -> Vec<&'static str> {
