@@ -49,7 +49,9 @@ impl Args {
     pub(crate) fn text(&self, name: &str) -> Result<&str, ApiError> {
         let text = self.str(name)?.trim();
         if text.is_empty() {
-            return Err(ApiError::new(format!("argument `{name}` must not be empty")));
+            return Err(ApiError::new(format!(
+                "argument `{name}` must not be empty"
+            )));
         }
         Ok(text)
     }
@@ -71,7 +73,10 @@ impl Args {
     pub(crate) fn opt_int(&self, name: &str) -> Result<Option<i64>, ApiError> {
         match self.value(name) {
             None => Ok(None),
-            Some(v) => v.as_i64().map(Some).ok_or_else(|| Args::wrong(name, "an int")),
+            Some(v) => v
+                .as_i64()
+                .map(Some)
+                .ok_or_else(|| Args::wrong(name, "an int")),
         }
     }
 
@@ -85,7 +90,9 @@ impl Args {
         match self.opt_int(name)? {
             None => Ok(None),
             Some(id) if id > 0 => Ok(Some(id as Id)),
-            Some(id) => Err(ApiError::new(format!("`{name}` must be a positive id, got {id}"))),
+            Some(id) => Err(ApiError::new(format!(
+                "`{name}` must be a positive id, got {id}"
+            ))),
         }
     }
 
@@ -109,7 +116,10 @@ impl Args {
     pub(crate) fn opt_bool(&self, name: &str) -> Result<Option<bool>, ApiError> {
         match self.value(name) {
             None => Ok(None),
-            Some(v) => v.as_bool().map(Some).ok_or_else(|| Args::wrong(name, "a bool")),
+            Some(v) => v
+                .as_bool()
+                .map(Some)
+                .ok_or_else(|| Args::wrong(name, "a bool")),
         }
     }
 
@@ -149,8 +159,12 @@ impl Args {
     pub(crate) fn opt_price(&self, name: &str) -> Result<Option<Money>, ApiError> {
         match self.opt_float(name)? {
             None => Ok(None),
-            Some(x) if x.is_finite() && x >= 0.0 => Ok(Some(Money::from_cents((x * 100.0).round() as i64))),
-            Some(x) => Err(ApiError::new(format!("`{name}` must be a non-negative number, got {x}"))),
+            Some(x) if x.is_finite() && x >= 0.0 => {
+                Ok(Some(Money::from_cents((x * 100.0).round() as i64)))
+            }
+            Some(x) => Err(ApiError::new(format!(
+                "`{name}` must be a non-negative number, got {x}"
+            ))),
         }
     }
 
@@ -158,9 +172,11 @@ impl Args {
     pub(crate) fn opt_date(&self, name: &str) -> Result<Option<Date>, ApiError> {
         match self.opt_str(name)? {
             None => Ok(None),
-            Some(text) => Date::parse(text)
-                .map(Some)
-                .ok_or_else(|| ApiError::new(format!("`{name}` must be a date written YYYY-MM-DD, got {text:?}"))),
+            Some(text) => Date::parse(text).map(Some).ok_or_else(|| {
+                ApiError::new(format!(
+                    "`{name}` must be a date written YYYY-MM-DD, got {text:?}"
+                ))
+            }),
         }
     }
 
@@ -169,7 +185,9 @@ impl Args {
         let index = self.opt_int("page_index")?.unwrap_or(0);
         let limit = self.opt_int("page_limit")?.unwrap_or(10);
         if index < 0 {
-            return Err(ApiError::new(format!("page_index must be 0 or more, got {index}")));
+            return Err(ApiError::new(format!(
+                "page_index must be 0 or more, got {index}"
+            )));
         }
         if !(1..=MAX_PAGE_LIMIT).contains(&limit) {
             return Err(ApiError::new(format!(
@@ -192,7 +210,11 @@ pub(crate) struct Page {
 
 impl Page {
     /// The page's items of `items`, mapped to JSON by `show`.
-    pub(crate) fn of<T>(self, items: impl IntoIterator<Item = T>, show: impl FnMut(T) -> Value) -> Value {
+    pub(crate) fn of<T>(
+        self,
+        items: impl IntoIterator<Item = T>,
+        show: impl FnMut(T) -> Value,
+    ) -> Value {
         Value::Array(
             items
                 .into_iter()

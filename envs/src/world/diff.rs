@@ -214,12 +214,16 @@ fn diff_tables<T: Record>(name: &'static str, before: &Table<T>, after: &Table<T
 }
 
 fn image<T: Record>(id: Id, row: &T) -> RowImage {
-    RowImage { id, row: to_json(row) }
+    RowImage {
+        id,
+        row: to_json(row),
+    }
 }
 
 /// A row as JSON; a row that cannot be serialized shows the error instead.
 fn to_json<T: Record>(row: &T) -> Value {
-    serde_json::to_value(row).unwrap_or_else(|e| Value::String(format!("<unserializable row: {e}>")))
+    serde_json::to_value(row)
+        .unwrap_or_else(|e| Value::String(format!("<unserializable row: {e}>")))
 }
 
 /// The top-level fields that differ between two JSON rows.

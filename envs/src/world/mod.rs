@@ -210,7 +210,8 @@ impl World {
     /// The person an access token passed in `args` logs into `app`.
     pub(crate) fn auth(&self, app: &str, args: &Args) -> Result<PersonId, ApiError> {
         let token = args.str("access_token")?;
-        self.sessions.check(token, app, self.clock, self.config.token_lifetime)
+        self.sessions
+            .check(token, app, self.clock, self.config.token_lifetime)
     }
 }
 
@@ -220,11 +221,19 @@ impl ApiHost for World {
     }
 
     fn app_names(&self) -> Vec<String> {
-        registry().app_names().into_iter().map(str::to_owned).collect()
+        registry()
+            .app_names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
     }
 
     fn api_names(&self, app: &str) -> Vec<String> {
-        registry().docs(app).into_iter().map(|d| d.name.to_owned()).collect()
+        registry()
+            .docs(app)
+            .into_iter()
+            .map(|d| d.name.to_owned())
+            .collect()
     }
 
     fn call(&mut self, app: &str, api: &str, args: Map<String, Value>) -> Result<Value, ApiError> {

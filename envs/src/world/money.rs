@@ -47,11 +47,15 @@ impl Money {
     /// decimals, at most $1,000,000. The error says what is wrong.
     pub fn parse_amount(dollars: f64) -> Result<Money, String> {
         if !dollars.is_finite() || dollars <= 0.0 {
-            return Err(format!("amount must be a positive number of dollars, got {dollars}"));
+            return Err(format!(
+                "amount must be a positive number of dollars, got {dollars}"
+            ));
         }
         let cents = (dollars * 100.0).round();
         if (dollars * 100.0 - cents).abs() > 1e-6 {
-            return Err(format!("amount must have at most 2 decimal places, got {dollars}"));
+            return Err(format!(
+                "amount must have at most 2 decimal places, got {dollars}"
+            ));
         }
         if cents > MAX_AMOUNT_CENTS as f64 {
             return Err(format!("amount must be at most $1,000,000, got {dollars}"));
@@ -68,7 +72,9 @@ impl Money {
         let n = parts as i64;
         let base = self.0.div_euclid(n);
         let leftover = self.0.rem_euclid(n);
-        (0..n).map(|i| Money(base + i64::from(i < leftover))).collect()
+        (0..n)
+            .map(|i| Money(base + i64::from(i < leftover)))
+            .collect()
     }
 
     /// The absolute amount.

@@ -25,12 +25,17 @@ impl Db {
 
     /// A person's full name, or `unknown` for an id that does not exist.
     pub fn name_of(&self, person: PersonId) -> String {
-        self.people.get(person).map_or_else(|| "unknown".to_owned(), Person::full_name)
+        self.people
+            .get(person)
+            .map_or_else(|| "unknown".to_owned(), Person::full_name)
     }
 
     /// A person's email address, or an empty string for an id that does not exist.
     pub fn email_of(&self, person: PersonId) -> String {
-        self.people.get(person).map(|p| p.email.clone()).unwrap_or_default()
+        self.people
+            .get(person)
+            .map(|p| p.email.clone())
+            .unwrap_or_default()
     }
 
     /// Everyone related to `person`, with how, in ascending id order.
@@ -50,12 +55,18 @@ impl Db {
 
     /// The people related to `person` by `kind`, in ascending id order.
     pub fn related(&self, person: PersonId, kind: RelationKind) -> Vec<PersonId> {
-        self.relations_of(person).into_iter().filter(|&(_, k)| k == kind).map(|(p, _)| p).collect()
+        self.relations_of(person)
+            .into_iter()
+            .filter(|&(_, k)| k == kind)
+            .map(|(p, _)| p)
+            .collect()
     }
 
     /// `person`'s account in `app`.
     pub fn account(&self, person: PersonId, app: &str) -> Option<&Account> {
-        self.accounts.find(|a| a.person == person && a.app == app).map(|(_, a)| a)
+        self.accounts
+            .find(|a| a.person == person && a.app == app)
+            .map(|(_, a)| a)
     }
 
     /// `person`'s coinpay wallet.
@@ -70,12 +81,16 @@ impl Db {
 
     /// Whether `person` likes the song.
     pub fn likes_song(&self, person: PersonId, song_id: Id) -> bool {
-        self.song_likes.find(|l| l.person == person && l.song_id == song_id).is_some()
+        self.song_likes
+            .find(|l| l.person == person && l.song_id == song_id)
+            .is_some()
     }
 
     /// How many people follow the artist.
     pub fn follower_count(&self, artist_id: Id) -> usize {
-        self.artist_follows.filter(|f| f.artist_id == artist_id).count()
+        self.artist_follows
+            .filter(|f| f.artist_id == artist_id)
+            .count()
     }
 
     /// A product's average rating rounded to two decimals (`None` without reviews), and
@@ -84,7 +99,9 @@ impl Db {
         let (sum, count) = self
             .reviews
             .filter(|r| r.product_id == product_id)
-            .fold((0u32, 0usize), |(s, c), (_, r)| (s + u32::from(r.rating), c + 1));
+            .fold((0u32, 0usize), |(s, c), (_, r)| {
+                (s + u32::from(r.rating), c + 1)
+            });
         if count == 0 {
             return (None, 0);
         }
@@ -115,13 +132,20 @@ impl Db {
                 *owed.entry(s.from).or_default() -= s.amount;
             }
         }
-        let members = self.bill_groups.get(group_id).map(|g| g.member_ids.clone()).unwrap_or_default();
+        let members = self
+            .bill_groups
+            .get(group_id)
+            .map(|g| g.member_ids.clone())
+            .unwrap_or_default();
         let mut debts: Vec<(PersonId, Money)> = members
             .iter()
             .filter(|&&m| m != person)
             .map(|&m| (m, owed.remove(&m).unwrap_or_default()))
             .collect();
-        debts.extend(owed.into_iter().filter(|&(p, m)| p != person && m != Money::ZERO));
+        debts.extend(
+            owed.into_iter()
+                .filter(|&(p, m)| p != person && m != Money::ZERO),
+        );
         debts
     }
 

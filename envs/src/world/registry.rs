@@ -65,7 +65,11 @@ impl Registry {
                         }
                     })
                     .collect();
-                let by_name = apis.iter().enumerate().map(|(i, a)| (a.doc.name, i)).collect();
+                let by_name = apis
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| (a.doc.name, i))
+                    .collect();
                 AppEntry {
                     name: app.name,
                     description: app.description,
@@ -99,7 +103,9 @@ impl Registry {
 
     /// The docs of an app's APIs, in catalog order; empty for an unknown app.
     pub fn docs(&self, app: &str) -> Vec<&ApiDoc> {
-        self.app(app).map(|a| a.apis.iter().map(|d| &d.doc).collect()).unwrap_or_default()
+        self.app(app)
+            .map(|a| a.apis.iter().map(|d| &d.doc).collect())
+            .unwrap_or_default()
     }
 
     /// The doc of one API.
@@ -166,7 +172,12 @@ impl ApiBuilder {
     }
 
     /// Adds a required parameter.
-    pub(crate) fn req(mut self, name: &'static str, ty: ParamType, description: &str) -> ApiBuilder {
+    pub(crate) fn req(
+        mut self,
+        name: &'static str,
+        ty: ParamType,
+        description: &str,
+    ) -> ApiBuilder {
         self.doc.params.push(ParamDoc {
             name,
             ty,
@@ -177,7 +188,13 @@ impl ApiBuilder {
     }
 
     /// Adds an optional parameter.
-    pub(crate) fn opt(mut self, name: &'static str, ty: ParamType, default: Value, description: &str) -> ApiBuilder {
+    pub(crate) fn opt(
+        mut self,
+        name: &'static str,
+        ty: ParamType,
+        default: Value,
+        description: &str,
+    ) -> ApiBuilder {
         self.doc.params.push(ParamDoc {
             name,
             ty,
@@ -220,7 +237,11 @@ impl ApiBuilder {
 }
 
 /// Declares an app: its name, description and APIs.
-pub(crate) fn declare_app(name: &'static str, description: &'static str, apis: Vec<ApiBuilder>) -> AppDecl {
+pub(crate) fn declare_app(
+    name: &'static str,
+    description: &'static str,
+    apis: Vec<ApiBuilder>,
+) -> AppDecl {
     AppDecl {
         name,
         description,

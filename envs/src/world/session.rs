@@ -29,11 +29,18 @@ pub(crate) struct Sessions {
 impl Sessions {
     /// A new token for `person` in `app`, issued at logical time `clock`. The token is
     /// a function of the seed, app, person and clock: the same run gives the same tokens.
-    pub(crate) fn issue(&mut self, seed: u64, app: &'static str, person: PersonId, clock: u64) -> String {
+    pub(crate) fn issue(
+        &mut self,
+        seed: u64,
+        app: &'static str,
+        person: PersonId,
+        clock: u64,
+    ) -> String {
         let app_hash = app.bytes().fold(0u64, |h, b| mix(h ^ u64::from(b)));
         let mut salt = 0u64;
         loop {
-            let bits = mix(seed ^ mix(app_hash ^ person.rotate_left(32) ^ clock.rotate_left(17) ^ salt));
+            let bits =
+                mix(seed ^ mix(app_hash ^ person.rotate_left(32) ^ clock.rotate_left(17) ^ salt));
             let token = format!("{app}-{bits:016x}");
             if !self.tokens.contains_key(&token) {
                 let session = Session {
@@ -50,7 +57,13 @@ impl Sessions {
     }
 
     /// The person `token` logs into `app` at logical time `clock`, or why it does not.
-    pub(crate) fn check(&self, token: &str, app: &str, clock: u64, lifetime: u64) -> Result<PersonId, ApiError> {
+    pub(crate) fn check(
+        &self,
+        token: &str,
+        app: &str,
+        clock: u64,
+        lifetime: u64,
+    ) -> Result<PersonId, ApiError> {
         let session = self.tokens.get(token).ok_or_else(|| {
             ApiError::new(format!(
                 "invalid access token for {app}: get one with apis.{app}.login(username=..., password=...)"

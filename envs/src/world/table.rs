@@ -65,7 +65,10 @@ impl<T: Record> Table<T> {
     }
 
     /// The rows satisfying `keep`, with their ids, in ascending id order.
-    pub fn filter<'a>(&'a self, mut keep: impl FnMut(&T) -> bool + 'a) -> impl DoubleEndedIterator<Item = (Id, &'a T)> + 'a {
+    pub fn filter<'a>(
+        &'a self,
+        mut keep: impl FnMut(&T) -> bool + 'a,
+    ) -> impl DoubleEndedIterator<Item = (Id, &'a T)> + 'a {
         self.iter().filter(move |(_, row)| keep(row))
     }
 

@@ -85,7 +85,9 @@ impl Date {
 
     /// The moment `hour:minute:second` of this day.
     pub fn at(self, hour: u32, minute: u32, second: u32) -> Timestamp {
-        let seconds = i64::from(hour.min(23)) * 3600 + i64::from(minute.min(59)) * 60 + i64::from(second.min(59));
+        let seconds = i64::from(hour.min(23)) * 3600
+            + i64::from(minute.min(59)) * 60
+            + i64::from(second.min(59));
         Timestamp(i64::from(self.0) * SECONDS_PER_DAY + seconds)
     }
 
@@ -201,11 +203,16 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let shifted = days + 719_468;
     let era = shifted.div_euclid(146_097);
     let day_of_era = shifted - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_from_march = (5 * day_of_year + 2) / 153;
     let day = (day_of_year - (153 * month_from_march + 2) / 5 + 1) as u32;
-    let month = if month_from_march < 10 { month_from_march + 3 } else { month_from_march - 9 } as u32;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    } as u32;
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }

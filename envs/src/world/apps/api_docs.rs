@@ -3,7 +3,6 @@
 
 use serde_json::{json, Value};
 
-
 use crate::sandbox::{ApiError, ParamType};
 use crate::world::args::Args;
 use crate::world::registry::{api, declare_app, registry, AppDecl};
@@ -79,8 +78,14 @@ fn show_api_descriptions(_: &mut World, args: &Args) -> Result<Value, ApiError> 
 fn show_api_doc(_: &mut World, args: &Args) -> Result<Value, ApiError> {
     let app = known_app(args.str("app_name")?.trim())?;
     let name = args.str("api_name")?.trim();
-    registry().doc(app, name).map(|d| d.to_json()).ok_or_else(|| {
-        let names: Vec<&str> = registry().docs(app).iter().map(|d| d.name).collect();
-        ApiError::new(format!("{app} has no API named {name:?}; its APIs: {}", names.join(", ")))
-    })
+    registry()
+        .doc(app, name)
+        .map(|d| d.to_json())
+        .ok_or_else(|| {
+            let names: Vec<&str> = registry().docs(app).iter().map(|d| d.name).collect();
+            ApiError::new(format!(
+                "{app} has no API named {name:?}; its APIs: {}",
+                names.join(", ")
+            ))
+        })
 }

@@ -4,7 +4,10 @@
 
 use serde_json::{json, Value};
 
-use super::{login, login_apis, logout, matches, message, needle, not_found, one_of, person_by_email, person_json};
+use super::{
+    login, login_apis, logout, matches, message, needle, not_found, one_of, person_by_email,
+    person_json,
+};
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
@@ -27,7 +30,12 @@ pub(super) fn app() -> AppDecl {
         "payer": {"name": "str", "email": "str"}, "amount": "float", "description": "str",
         "status": "str", "created_at": "str", "resolved_at": "str or None"
     });
-    let [login_api, logout_api] = login_apis(APP, "The email address of the coinpay account.", |w, a| login(w, a, APP), |w, a| logout(w, a, APP));
+    let [login_api, logout_api] = login_apis(
+        APP,
+        "The email address of the coinpay account.",
+        |w, a| login(w, a, APP),
+        |w, a| logout(w, a, APP),
+    );
     declare_app(
         APP,
         "Payments between people: balances, sending money, requesting money, payment history.",
@@ -156,7 +164,9 @@ fn request_json(db: &Db, id: Id, r: &PaymentRequest) -> Value {
 }
 
 fn balance(db: &Db, person: PersonId) -> Money {
-    db.wallet_of(person).map(|(_, w)| w.balance).unwrap_or_default()
+    db.wallet_of(person)
+        .map(|(_, w)| w.balance)
+        .unwrap_or_default()
 }
 
 /// Adds `delta` to `person`'s balance, opening a wallet if they have none.
@@ -168,14 +178,22 @@ fn adjust_balance(db: &mut Db, person: PersonId, delta: Money) {
             }
         }
         None => {
-            db.wallets.insert(Wallet { owner: person, balance: delta });
+            db.wallets.insert(Wallet {
+                owner: person,
+                balance: delta,
+            });
         }
     }
 }
 
 /// Checks that `card_id` is `me`'s card and valid today.
 fn usable_card(world: &World, me: PersonId, card_id: Id) -> Result<(), ApiError> {
-    let card = world.db.payment_cards.get(card_id).filter(|c| c.owner == me).ok_or_else(|| not_found("payment card of yours", card_id))?;
+    let card = world
+        .db
+        .payment_cards
+        .get(card_id)
+        .filter(|c| c.owner == me)
+        .ok_or_else(|| not_found("payment card of yours", card_id))?;
     if card.is_expired_on(world.now().date()) {
         return Err(ApiError::new(format!("payment card {card_id} has expired")));
     }
@@ -185,13 +203,22 @@ fn usable_card(world: &World, me: PersonId, card_id: Id) -> Result<(), ApiError>
 fn other_user(db: &Db, me: PersonId, email: &str) -> Result<PersonId, ApiError> {
     let other = person_by_email(db, APP, email)?;
     if other == me {
-        return Err(ApiError::new("you cannot pay or request money from yourself"));
+        return Err(ApiError::new(
+            "you cannot pay or request money from yourself",
+        ));
     }
     Ok(other)
 }
 
 /// Moves `amount` from `me` to `receiver` and records the payment.
-fn pay(world: &mut World, me: PersonId, receiver: PersonId, amount: Money, description: &str, card: Option<Id>) -> Result<Id, ApiError> {
+fn pay(
+    world: &mut World,
+    me: PersonId,
+    receiver: PersonId,
+    amount: Money,
+    description: &str,
+    card: Option<Id>,
+) -> Result<Id, ApiError> {
     match card {
         Some(card_id) => usable_card(world, me, card_id)?,
         None => {
@@ -226,16 +253,29 @@ fn search_users(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     world.auth(APP, args)?;
     let page = args.page()?;
     let query = needle(args.opt_str("query")?);
-    let people = world.db.people.filter(|p| matches(&query, &p.full_name()) || matches(&query, &p.email));
-    Ok(page.of(people, |(_, p)| json!({"name": p.full_name(), "email": p.email})))
+    let people = world
+        .db
+        .people
+        .filter(|p| matches(&query, &p.full_name()) || matches(&query, &p.email));
+    Ok(page.of(
+        people,
+        |(_, p)| json!({"name": p.full_name(), "email": p.email}),
+    ))
 }
 
 fn show_transactions(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let page = args.page()?;
-    let direction = one_of("direction", args.opt_str("direction")?.unwrap_or("all"), &["sent", "received", "all"])?;
+    let direction = one_of(
+        "direction",
+        args.opt_str("direction")?.unwrap_or("all"),
+        &["sent", "received", "all"],
+    )?;
     let db = &world.db;
-    let other = args.opt_str("user_email")?.map(|e| person_by_email(db, APP, e)).transpose()?;
+    let other = args
+        .opt_str("user_email")?
+        .map(|e| person_by_email(db, APP, e))
+        .transpose()?;
     let min_date = args.opt_date("min_date")?;
     let max_date = args.opt_date("max_date")?;
     let query = needle(args.opt_str("query")?);
@@ -262,7 +302,12 @@ fn show_transactions(world: &mut World, args: &Args) -> Result<Value, ApiError> 
 fn show_transaction(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let id = args.id("transaction_id")?;
-    let t = world.db.transactions.get(id).filter(|t| t.sender == me || t.receiver == me).ok_or_else(|| not_found("payment of yours", id))?;
+    let t = world
+        .db
+        .transactions
+        .get(id)
+        .filter(|t| t.sender == me || t.receiver == me)
+        .ok_or_else(|| not_found("payment of yours", id))?;
     Ok(transaction_json(&world.db, id, t))
 }
 
@@ -283,18 +328,37 @@ fn send_payment(world: &mut World, args: &Args) -> Result<Value, ApiError> {
 fn show_payment_requests(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let page = args.page()?;
-    let direction = one_of("direction", args.opt_str("direction")?.unwrap_or("received"), &["sent", "received"])?;
+    let direction = one_of(
+        "direction",
+        args.opt_str("direction")?.unwrap_or("received"),
+        &["sent", "received"],
+    )?;
     let status = args
         .opt_str("status")?
-        .map(|s| one_of("status", s, &["pending", "approved", "declined", "cancelled"]))
+        .map(|s| {
+            one_of(
+                "status",
+                s,
+                &["pending", "approved", "declined", "cancelled"],
+            )
+        })
         .transpose()?;
     let db = &world.db;
-    let other = args.opt_str("user_email")?.map(|e| person_by_email(db, APP, e)).transpose()?;
+    let other = args
+        .opt_str("user_email")?
+        .map(|e| person_by_email(db, APP, e))
+        .transpose()?;
     let mut rows: Vec<(Id, &PaymentRequest)> = db
         .payment_requests
         .filter(|r| {
-            let (mine, theirs) = if direction == "sent" { (r.requester, r.payer) } else { (r.payer, r.requester) };
-            mine == me && other.is_none_or(|o| theirs == o) && status.is_none_or(|s| r.status.name() == s)
+            let (mine, theirs) = if direction == "sent" {
+                (r.requester, r.payer)
+            } else {
+                (r.payer, r.requester)
+            };
+            mine == me
+                && other.is_none_or(|o| theirs == o)
+                && status.is_none_or(|s| r.status.name() == s)
         })
         .collect();
     rows.reverse();
@@ -305,7 +369,12 @@ fn show_payment_requests(world: &mut World, args: &Args) -> Result<Value, ApiErr
 fn show_payment_request(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let id = args.id("payment_request_id")?;
-    let r = world.db.payment_requests.get(id).filter(|r| r.requester == me || r.payer == me).ok_or_else(|| not_found("payment request of yours", id))?;
+    let r = world
+        .db
+        .payment_requests
+        .get(id)
+        .filter(|r| r.requester == me || r.payer == me)
+        .ok_or_else(|| not_found("payment request of yours", id))?;
     Ok(request_json(&world.db, id, r))
 }
 
@@ -325,18 +394,43 @@ fn request_payment(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         resolved_at: None,
         transaction_id: None,
     });
-    Ok(json!({"payment_request_id": id, "message": format!("Requested {amount} from {}.", world.db.name_of(payer))}))
+    Ok(
+        json!({"payment_request_id": id, "message": format!("Requested {amount} from {}.", world.db.name_of(payer))}),
+    )
 }
 
 /// The pending request `id` that `me` received (`as_payer`) or sent.
-fn pending_request(db: &Db, me: PersonId, id: Id, as_payer: bool) -> Result<PaymentRequest, ApiError> {
+fn pending_request(
+    db: &Db,
+    me: PersonId,
+    id: Id,
+    as_payer: bool,
+) -> Result<PaymentRequest, ApiError> {
     let request = db
         .payment_requests
         .get(id)
-        .filter(|r| if as_payer { r.payer == me } else { r.requester == me })
-        .ok_or_else(|| not_found(if as_payer { "payment request to you" } else { "payment request you sent" }, id))?;
+        .filter(|r| {
+            if as_payer {
+                r.payer == me
+            } else {
+                r.requester == me
+            }
+        })
+        .ok_or_else(|| {
+            not_found(
+                if as_payer {
+                    "payment request to you"
+                } else {
+                    "payment request you sent"
+                },
+                id,
+            )
+        })?;
     if request.status != RequestStatus::Pending {
-        return Err(ApiError::new(format!("payment request {id} is {}, not pending", request.status.name())));
+        return Err(ApiError::new(format!(
+            "payment request {id} is {}, not pending",
+            request.status.name()
+        )));
     }
     Ok(request.clone())
 }
@@ -355,7 +449,14 @@ fn approve_payment_request(world: &mut World, args: &Args) -> Result<Value, ApiE
     let id = args.id("payment_request_id")?;
     let card = args.opt_id("payment_card_id")?;
     let request = pending_request(&world.db, me, id, true)?;
-    let transaction_id = pay(world, me, request.requester, request.amount, &request.description, card)?;
+    let transaction_id = pay(
+        world,
+        me,
+        request.requester,
+        request.amount,
+        &request.description,
+        card,
+    )?;
     resolve(world, id, RequestStatus::Approved, Some(transaction_id));
     Ok(json!({
         "transaction_id": transaction_id,
@@ -394,7 +495,9 @@ fn withdraw_funds(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     usable_card(world, me, args.id("payment_card_id")?)?;
     let available = balance(&world.db, me);
     if available < amount {
-        return Err(ApiError::new(format!("your balance ({available}) is lower than {amount}")));
+        return Err(ApiError::new(format!(
+            "your balance ({available}) is lower than {amount}"
+        )));
     }
     adjust_balance(&mut world.db, me, -amount);
     Ok(json!({"message": format!("Withdrew {amount}."), "balance": balance(&world.db, me)}))

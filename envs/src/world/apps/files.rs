@@ -17,7 +17,12 @@ const MAX_PATH_BYTES: usize = 512;
 
 pub(super) fn app() -> AppDecl {
     let entry = json!({"name": "str", "path": "str", "kind": "str ('file' or 'directory')", "size": "int (bytes; 0 for directories)", "modified_at": "str"});
-    let [login_api, logout_api] = login_apis(APP, "The email address of the files account.", |w, a| login(w, a, APP), |w, a| logout(w, a, APP));
+    let [login_api, logout_api] = login_apis(
+        APP,
+        "The email address of the files account.",
+        |w, a| login(w, a, APP),
+        |w, a| logout(w, a, APP),
+    );
     declare_app(
         APP,
         "A private file system of text files and directories: list, read, search, create, edit, move, copy and delete.",
@@ -100,14 +105,23 @@ pub(super) fn app() -> AppDecl {
 fn normalize(path: &str) -> Result<String, ApiError> {
     let path = path.trim();
     if !path.starts_with('/') {
-        return Err(ApiError::new(format!("{path:?} is not an absolute path (it must start with /)")));
+        return Err(ApiError::new(format!(
+            "{path:?} is not an absolute path (it must start with /)"
+        )));
     }
     if path.len() > MAX_PATH_BYTES {
-        return Err(ApiError::new(format!("paths are at most {MAX_PATH_BYTES} bytes")));
+        return Err(ApiError::new(format!(
+            "paths are at most {MAX_PATH_BYTES} bytes"
+        )));
     }
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-    if let Some(bad) = parts.iter().find(|p| **p == "." || **p == ".." || p.trim() != **p) {
-        return Err(ApiError::new(format!("{path:?} has an invalid part {bad:?}")));
+    if let Some(bad) = parts
+        .iter()
+        .find(|p| **p == "." || **p == ".." || p.trim() != **p)
+    {
+        return Err(ApiError::new(format!(
+            "{path:?} has an invalid part {bad:?}"
+        )));
     }
     Ok(format!("/{}", parts.join("/")))
 }
@@ -130,7 +144,8 @@ fn is_directory(db: &Db, me: PersonId, path: &str) -> bool {
 
 /// Whether `path` lies strictly inside the directory `dir`.
 fn inside(path: &str, dir: &str) -> bool {
-    dir == "/" && path != "/" || path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
+    dir == "/" && path != "/"
+        || path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
 }
 
 fn entry_json(e: &FileEntry) -> Value {
@@ -143,7 +158,10 @@ fn free_slot(db: &Db, me: PersonId, path: &str) -> Result<(), ApiError> {
         return Err(ApiError::new(format!("{path} already exists")));
     }
     if !is_directory(db, me, parent(path)) {
-        return Err(ApiError::new(format!("there is no directory {}", parent(path))));
+        return Err(ApiError::new(format!(
+            "there is no directory {}",
+            parent(path)
+        )));
     }
     Ok(())
 }
@@ -156,8 +174,14 @@ fn list_directory(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     if !is_directory(db, me, &path) {
         return Err(ApiError::new(format!("there is no directory {path}")));
     }
-    let mut rows: Vec<&FileEntry> = db.files.filter(|e| e.owner == me && e.parent() == path).map(|(_, e)| e).collect();
-    rows.sort_by(|a, b| (a.kind != EntryKind::Directory, a.name()).cmp(&(b.kind != EntryKind::Directory, b.name())));
+    let mut rows: Vec<&FileEntry> = db
+        .files
+        .filter(|e| e.owner == me && e.parent() == path)
+        .map(|(_, e)| e)
+        .collect();
+    rows.sort_by(|a, b| {
+        (a.kind != EntryKind::Directory, a.name()).cmp(&(b.kind != EntryKind::Directory, b.name()))
+    });
     Ok(page.of(rows, entry_json))
 }
 
@@ -178,8 +202,13 @@ fn search_files(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let page = args.page()?;
     let query = needle(args.opt_str("query")?);
     let content_query = needle(args.opt_str("content_query")?);
-    let extension = args.opt_str("extension")?.map(|e| format!(".{}", e.trim().trim_start_matches('.').to_lowercase()));
-    let kind = args.opt_str("kind")?.map(|k| one_of("kind", k, &["file", "directory"])).transpose()?;
+    let extension = args
+        .opt_str("extension")?
+        .map(|e| format!(".{}", e.trim().trim_start_matches('.').to_lowercase()));
+    let kind = args
+        .opt_str("kind")?
+        .map(|k| one_of("kind", k, &["file", "directory"]))
+        .transpose()?;
     let under = normalize(args.opt_str("under")?.unwrap_or("/"))?;
     let mut rows: Vec<&FileEntry> = world
         .db
@@ -189,8 +218,11 @@ fn search_files(world: &mut World, args: &Args) -> Result<Value, ApiError> {
                 && inside(&e.path, &under)
                 && kind.is_none_or(|k| e.kind.name() == k)
                 && matches(&query, e.name())
-                && (content_query.is_none() || e.kind == EntryKind::File && matches(&content_query, &e.content))
-                && extension.as_ref().is_none_or(|x| e.kind == EntryKind::File && e.name().to_lowercase().ends_with(x.as_str()))
+                && (content_query.is_none()
+                    || e.kind == EntryKind::File && matches(&content_query, &e.content))
+                && extension.as_ref().is_none_or(|x| {
+                    e.kind == EntryKind::File && e.name().to_lowercase().ends_with(x.as_str())
+                })
         })
         .map(|(_, e)| e)
         .collect();
@@ -237,7 +269,11 @@ fn update_file(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         .map(|(id, _)| id)
         .ok_or_else(|| ApiError::new(format!("there is no file {path}")))?;
     let now = world.now();
-    let file = world.db.files.get_mut(id).ok_or_else(|| ApiError::new(format!("there is no file {path}")))?;
+    let file = world
+        .db
+        .files
+        .get_mut(id)
+        .ok_or_else(|| ApiError::new(format!("there is no file {path}")))?;
     if append {
         file.content.push_str(content);
     } else {
@@ -281,7 +317,8 @@ fn move_path(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let source = normalize(args.str("source")?)?;
     let destination = normalize(args.str("destination")?)?;
-    entry_at(&world.db, me, &source).ok_or_else(|| ApiError::new(format!("there is nothing at {source}")))?;
+    entry_at(&world.db, me, &source)
+        .ok_or_else(|| ApiError::new(format!("there is nothing at {source}")))?;
     if inside(&destination, &source) {
         return Err(ApiError::new(format!("cannot move {source} inside itself")));
     }
@@ -330,12 +367,22 @@ fn delete_path(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     if path == "/" {
         return Err(ApiError::new("the root directory cannot be deleted"));
     }
-    entry_at(&world.db, me, &path).ok_or_else(|| ApiError::new(format!("there is nothing at {path}")))?;
-    let has_children = world.db.files.find(|e| e.owner == me && inside(&e.path, &path)).is_some();
+    entry_at(&world.db, me, &path)
+        .ok_or_else(|| ApiError::new(format!("there is nothing at {path}")))?;
+    let has_children = world
+        .db
+        .files
+        .find(|e| e.owner == me && inside(&e.path, &path))
+        .is_some();
     if has_children && !recursive {
-        return Err(ApiError::new(format!("{path} is not empty: pass recursive=True to delete it with everything in it")));
+        return Err(ApiError::new(format!(
+            "{path} is not empty: pass recursive=True to delete it with everything in it"
+        )));
     }
-    let deleted = world.db.files.remove_where(|e| e.owner == me && (e.path == path || inside(&e.path, &path)));
+    let deleted = world
+        .db
+        .files
+        .remove_where(|e| e.owner == me && (e.path == path || inside(&e.path, &path)));
     Ok(json!({"message": format!("Deleted {path}."), "deleted_count": deleted}))
 }
 

@@ -23,7 +23,12 @@ pub(super) fn app() -> AppDecl {
     });
     let mut full = summary.clone();
     full["body"] = json!("str");
-    let [login_api, logout_api] = login_apis(APP, "The email address of the mail account.", |w, a| login(w, a, APP), |w, a| logout(w, a, APP));
+    let [login_api, logout_api] = login_apis(
+        APP,
+        "The email address of the mail account.",
+        |w, a| login(w, a, APP),
+        |w, a| logout(w, a, APP),
+    );
     declare_app(
         APP,
         "Email: read, search, send, reply to, forward, star, archive and delete emails.",
@@ -111,10 +116,17 @@ fn email_json(id: Id, e: &Email, with_body: bool) -> Value {
 }
 
 fn own_email(db: &Db, me: PersonId, id: Id) -> Result<&Email, ApiError> {
-    db.emails.get(id).filter(|e| e.owner == me).ok_or_else(|| not_found("email in your mailbox", id))
+    db.emails
+        .get(id)
+        .filter(|e| e.owner == me)
+        .ok_or_else(|| not_found("email in your mailbox", id))
 }
 
-fn update_email(world: &mut World, args: &Args, change: impl FnOnce(&mut Email)) -> Result<Id, ApiError> {
+fn update_email(
+    world: &mut World,
+    args: &Args,
+    change: impl FnOnce(&mut Email),
+) -> Result<Id, ApiError> {
     let me = world.auth(APP, args)?;
     let id = args.id("email_id")?;
     own_email(&world.db, me, id)?;
@@ -126,12 +138,18 @@ fn update_email(world: &mut World, args: &Args, change: impl FnOnce(&mut Email))
 
 fn addresses(list: Vec<String>) -> Result<Vec<String>, ApiError> {
     if list.is_empty() {
-        return Err(ApiError::new("recipients must hold at least one email address"));
+        return Err(ApiError::new(
+            "recipients must hold at least one email address",
+        ));
     }
     for address in &list {
-        let valid = address.split_once('@').is_some_and(|(user, domain)| !user.is_empty() && domain.contains('.') && !address.contains(' '));
+        let valid = address.split_once('@').is_some_and(|(user, domain)| {
+            !user.is_empty() && domain.contains('.') && !address.contains(' ')
+        });
         if !valid {
-            return Err(ApiError::new(format!("{address:?} is not an email address")));
+            return Err(ApiError::new(format!(
+                "{address:?} is not an email address"
+            )));
         }
     }
     Ok(list)
@@ -139,7 +157,13 @@ fn addresses(list: Vec<String>) -> Result<Vec<String>, ApiError> {
 
 /// Sends a message from `me`: a copy in `me`'s sent folder and one in the inbox of
 /// each recipient who is a person of the world. Returns the sent copy's id.
-fn deliver(world: &mut World, me: PersonId, recipients: Vec<String>, subject: String, body: String) -> Id {
+fn deliver(
+    world: &mut World,
+    me: PersonId,
+    recipients: Vec<String>,
+    subject: String,
+    body: String,
+) -> Id {
     let sent_at = world.now();
     let sender = world.db.email_of(me);
     let template = Email {
@@ -154,7 +178,10 @@ fn deliver(world: &mut World, me: PersonId, recipients: Vec<String>, subject: St
         starred: false,
     };
     let sent_id = world.db.emails.insert(template.clone());
-    let mut owners: Vec<PersonId> = recipients.iter().filter_map(|r| world.db.person_by_email(r).map(|(id, _)| id)).collect();
+    let mut owners: Vec<PersonId> = recipients
+        .iter()
+        .filter_map(|r| world.db.person_by_email(r).map(|(id, _)| id))
+        .collect();
     owners.sort_unstable();
     owners.dedup();
     for owner in owners {
@@ -171,14 +198,22 @@ fn deliver(world: &mut World, me: PersonId, recipients: Vec<String>, subject: St
 fn show_account(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let db = &world.db;
-    let unread = db.emails.filter(|e| e.owner == me && e.folder == Folder::Inbox && !e.read).count();
+    let unread = db
+        .emails
+        .filter(|e| e.owner == me && e.folder == Folder::Inbox && !e.read)
+        .count();
     Ok(json!({"name": db.name_of(me), "email": db.email_of(me), "unread_count": unread}))
 }
 
 fn show_emails(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let page = args.page()?;
-    let folder = Folder::parse(one_of("folder", args.opt_str("folder")?.unwrap_or("inbox"), &FOLDERS)?).unwrap_or(Folder::Inbox);
+    let folder = Folder::parse(one_of(
+        "folder",
+        args.opt_str("folder")?.unwrap_or("inbox"),
+        &FOLDERS,
+    )?)
+    .unwrap_or(Folder::Inbox);
     let sender = args.opt_str("sender")?.map(str::trim);
     let query = needle(args.opt_str("query")?);
     let unread_only = args.opt_bool("unread_only")?.unwrap_or(false);
@@ -227,13 +262,19 @@ fn reply_to_email(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     }];
     if args.opt_bool("reply_all")?.unwrap_or(false) {
         for r in original.recipients.iter().chain([&original.sender]) {
-            if !r.eq_ignore_ascii_case(&own_address) && !recipients.iter().any(|x| x.eq_ignore_ascii_case(r)) {
+            if !r.eq_ignore_ascii_case(&own_address)
+                && !recipients.iter().any(|x| x.eq_ignore_ascii_case(r))
+            {
                 recipients.push(r.clone());
             }
         }
     }
     let recipients = addresses(recipients)?;
-    let subject = if original.subject.starts_with("Re: ") { original.subject.clone() } else { format!("Re: {}", original.subject) };
+    let subject = if original.subject.starts_with("Re: ") {
+        original.subject.clone()
+    } else {
+        format!("Re: {}", original.subject)
+    };
     let id = deliver(world, me, recipients, subject, body);
     Ok(json!({"email_id": id, "message": "Reply sent."}))
 }
@@ -247,24 +288,41 @@ fn forward_email(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         "{note}\n\n---------- Forwarded message ----------\nFrom: {}\nSubject: {}\n\n{}",
         original.sender, original.subject, original.body
     );
-    let id = deliver(world, me, recipients, format!("Fwd: {}", original.subject), body);
+    let id = deliver(
+        world,
+        me,
+        recipients,
+        format!("Fwd: {}", original.subject),
+        body,
+    );
     Ok(json!({"email_id": id, "message": "Email forwarded."}))
 }
 
 fn mark_email_read(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let read = args.opt_bool("read")?.unwrap_or(true);
     let id = update_email(world, args, |e| e.read = read)?;
-    Ok(message(&format!("Marked email {id} {}.", if read { "read" } else { "unread" })))
+    Ok(message(&format!(
+        "Marked email {id} {}.",
+        if read { "read" } else { "unread" }
+    )))
 }
 
 fn star_email(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let starred = args.opt_bool("starred")?.unwrap_or(true);
     let id = update_email(world, args, |e| e.starred = starred)?;
-    Ok(message(&format!("{} email {id}.", if starred { "Starred" } else { "Unstarred" })))
+    Ok(message(&format!(
+        "{} email {id}.",
+        if starred { "Starred" } else { "Unstarred" }
+    )))
 }
 
 fn move_email(world: &mut World, args: &Args) -> Result<Value, ApiError> {
-    let folder = Folder::parse(one_of("folder", args.str("folder")?.trim(), &["inbox", "archive", "trash"])?).unwrap_or(Folder::Inbox);
+    let folder = Folder::parse(one_of(
+        "folder",
+        args.str("folder")?.trim(),
+        &["inbox", "archive", "trash"],
+    )?)
+    .unwrap_or(Folder::Inbox);
     let id = update_email(world, args, |e| e.folder = folder)?;
     Ok(message(&format!("Moved email {id} to {}.", folder.name())))
 }

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 use super::args::Args;
 use super::db::Db;
-use super::registry::{api, AppDecl, ApiBuilder, Handler};
+use super::registry::{api, ApiBuilder, AppDecl, Handler};
 use super::table::{Id, PersonId};
 use super::World;
 use crate::sandbox::{ApiError, ParamType};
@@ -133,7 +133,9 @@ fn not_yours(what: &str, id: Id) -> ApiError {
 
 /// A lower-cased search text, `None` for no filter.
 fn needle(query: Option<&str>) -> Option<String> {
-    query.map(|q| q.trim().to_lowercase()).filter(|q| !q.is_empty())
+    query
+        .map(|q| q.trim().to_lowercase())
+        .filter(|q| !q.is_empty())
 }
 
 /// Whether `text` contains the lower-cased `needle` (case-insensitive; no needle
@@ -152,7 +154,11 @@ fn one_of<'a>(name: &str, value: &'a str, options: &[&str]) -> Result<&'a str, A
     } else {
         Err(ApiError::new(format!(
             "`{name}` must be one of {}, got {value:?}",
-            options.iter().map(|o| format!("{o:?}")).collect::<Vec<_>>().join(", ")
+            options
+                .iter()
+                .map(|o| format!("{o:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
         )))
     }
 }

@@ -20,7 +20,12 @@ pub(super) fn app() -> AppDecl {
         "note_id": "int", "title": "str", "body": "str", "tags": ["str"], "pinned": "bool",
         "created_at": "str (YYYY-MM-DDTHH:MM:SS)", "updated_at": "str"
     });
-    let [login_api, logout_api] = login_apis(APP, "The email address of the notes account.", |w, a| login(w, a, APP), |w, a| logout(w, a, APP));
+    let [login_api, logout_api] = login_apis(
+        APP,
+        "The email address of the notes account.",
+        |w, a| login(w, a, APP),
+        |w, a| logout(w, a, APP),
+    );
     declare_app(
         APP,
         "Notes: titled text notes with tags; search, create, edit, pin and delete them.",
@@ -93,7 +98,10 @@ fn tags(list: Vec<String>) -> Vec<String> {
 }
 
 fn own_note(db: &Db, me: PersonId, id: Id) -> Result<&Note, ApiError> {
-    db.notes.get(id).filter(|n| n.owner == me).ok_or_else(|| not_found("note of yours", id))
+    db.notes
+        .get(id)
+        .filter(|n| n.owner == me)
+        .ok_or_else(|| not_found("note of yours", id))
 }
 
 fn show_notes(world: &mut World, args: &Args) -> Result<Value, ApiError> {
@@ -131,7 +139,12 @@ fn show_tags(world: &mut World, args: &Args) -> Result<Value, ApiError> {
             *counts.entry(tag).or_default() += 1;
         }
     }
-    Ok(Value::Array(counts.into_iter().map(|(tag, n)| json!({"tag": tag, "note_count": n})).collect()))
+    Ok(Value::Array(
+        counts
+            .into_iter()
+            .map(|(tag, n)| json!({"tag": tag, "note_count": n}))
+            .collect(),
+    ))
 }
 
 fn create_note(world: &mut World, args: &Args) -> Result<Value, ApiError> {

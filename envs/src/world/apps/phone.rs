@@ -14,7 +14,15 @@ use crate::world::time::Date;
 use crate::world::World;
 
 const APP: &str = "phone";
-const WEEKDAYS: [&str; 7] = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"];
+const WEEKDAYS: [&str; 7] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
 
 pub(super) fn app() -> AppDecl {
     let contact = json!({
@@ -23,7 +31,12 @@ pub(super) fn app() -> AppDecl {
     });
     let text = json!({"message_id": "int", "phone_number": "str", "direction": "str ('sent' or 'received')", "body": "str", "sent_at": "str", "read": "bool"});
     let alarm = json!({"alarm_id": "int", "time": "str (HH:MM)", "label": "str", "repeat_days": ["str"], "enabled": "bool"});
-    let [login_api, logout_api] = login_apis(APP, "The phone number of the account (ten digits, as in the user's profile), not the email.", |w, a| login(w, a, APP), |w, a| logout(w, a, APP));
+    let [login_api, logout_api] = login_apis(
+        APP,
+        "The phone number of the account (ten digits, as in the user's profile), not the email.",
+        |w, a| login(w, a, APP),
+        |w, a| logout(w, a, APP),
+    );
     declare_app(
         APP,
         "The user's phone: contacts with relationships (friend, family, roommate, coworker), text messages, call log, alarms.",
@@ -138,7 +151,11 @@ pub(super) fn app() -> AppDecl {
 /// The digits of a phone number; an error when there are none.
 fn digits(number: &str) -> Result<String, ApiError> {
     let digits: String = number.chars().filter(char::is_ascii_digit).collect();
-    if digits.is_empty() || number.chars().any(|c| !(c.is_ascii_digit() || " -()+.".contains(c))) {
+    if digits.is_empty()
+        || number
+            .chars()
+            .any(|c| !(c.is_ascii_digit() || " -()+.".contains(c)))
+    {
         return Err(ApiError::new(format!("{number:?} is not a phone number")));
     }
     Ok(digits)
@@ -161,7 +178,10 @@ fn alarm_json(id: Id, a: &Alarm) -> Value {
 }
 
 fn own_contact(db: &Db, me: PersonId, id: Id) -> Result<&Contact, ApiError> {
-    db.contacts.get(id).filter(|c| c.owner == me).ok_or_else(|| not_found("contact of yours", id))
+    db.contacts
+        .get(id)
+        .filter(|c| c.owner == me)
+        .ok_or_else(|| not_found("contact of yours", id))
 }
 
 /// Relationship labels, lower-cased, without blanks and repeats, in the given order.
@@ -180,15 +200,22 @@ fn birthday(args: &Args) -> Result<Option<Date>, ApiError> {
 }
 
 fn number_taken(db: &Db, me: PersonId, number: &str, except: Option<Id>) -> bool {
-    db.contacts.find(|c| c.owner == me && c.phone_number == number).is_some_and(|(id, _)| Some(id) != except)
+    db.contacts
+        .find(|c| c.owner == me && c.phone_number == number)
+        .is_some_and(|(id, _)| Some(id) != except)
 }
 
 /// `HH:MM`, validated.
 fn clock_time(text: &str) -> Result<String, ApiError> {
-    let parsed = text.trim().split_once(':').and_then(|(h, m)| Some((h.parse::<u32>().ok()?, m.parse::<u32>().ok()?)));
+    let parsed = text
+        .trim()
+        .split_once(':')
+        .and_then(|(h, m)| Some((h.parse::<u32>().ok()?, m.parse::<u32>().ok()?)));
     match parsed {
         Some((h, m)) if h < 24 && m < 60 => Ok(format!("{h:02}:{m:02}")),
-        _ => Err(ApiError::new(format!("time must be HH:MM (24-hour), got {text:?}"))),
+        _ => Err(ApiError::new(format!(
+            "time must be HH:MM (24-hour), got {text:?}"
+        ))),
     }
 }
 
@@ -196,14 +223,25 @@ fn clock_time(text: &str) -> Result<String, ApiError> {
 fn weekdays(days: Vec<String>) -> Result<Vec<String>, ApiError> {
     let days: Vec<String> = days.into_iter().map(|d| d.to_lowercase()).collect();
     if let Some(bad) = days.iter().find(|d| !WEEKDAYS.contains(&d.as_str())) {
-        return Err(ApiError::new(format!("{bad:?} is not a weekday (monday ... sunday)")));
+        return Err(ApiError::new(format!(
+            "{bad:?} is not a weekday (monday ... sunday)"
+        )));
     }
-    Ok(WEEKDAYS.iter().filter(|w| days.iter().any(|d| d == *w)).map(|w| w.to_string()).collect())
+    Ok(WEEKDAYS
+        .iter()
+        .filter(|w| days.iter().any(|d| d == *w))
+        .map(|w| w.to_string())
+        .collect())
 }
 
 fn show_account(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
-    let phone_number = world.db.people.get(me).map(|p| p.phone_number.clone()).unwrap_or_default();
+    let phone_number = world
+        .db
+        .people
+        .get(me)
+        .map(|p| p.phone_number.clone())
+        .unwrap_or_default();
     Ok(json!({"name": world.db.name_of(me), "phone_number": phone_number}))
 }
 
@@ -211,13 +249,17 @@ fn show_contacts(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let page = args.page()?;
     let query = needle(args.opt_str("query")?);
-    let relationship = args.opt_str("relationship")?.map(|r| r.trim().to_lowercase());
+    let relationship = args
+        .opt_str("relationship")?
+        .map(|r| r.trim().to_lowercase());
     let mut rows: Vec<(Id, &Contact)> = world
         .db
         .contacts
         .filter(|c| {
             c.owner == me
-                && relationship.as_ref().is_none_or(|r| c.relationships.contains(r))
+                && relationship
+                    .as_ref()
+                    .is_none_or(|r| c.relationships.contains(r))
                 && (matches(&query, &format!("{} {}", c.first_name, c.last_name))
                     || matches(&query, &c.phone_number)
                     || c.email.as_deref().is_some_and(|e| matches(&query, e)))
@@ -245,7 +287,10 @@ fn add_contact(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         birthday: birthday(args)?,
     };
     if number_taken(&world.db, me, &contact.phone_number, None) {
-        return Err(ApiError::new(format!("you already have a contact with number {}", contact.phone_number)));
+        return Err(ApiError::new(format!(
+            "you already have a contact with number {}",
+            contact.phone_number
+        )));
     }
     let id = world.db.contacts.insert(contact);
     Ok(json!({"contact_id": id, "message": "Contact added."}))
@@ -264,7 +309,10 @@ fn update_contact(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     if let Some(number) = args.opt_str("phone_number")? {
         contact.phone_number = digits(number)?;
         if number_taken(&world.db, me, &contact.phone_number, Some(id)) {
-            return Err(ApiError::new(format!("another contact has number {}", contact.phone_number)));
+            return Err(ApiError::new(format!(
+                "another contact has number {}",
+                contact.phone_number
+            )));
         }
     }
     if let Some(email) = args.opt_text("email")? {
@@ -294,7 +342,10 @@ fn show_text_messages(world: &mut World, args: &Args) -> Result<Value, ApiError>
     let me = world.auth(APP, args)?;
     let page = args.page()?;
     let number = args.opt_str("phone_number")?.map(digits).transpose()?;
-    let direction = args.opt_str("direction")?.map(|d| one_of("direction", d, &["sent", "received"])).transpose()?;
+    let direction = args
+        .opt_str("direction")?
+        .map(|d| one_of("direction", d, &["sent", "received"]))
+        .transpose()?;
     let query = needle(args.opt_str("query")?);
     let mut rows: Vec<(Id, &TextMessage)> = world
         .db
@@ -302,7 +353,8 @@ fn show_text_messages(world: &mut World, args: &Args) -> Result<Value, ApiError>
         .filter(|m| {
             m.owner == me
                 && number.as_ref().is_none_or(|n| &m.other_number == n)
-                && direction.is_none_or(|d| (d == "sent") == (m.direction == MessageDirection::Sent))
+                && direction
+                    .is_none_or(|d| (d == "sent") == (m.direction == MessageDirection::Sent))
                 && matches(&query, &m.body)
         })
         .collect();
@@ -314,7 +366,12 @@ fn show_text_messages(world: &mut World, args: &Args) -> Result<Value, ApiError>
 fn show_text_message(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let id = args.id("message_id")?;
-    let m = world.db.text_messages.get(id).filter(|m| m.owner == me).ok_or_else(|| not_found("text message on your phone", id))?;
+    let m = world
+        .db
+        .text_messages
+        .get(id)
+        .filter(|m| m.owner == me)
+        .ok_or_else(|| not_found("text message on your phone", id))?;
     Ok(text_json(id, m))
 }
 
@@ -323,7 +380,12 @@ fn send_text_message(world: &mut World, args: &Args) -> Result<Value, ApiError> 
     let number = digits(args.str("phone_number")?)?;
     let body = args.text("body")?.to_owned();
     let sent_at = world.now();
-    let own_number = world.db.people.get(me).map(|p| p.phone_number.clone()).unwrap_or_default();
+    let own_number = world
+        .db
+        .people
+        .get(me)
+        .map(|p| p.phone_number.clone())
+        .unwrap_or_default();
     let id = world.db.text_messages.insert(TextMessage {
         owner: me,
         other_number: number.clone(),
@@ -348,7 +410,12 @@ fn send_text_message(world: &mut World, args: &Args) -> Result<Value, ApiError> 
 fn delete_text_message(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let id = args.id("message_id")?;
-    world.db.text_messages.get(id).filter(|m| m.owner == me).ok_or_else(|| not_found("text message on your phone", id))?;
+    world
+        .db
+        .text_messages
+        .get(id)
+        .filter(|m| m.owner == me)
+        .ok_or_else(|| not_found("text message on your phone", id))?;
     world.db.text_messages.remove(id);
     Ok(message(&format!("Deleted text message {id}.")))
 }
@@ -356,12 +423,19 @@ fn delete_text_message(world: &mut World, args: &Args) -> Result<Value, ApiError
 fn show_call_log(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let page = args.page()?;
-    let kind = args.opt_str("kind")?.map(|k| one_of("kind", k, &["incoming", "outgoing", "missed"])).transpose()?;
+    let kind = args
+        .opt_str("kind")?
+        .map(|k| one_of("kind", k, &["incoming", "outgoing", "missed"]))
+        .transpose()?;
     let number = args.opt_str("phone_number")?.map(digits).transpose()?;
     let mut rows: Vec<(Id, &Call)> = world
         .db
         .calls
-        .filter(|c| c.owner == me && kind.is_none_or(|k| c.kind.name() == k) && number.as_ref().is_none_or(|n| &c.other_number == n))
+        .filter(|c| {
+            c.owner == me
+                && kind.is_none_or(|k| c.kind.name() == k)
+                && number.as_ref().is_none_or(|n| &c.other_number == n)
+        })
         .collect();
     rows.reverse();
     rows.sort_by(|a, b| b.1.started_at.cmp(&a.1.started_at));
@@ -394,7 +468,13 @@ fn create_alarm(world: &mut World, args: &Args) -> Result<Value, ApiError> {
 fn update_alarm(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let id = args.id("alarm_id")?;
-    let mut alarm = world.db.alarms.get(id).filter(|a| a.owner == me).ok_or_else(|| not_found("alarm on your phone", id))?.clone();
+    let mut alarm = world
+        .db
+        .alarms
+        .get(id)
+        .filter(|a| a.owner == me)
+        .ok_or_else(|| not_found("alarm on your phone", id))?
+        .clone();
     if let Some(time) = args.opt_str("time")? {
         alarm.time = clock_time(time)?;
     }
@@ -416,7 +496,12 @@ fn update_alarm(world: &mut World, args: &Args) -> Result<Value, ApiError> {
 fn delete_alarm(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let id = args.id("alarm_id")?;
-    world.db.alarms.get(id).filter(|a| a.owner == me).ok_or_else(|| not_found("alarm on your phone", id))?;
+    world
+        .db
+        .alarms
+        .get(id)
+        .filter(|a| a.owner == me)
+        .ok_or_else(|| not_found("alarm on your phone", id))?;
     world.db.alarms.remove(id);
     Ok(message(&format!("Deleted alarm {id}.")))
 }

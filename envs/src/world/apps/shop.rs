@@ -11,13 +11,22 @@ use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
 use crate::world::money::Money;
-use crate::world::records::{CartItem, Order, OrderLine, OrderStatus, Product, Review, WishlistItem};
+use crate::world::records::{
+    CartItem, Order, OrderLine, OrderStatus, Product, Review, WishlistItem,
+};
 use crate::world::registry::{api, declare_app, AppDecl};
 use crate::world::table::{Id, PersonId};
 use crate::world::World;
 
 const APP: &str = "shop";
-const PRODUCT_SORTS: [&str; 6] = ["name", "price", "-price", "rating", "-rating", "-review_count"];
+const PRODUCT_SORTS: [&str; 6] = [
+    "name",
+    "price",
+    "-price",
+    "rating",
+    "-rating",
+    "-review_count",
+];
 
 pub(super) fn app() -> AppDecl {
     let product = json!({
@@ -26,7 +35,12 @@ pub(super) fn app() -> AppDecl {
     });
     let mut product_details = product.clone();
     product_details["description"] = json!("str");
-    let [login_api, logout_api] = login_apis(APP, "The email address of the shop account.", |w, a| login(w, a, APP), |w, a| logout(w, a, APP));
+    let [login_api, logout_api] = login_apis(
+        APP,
+        "The email address of the shop account.",
+        |w, a| login(w, a, APP),
+        |w, a| logout(w, a, APP),
+    );
     declare_app(
         APP,
         "Online shopping: search products, read and write reviews, manage the cart and wish list, place, cancel and return orders.",
@@ -168,17 +182,24 @@ fn existing_product(db: &Db, id: Id) -> Result<&Product, ApiError> {
 }
 
 fn own_order(db: &Db, me: PersonId, id: Id) -> Result<&Order, ApiError> {
-    db.orders.get(id).filter(|o| o.owner == me).ok_or_else(|| not_found("order of yours", id))
+    db.orders
+        .get(id)
+        .filter(|o| o.owner == me)
+        .ok_or_else(|| not_found("order of yours", id))
 }
 
 fn cart_row(db: &Db, me: PersonId, product_id: Id) -> Option<Id> {
-    db.cart_items.find(|c| c.owner == me && c.product_id == product_id).map(|(id, _)| id)
+    db.cart_items
+        .find(|c| c.owner == me && c.product_id == product_id)
+        .map(|(id, _)| id)
 }
 
 fn quantity(args: &Args, name: &str) -> Result<u32, ApiError> {
     match args.opt_int(name)?.unwrap_or(1) {
         q @ 1..=1000 => Ok(q as u32),
-        q => Err(ApiError::new(format!("`{name}` must be between 1 and 1000, got {q}"))),
+        q => Err(ApiError::new(format!(
+            "`{name}` must be between 1 and 1000, got {q}"
+        ))),
     }
 }
 
@@ -194,7 +215,12 @@ fn show_categories(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     for (_, p) in world.db.products.iter() {
         *counts.entry(&p.category).or_default() += 1;
     }
-    Ok(Value::Array(counts.into_iter().map(|(c, n)| json!({"category": c, "product_count": n})).collect()))
+    Ok(Value::Array(
+        counts
+            .into_iter()
+            .map(|(c, n)| json!({"category": c, "product_count": n}))
+            .collect(),
+    ))
 }
 
 fn search_products(world: &mut World, args: &Args) -> Result<Value, ApiError> {
@@ -205,7 +231,10 @@ fn search_products(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let brand = args.opt_str("brand")?.map(str::trim);
     let min_price = args.opt_price("min_price")?;
     let max_price = args.opt_price("max_price")?;
-    let sort_by = args.opt_str("sort_by")?.map(|s| one_of("sort_by", s, &PRODUCT_SORTS)).transpose()?;
+    let sort_by = args
+        .opt_str("sort_by")?
+        .map(|s| one_of("sort_by", s, &PRODUCT_SORTS))
+        .transpose()?;
     let db = &world.db;
     let ratings = ratings(db);
     let mut rows: Vec<(Id, &Product)> = db
@@ -215,7 +244,9 @@ fn search_products(world: &mut World, args: &Args) -> Result<Value, ApiError> {
                 && brand.is_none_or(|b| p.brand.eq_ignore_ascii_case(b))
                 && min_price.is_none_or(|m| p.price >= m)
                 && max_price.is_none_or(|m| p.price <= m)
-                && (matches(&query, &p.name) || matches(&query, &p.brand) || matches(&query, &p.description))
+                && (matches(&query, &p.name)
+                    || matches(&query, &p.brand)
+                    || matches(&query, &p.description))
         })
         .collect();
     let rating_of = |id: Id| ratings.get(&id).map_or(0.0, |r| r.0);
@@ -225,10 +256,14 @@ fn search_products(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         Some("-price") => rows.sort_by(|a, b| b.1.price.cmp(&a.1.price)),
         Some("rating") => rows.sort_by(|a, b| rating_of(a.0).total_cmp(&rating_of(b.0))),
         Some("-rating") => rows.sort_by(|a, b| rating_of(b.0).total_cmp(&rating_of(a.0))),
-        Some(_) => rows.sort_by_key(|(id, _)| std::cmp::Reverse(ratings.get(id).map_or(0, |r| r.1))),
+        Some(_) => {
+            rows.sort_by_key(|(id, _)| std::cmp::Reverse(ratings.get(id).map_or(0, |r| r.1)))
+        }
         None => {}
     }
-    Ok(page.of(rows, |(id, p)| product_json(id, p, ratings.get(&id).copied())))
+    Ok(page.of(rows, |(id, p)| {
+        product_json(id, p, ratings.get(&id).copied())
+    }))
 }
 
 fn show_product(world: &mut World, args: &Args) -> Result<Value, ApiError> {
@@ -261,18 +296,33 @@ fn write_review(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let rating = args.int("rating")?;
     existing_product(&world.db, product_id)?;
     if !(1..=5).contains(&rating) {
-        return Err(ApiError::new(format!("rating must be between 1 and 5, got {rating}")));
+        return Err(ApiError::new(format!(
+            "rating must be between 1 and 5, got {rating}"
+        )));
     }
     let received = world
         .db
         .orders
-        .find(|o| o.owner == me && o.status == OrderStatus::Delivered && o.lines.iter().any(|l| l.product_id == product_id))
+        .find(|o| {
+            o.owner == me
+                && o.status == OrderStatus::Delivered
+                && o.lines.iter().any(|l| l.product_id == product_id)
+        })
         .is_some();
     if !received {
-        return Err(ApiError::new(format!("you have no delivered order with product {product_id}")));
+        return Err(ApiError::new(format!(
+            "you have no delivered order with product {product_id}"
+        )));
     }
-    if world.db.reviews.find(|r| r.person == me && r.product_id == product_id).is_some() {
-        return Err(ApiError::new(format!("you already reviewed product {product_id}")));
+    if world
+        .db
+        .reviews
+        .find(|r| r.person == me && r.product_id == product_id)
+        .is_some()
+    {
+        return Err(ApiError::new(format!(
+            "you already reviewed product {product_id}"
+        )));
     }
     let review = Review {
         person: me,
@@ -307,16 +357,21 @@ fn add_to_cart(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let product_id = args.id("product_id")?;
     let added = quantity(args, "quantity")?;
     existing_product(&world.db, product_id)?;
-    let quantity = match cart_row(&world.db, me, product_id).and_then(|id| world.db.cart_items.get_mut(id)) {
-        Some(row) => {
-            row.quantity = row.quantity.saturating_add(added);
-            row.quantity
-        }
-        None => {
-            world.db.cart_items.insert(CartItem { owner: me, product_id, quantity: added });
-            added
-        }
-    };
+    let quantity =
+        match cart_row(&world.db, me, product_id).and_then(|id| world.db.cart_items.get_mut(id)) {
+            Some(row) => {
+                row.quantity = row.quantity.saturating_add(added);
+                row.quantity
+            }
+            None => {
+                world.db.cart_items.insert(CartItem {
+                    owner: me,
+                    product_id,
+                    quantity: added,
+                });
+                added
+            }
+        };
     Ok(json!({"message": format!("Product {product_id} is in your cart."), "quantity": quantity}))
 }
 
@@ -328,15 +383,20 @@ fn update_cart_item(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         .and_then(|id| world.db.cart_items.get_mut(id))
         .ok_or_else(|| ApiError::new(format!("product {product_id} is not in your cart")))?;
     row.quantity = quantity;
-    Ok(message(&format!("Set product {product_id} to quantity {quantity}.")))
+    Ok(message(&format!(
+        "Set product {product_id} to quantity {quantity}."
+    )))
 }
 
 fn remove_from_cart(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let product_id = args.id("product_id")?;
-    let id = cart_row(&world.db, me, product_id).ok_or_else(|| ApiError::new(format!("product {product_id} is not in your cart")))?;
+    let id = cart_row(&world.db, me, product_id)
+        .ok_or_else(|| ApiError::new(format!("product {product_id} is not in your cart")))?;
     world.db.cart_items.remove(id);
-    Ok(message(&format!("Removed product {product_id} from your cart.")))
+    Ok(message(&format!(
+        "Removed product {product_id} from your cart."
+    )))
 }
 
 fn clear_cart(world: &mut World, args: &Args) -> Result<Value, ApiError> {
@@ -350,11 +410,18 @@ fn place_order(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let card_id = args.id("payment_card_id")?;
     let address_id = args.id("address_id")?;
     let db = &world.db;
-    let card = db.payment_cards.get(card_id).filter(|c| c.owner == me).ok_or_else(|| not_found("payment card of yours", card_id))?;
+    let card = db
+        .payment_cards
+        .get(card_id)
+        .filter(|c| c.owner == me)
+        .ok_or_else(|| not_found("payment card of yours", card_id))?;
     if card.is_expired_on(world.now().date()) {
         return Err(ApiError::new(format!("payment card {card_id} has expired")));
     }
-    db.addresses.get(address_id).filter(|a| a.owner == me).ok_or_else(|| not_found("address of yours", address_id))?;
+    db.addresses
+        .get(address_id)
+        .filter(|a| a.owner == me)
+        .ok_or_else(|| not_found("address of yours", address_id))?;
     let mut lines = Vec::new();
     for (_, item) in db.cart_items.filter(|c| c.owner == me) {
         let product = existing_product(db, item.product_id)?;
@@ -364,12 +431,19 @@ fn place_order(world: &mut World, args: &Args) -> Result<Value, ApiError> {
                 product.stock, item.product_id, product.name
             )));
         }
-        lines.push(OrderLine { product_id: item.product_id, quantity: item.quantity, unit_price: product.price });
+        lines.push(OrderLine {
+            product_id: item.product_id,
+            quantity: item.quantity,
+            unit_price: product.price,
+        });
     }
     if lines.is_empty() {
         return Err(ApiError::new("your cart is empty"));
     }
-    let total: Money = lines.iter().map(|l| Money::from_cents(l.unit_price.cents() * i64::from(l.quantity))).sum();
+    let total: Money = lines
+        .iter()
+        .map(|l| Money::from_cents(l.unit_price.cents() * i64::from(l.quantity)))
+        .sum();
     for line in &lines {
         if let Some(product) = world.db.products.get_mut(line.product_id) {
             product.stock -= line.quantity;
@@ -394,9 +468,19 @@ fn show_orders(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let page = args.page()?;
     let status = args
         .opt_str("status")?
-        .map(|s| one_of("status", s, &["placed", "shipped", "delivered", "cancelled", "returned"]))
+        .map(|s| {
+            one_of(
+                "status",
+                s,
+                &["placed", "shipped", "delivered", "cancelled", "returned"],
+            )
+        })
         .transpose()?;
-    let mut rows: Vec<(Id, &Order)> = world.db.orders.filter(|o| o.owner == me && status.is_none_or(|s| o.status.name() == s)).collect();
+    let mut rows: Vec<(Id, &Order)> = world
+        .db
+        .orders
+        .filter(|o| o.owner == me && status.is_none_or(|s| o.status.name() == s))
+        .collect();
     rows.reverse();
     rows.sort_by(|a, b| b.1.created_at.cmp(&a.1.created_at));
     Ok(page.of(rows, |(id, o)| {
@@ -429,7 +513,10 @@ fn cancel_order(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let id = args.id("order_id")?;
     let order = own_order(&world.db, me, id)?.clone();
     if order.status != OrderStatus::Placed {
-        return Err(ApiError::new(format!("order {id} is {}, only placed orders can be cancelled", order.status.name())));
+        return Err(ApiError::new(format!(
+            "order {id} is {}, only placed orders can be cancelled",
+            order.status.name()
+        )));
     }
     for line in &order.lines {
         if let Some(product) = world.db.products.get_mut(line.product_id) {
@@ -445,7 +532,10 @@ fn return_order(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let id = args.id("order_id")?;
     let status = own_order(&world.db, me, id)?.status;
     if status != OrderStatus::Delivered {
-        return Err(ApiError::new(format!("order {id} is {}, only delivered orders can be returned", status.name())));
+        return Err(ApiError::new(format!(
+            "order {id} is {}, only delivered orders can be returned",
+            status.name()
+        )));
     }
     set_status(&mut world.db, id, OrderStatus::Returned);
     Ok(message(&format!("Order {id} returned.")))
@@ -473,19 +563,41 @@ fn add_to_wishlist(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let product_id = args.id("product_id")?;
     existing_product(&world.db, product_id)?;
-    if world.db.wishlist_items.find(|w| w.owner == me && w.product_id == product_id).is_some() {
-        return Err(ApiError::new(format!("product {product_id} is already on your wish list")));
+    if world
+        .db
+        .wishlist_items
+        .find(|w| w.owner == me && w.product_id == product_id)
+        .is_some()
+    {
+        return Err(ApiError::new(format!(
+            "product {product_id} is already on your wish list"
+        )));
     }
     let added_at = world.now();
-    world.db.wishlist_items.insert(WishlistItem { owner: me, product_id, added_at });
-    Ok(message(&format!("Added product {product_id} to your wish list.")))
+    world.db.wishlist_items.insert(WishlistItem {
+        owner: me,
+        product_id,
+        added_at,
+    });
+    Ok(message(&format!(
+        "Added product {product_id} to your wish list."
+    )))
 }
 
 fn remove_from_wishlist(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let product_id = args.id("product_id")?;
-    if world.db.wishlist_items.remove_where(|w| w.owner == me && w.product_id == product_id) == 0 {
-        return Err(ApiError::new(format!("product {product_id} is not on your wish list")));
+    if world
+        .db
+        .wishlist_items
+        .remove_where(|w| w.owner == me && w.product_id == product_id)
+        == 0
+    {
+        return Err(ApiError::new(format!(
+            "product {product_id} is not on your wish list"
+        )));
     }
-    Ok(message(&format!("Removed product {product_id} from your wish list.")))
+    Ok(message(&format!(
+        "Removed product {product_id} from your wish list."
+    )))
 }

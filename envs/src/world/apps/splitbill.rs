@@ -4,7 +4,9 @@
 
 use serde_json::{json, Value};
 
-use super::{login, login_apis, logout, matches, message, needle, not_found, person_by_email, person_json};
+use super::{
+    login, login_apis, logout, matches, message, needle, not_found, person_by_email, person_json,
+};
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
@@ -22,7 +24,12 @@ pub(super) fn app() -> AppDecl {
         "expense_id": "int", "group_id": "int", "description": "str", "amount": "float",
         "paid_by": person, "shares": [{"name": "str", "email": "str", "amount": "float"}], "created_at": "str"
     });
-    let [login_api, logout_api] = login_apis(APP, "The email address of the splitbill account.", |w, a| login(w, a, APP), |w, a| logout(w, a, APP));
+    let [login_api, logout_api] = login_apis(
+        APP,
+        "The email address of the splitbill account.",
+        |w, a| login(w, a, APP),
+        |w, a| logout(w, a, APP),
+    );
     declare_app(
         APP,
         "Bill splitting: groups record shared expenses; see who owes whom and settle up.",
@@ -106,13 +113,19 @@ pub(super) fn app() -> AppDecl {
 }
 
 fn my_group(db: &Db, me: PersonId, id: Id) -> Result<&BillGroup, ApiError> {
-    db.bill_groups.get(id).filter(|g| g.member_ids.contains(&me)).ok_or_else(|| not_found("group of yours", id))
+    db.bill_groups
+        .get(id)
+        .filter(|g| g.member_ids.contains(&me))
+        .ok_or_else(|| not_found("group of yours", id))
 }
 
 fn member(db: &Db, group: &BillGroup, email: &str) -> Result<PersonId, ApiError> {
     let person = person_by_email(db, APP, email)?;
     if !group.member_ids.contains(&person) {
-        return Err(ApiError::new(format!("{email} is not a member of group {:?}", group.name)));
+        return Err(ApiError::new(format!(
+            "{email} is not a member of group {:?}",
+            group.name
+        )));
     }
     Ok(person)
 }
@@ -142,7 +155,11 @@ fn show_group(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let id = args.id("group_id")?;
     let db = &world.db;
     let group = my_group(db, me, id)?;
-    let members: Vec<Value> = group.member_ids.iter().map(|&m| person_json(db, m)).collect();
+    let members: Vec<Value> = group
+        .member_ids
+        .iter()
+        .map(|&m| person_json(db, m))
+        .collect();
     Ok(json!({
         "group_id": id, "name": group.name, "created_by": person_json(db, group.creator),
         "members": members, "created_at": group.created_at,
@@ -160,7 +177,12 @@ fn create_group(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         }
     }
     let created_at = world.now();
-    let id = world.db.bill_groups.insert(BillGroup { name: name.clone(), creator: me, member_ids, created_at });
+    let id = world.db.bill_groups.insert(BillGroup {
+        name: name.clone(),
+        creator: me,
+        member_ids,
+        created_at,
+    });
     Ok(json!({"group_id": id, "message": format!("Created group {name:?}.")}))
 }
 
@@ -171,7 +193,9 @@ fn add_group_member(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let group = my_group(&world.db, me, id)?;
     let person = person_by_email(&world.db, APP, email)?;
     if group.member_ids.contains(&person) {
-        return Err(ApiError::new(format!("{email} is already a member of group {id}")));
+        return Err(ApiError::new(format!(
+            "{email} is already a member of group {id}"
+        )));
     }
     if let Some(group) = world.db.bill_groups.get_mut(id) {
         group.member_ids.push(person);
@@ -186,10 +210,17 @@ fn show_expenses(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let db = &world.db;
     my_group(db, me, group_id)?;
     let query = needle(args.opt_str("query")?);
-    let payer = args.opt_str("paid_by_email")?.map(|e| person_by_email(db, APP, e)).transpose()?;
+    let payer = args
+        .opt_str("paid_by_email")?
+        .map(|e| person_by_email(db, APP, e))
+        .transpose()?;
     let mut rows: Vec<(Id, &Expense)> = db
         .expenses
-        .filter(|e| e.group_id == group_id && payer.is_none_or(|p| e.payer == p) && matches(&query, &e.description))
+        .filter(|e| {
+            e.group_id == group_id
+                && payer.is_none_or(|p| e.payer == p)
+                && matches(&query, &e.description)
+        })
         .collect();
     rows.reverse();
     rows.sort_by(|a, b| b.1.created_at.cmp(&a.1.created_at));
@@ -199,14 +230,22 @@ fn show_expenses(world: &mut World, args: &Args) -> Result<Value, ApiError> {
 fn own_group_expense(db: &Db, me: PersonId, id: Id) -> Result<&Expense, ApiError> {
     db.expenses
         .get(id)
-        .filter(|e| db.bill_groups.get(e.group_id).is_some_and(|g| g.member_ids.contains(&me)))
+        .filter(|e| {
+            db.bill_groups
+                .get(e.group_id)
+                .is_some_and(|g| g.member_ids.contains(&me))
+        })
         .ok_or_else(|| not_found("expense in your groups", id))
 }
 
 fn show_expense(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let id = args.id("expense_id")?;
-    Ok(expense_json(&world.db, id, own_group_expense(&world.db, me, id)?))
+    Ok(expense_json(
+        &world.db,
+        id,
+        own_group_expense(&world.db, me, id)?,
+    ))
 }
 
 fn add_expense(world: &mut World, args: &Args) -> Result<Value, ApiError> {
@@ -234,7 +273,9 @@ fn add_expense(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         }
     };
     if sharers.is_empty() {
-        return Err(ApiError::new("split_among_emails must name at least one member"));
+        return Err(ApiError::new(
+            "split_among_emails must name at least one member",
+        ));
     }
     let shares = sharers
         .iter()
@@ -242,7 +283,14 @@ fn add_expense(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         .map(|(&person, amount)| Share { person, amount })
         .collect();
     let created_at = world.now();
-    let id = world.db.expenses.insert(Expense { group_id, payer, description, amount, shares, created_at });
+    let id = world.db.expenses.insert(Expense {
+        group_id,
+        payer,
+        description,
+        amount,
+        shares,
+        created_at,
+    });
     Ok(json!({"expense_id": id, "message": format!("Added an expense of {amount}.")}))
 }
 
@@ -250,7 +298,9 @@ fn delete_expense(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let id = args.id("expense_id")?;
     if own_group_expense(&world.db, me, id)?.payer != me {
-        return Err(ApiError::new(format!("expense {id} was paid by someone else: only its payer can delete it")));
+        return Err(ApiError::new(format!(
+            "expense {id} was paid by someone else: only its payer can delete it"
+        )));
     }
     world.db.expenses.remove(id);
     Ok(message(&format!("Deleted expense {id}.")))
@@ -281,18 +331,41 @@ fn settle_up(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     if other == me {
         return Err(ApiError::new("you cannot settle up with yourself"));
     }
-    let debt = db.group_debts(group_id, me).into_iter().find(|&(p, _)| p == other).map_or(Money::ZERO, |(_, m)| m);
+    let debt = db
+        .group_debts(group_id, me)
+        .into_iter()
+        .find(|&(p, _)| p == other)
+        .map_or(Money::ZERO, |(_, m)| m);
     if debt == Money::ZERO {
-        return Err(ApiError::new(format!("you and {email} are settled up in group {group_id}")));
+        return Err(ApiError::new(format!(
+            "you and {email} are settled up in group {group_id}"
+        )));
     }
     let amount = amount.unwrap_or(debt.abs());
     if amount > debt.abs() {
-        return Err(ApiError::new(format!("the debt between you and {email} is only {}", debt.abs())));
+        return Err(ApiError::new(format!(
+            "the debt between you and {email} is only {}",
+            debt.abs()
+        )));
     }
-    let (from, to) = if debt < Money::ZERO { (me, other) } else { (other, me) };
+    let (from, to) = if debt < Money::ZERO {
+        (me, other)
+    } else {
+        (other, me)
+    };
     let created_at = world.now();
-    let id = world.db.settlements.insert(Settlement { group_id, from, to, amount, created_at });
-    let remaining = if debt < Money::ZERO { debt + amount } else { debt - amount };
+    let id = world.db.settlements.insert(Settlement {
+        group_id,
+        from,
+        to,
+        amount,
+        created_at,
+    });
+    let remaining = if debt < Money::ZERO {
+        debt + amount
+    } else {
+        debt - amount
+    };
     Ok(json!({
         "settlement_id": id,
         "message": format!("{} paid {} {amount}.", world.db.name_of(from), world.db.name_of(to)),
@@ -306,7 +379,8 @@ fn show_settlements(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let group_id = args.id("group_id")?;
     let db = &world.db;
     my_group(db, me, group_id)?;
-    let mut rows: Vec<(Id, &Settlement)> = db.settlements.filter(|s| s.group_id == group_id).collect();
+    let mut rows: Vec<(Id, &Settlement)> =
+        db.settlements.filter(|s| s.group_id == group_id).collect();
     rows.reverse();
     rows.sort_by(|a, b| b.1.created_at.cmp(&a.1.created_at));
     Ok(page.of(rows, |(id, s)| {

@@ -65,7 +65,11 @@ pub(super) fn app() -> AppDecl {
 }
 
 fn show_profile(world: &mut World, _: &Args) -> Result<Value, ApiError> {
-    let person = world.db.people.get(USER).ok_or_else(|| ApiError::new("the user has no profile"))?;
+    let person = world
+        .db
+        .people
+        .get(USER)
+        .ok_or_else(|| ApiError::new("the user has no profile"))?;
     Ok(json!({
         "first_name": person.first_name,
         "last_name": person.last_name,

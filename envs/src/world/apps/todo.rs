@@ -19,7 +19,12 @@ pub(super) fn app() -> AppDecl {
         "due_date": "str (YYYY-MM-DD) or None", "priority": "str ('low', 'medium' or 'high')",
         "done": "bool", "completed_at": "str or None", "created_at": "str"
     });
-    let [login_api, logout_api] = login_apis(APP, "The email address of the todo account.", |w, a| login(w, a, APP), |w, a| logout(w, a, APP));
+    let [login_api, logout_api] = login_apis(
+        APP,
+        "The email address of the todo account.",
+        |w, a| login(w, a, APP),
+        |w, a| logout(w, a, APP),
+    );
     declare_app(
         APP,
         "To-do lists: lists of items with due dates and priorities; add, edit, complete and delete items.",
@@ -113,19 +118,28 @@ fn item_json(db: &Db, id: Id, i: &TodoItem) -> Value {
 }
 
 fn own_list(db: &Db, me: PersonId, id: Id) -> Result<&TodoList, ApiError> {
-    db.todo_lists.get(id).filter(|l| l.owner == me).ok_or_else(|| not_found("to-do list of yours", id))
+    db.todo_lists
+        .get(id)
+        .filter(|l| l.owner == me)
+        .ok_or_else(|| not_found("to-do list of yours", id))
 }
 
 fn own_item(db: &Db, me: PersonId, id: Id) -> Result<&TodoItem, ApiError> {
-    db.todo_items.get(id).filter(|i| i.owner == me).ok_or_else(|| not_found("to-do item of yours", id))
+    db.todo_items
+        .get(id)
+        .filter(|i| i.owner == me)
+        .ok_or_else(|| not_found("to-do item of yours", id))
 }
 
 fn name_taken(db: &Db, me: PersonId, name: &str, except: Option<Id>) -> bool {
-    db.todo_lists.find(|l| l.owner == me && l.name.eq_ignore_ascii_case(name)).is_some_and(|(id, _)| Some(id) != except)
+    db.todo_lists
+        .find(|l| l.owner == me && l.name.eq_ignore_ascii_case(name))
+        .is_some_and(|(id, _)| Some(id) != except)
 }
 
 fn priority(text: &str) -> Result<Priority, ApiError> {
-    Priority::parse(one_of("priority", text.trim(), &["low", "medium", "high"])?).ok_or_else(|| ApiError::new("bad priority"))
+    Priority::parse(one_of("priority", text.trim(), &["low", "medium", "high"])?)
+        .ok_or_else(|| ApiError::new("bad priority"))
 }
 
 fn show_lists(world: &mut World, args: &Args) -> Result<Value, ApiError> {
@@ -133,7 +147,11 @@ fn show_lists(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let page = args.page()?;
     let db = &world.db;
     Ok(page.of(db.todo_lists.filter(|l| l.owner == me), |(id, l)| {
-        let items: Vec<&TodoItem> = db.todo_items.filter(|i| i.list_id == id).map(|(_, i)| i).collect();
+        let items: Vec<&TodoItem> = db
+            .todo_items
+            .filter(|i| i.list_id == id)
+            .map(|(_, i)| i)
+            .collect();
         json!({
             "list_id": id, "name": l.name, "item_count": items.len(),
             "open_item_count": items.iter().filter(|i| !i.done).count(), "created_at": l.created_at,
@@ -145,10 +163,16 @@ fn create_list(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let name = args.text("name")?;
     if name_taken(&world.db, me, name, None) {
-        return Err(ApiError::new(format!("you already have a list named {name:?}")));
+        return Err(ApiError::new(format!(
+            "you already have a list named {name:?}"
+        )));
     }
     let created_at = world.now();
-    let id = world.db.todo_lists.insert(TodoList { owner: me, name: name.to_owned(), created_at });
+    let id = world.db.todo_lists.insert(TodoList {
+        owner: me,
+        name: name.to_owned(),
+        created_at,
+    });
     Ok(json!({"list_id": id, "message": format!("Created list {name:?}.")}))
 }
 
@@ -158,7 +182,9 @@ fn rename_list(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let name = args.text("name")?;
     own_list(&world.db, me, id)?;
     if name_taken(&world.db, me, name, Some(id)) {
-        return Err(ApiError::new(format!("you already have a list named {name:?}")));
+        return Err(ApiError::new(format!(
+            "you already have a list named {name:?}"
+        )));
     }
     if let Some(list) = world.db.todo_lists.get_mut(id) {
         list.name = name.to_owned();

@@ -3,7 +3,10 @@
 
 use serde_json::{json, Value};
 
-use super::{login, login_apis, logout, matches, message, needle, not_found, not_yours, one_of, person_by_email, person_json, sort_rows};
+use super::{
+    login, login_apis, logout, matches, message, needle, not_found, not_yours, one_of,
+    person_by_email, person_json, sort_rows,
+};
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
@@ -33,7 +36,12 @@ pub(super) fn app() -> AppDecl {
     let mut song_details = song.clone();
     song_details["like_count"] = json!("int");
     song_details["liked"] = json!("bool");
-    let [login_api, logout_api] = login_apis(APP, "The email address of the tunes account.", |w, a| login(w, a, APP), |w, a| logout(w, a, APP));
+    let [login_api, logout_api] = login_apis(
+        APP,
+        "The email address of the tunes account.",
+        |w, a| login(w, a, APP),
+        |w, a| logout(w, a, APP),
+    );
     declare_app(
         APP,
         "Music streaming: search songs, albums and artists; like songs, follow artists, keep playlists, play music.",
@@ -175,14 +183,22 @@ pub(super) fn app() -> AppDecl {
 }
 
 fn artist_names(db: &Db, song: &Song) -> Vec<String> {
-    song.artist_ids.iter().filter_map(|&a| db.artists.get(a)).map(|a| a.name.clone()).collect()
+    song.artist_ids
+        .iter()
+        .filter_map(|&a| db.artists.get(a))
+        .map(|a| a.name.clone())
+        .collect()
 }
 
 fn song_json(db: &Db, id: Id, song: &Song) -> Value {
     let artists: Vec<Value> = song
         .artist_ids
         .iter()
-        .filter_map(|&a| db.artists.get(a).map(|artist| json!({"artist_id": a, "name": artist.name})))
+        .filter_map(|&a| {
+            db.artists
+                .get(a)
+                .map(|artist| json!({"artist_id": a, "name": artist.name}))
+        })
         .collect();
     json!({
         "song_id": id,
@@ -198,7 +214,9 @@ fn song_json(db: &Db, id: Id, song: &Song) -> Value {
 }
 
 fn existing_song(db: &Db, song_id: Id) -> Result<&Song, ApiError> {
-    db.songs.get(song_id).ok_or_else(|| not_found("song", song_id))
+    db.songs
+        .get(song_id)
+        .ok_or_else(|| not_found("song", song_id))
 }
 
 fn existing_artist(db: &Db, artist_id: Id) -> Result<(), ApiError> {
@@ -216,7 +234,9 @@ fn own_playlist(db: &mut Db, me: PersonId, playlist_id: Id) -> Result<&mut Playl
         Some(p) if p.owner != me => return Err(not_yours("playlist", playlist_id)),
         Some(_) => {}
     }
-    db.playlists.get_mut(playlist_id).ok_or_else(|| not_found("playlist", playlist_id))
+    db.playlists
+        .get_mut(playlist_id)
+        .ok_or_else(|| not_found("playlist", playlist_id))
 }
 
 fn title_taken(db: &Db, me: PersonId, title: &str, except: Option<Id>) -> bool {
@@ -248,7 +268,10 @@ fn search_songs(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let genre = args.opt_str("genre")?;
     let artist_id = args.opt_id("artist_id")?;
     let album_id = args.opt_id("album_id")?;
-    let sort_by = args.opt_str("sort_by")?.map(|s| one_of("sort_by", s, &SONG_SORTS)).transpose()?;
+    let sort_by = args
+        .opt_str("sort_by")?
+        .map(|s| one_of("sort_by", s, &SONG_SORTS))
+        .transpose()?;
     let db = &world.db;
     let mut songs: Vec<(Id, &Song)> = db
         .songs
@@ -258,8 +281,13 @@ fn search_songs(world: &mut World, args: &Args) -> Result<Value, ApiError> {
                 && album_id.is_none_or(|a| s.album_id == a)
                 && (query.is_none()
                     || matches(&query, &s.title)
-                    || db.albums.get(s.album_id).is_some_and(|a| matches(&query, &a.title))
-                    || s.artist_ids.iter().any(|&a| db.artists.get(a).is_some_and(|a| matches(&query, &a.name))))
+                    || db
+                        .albums
+                        .get(s.album_id)
+                        .is_some_and(|a| matches(&query, &a.title))
+                    || s.artist_ids
+                        .iter()
+                        .any(|&a| db.artists.get(a).is_some_and(|a| matches(&query, &a.name))))
         })
         .collect();
     if let Some(order) = sort_by {
@@ -298,7 +326,11 @@ fn search_albums(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let albums = db.albums.filter(|a| {
         genre.is_none_or(|g| a.genre.eq_ignore_ascii_case(g))
             && artist_id.is_none_or(|id| a.artist_id == id)
-            && (matches(&query, &a.title) || db.artists.get(a.artist_id).is_some_and(|ar| matches(&query, &ar.name)))
+            && (matches(&query, &a.title)
+                || db
+                    .artists
+                    .get(a.artist_id)
+                    .is_some_and(|ar| matches(&query, &ar.name)))
     });
     Ok(page.of(albums, |(id, a)| {
         json!({
@@ -312,7 +344,10 @@ fn show_album(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     world.auth(APP, args)?;
     let album_id = args.id("album_id")?;
     let db = &world.db;
-    let album = db.albums.get(album_id).ok_or_else(|| not_found("album", album_id))?;
+    let album = db
+        .albums
+        .get(album_id)
+        .ok_or_else(|| not_found("album", album_id))?;
     let songs: Vec<Value> = db
         .songs
         .filter(|s| s.album_id == album_id)
@@ -330,7 +365,9 @@ fn search_artists(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let query = needle(args.opt_str("query")?);
     let genre = args.opt_str("genre")?;
     let db = &world.db;
-    let artists = db.artists.filter(|a| genre.is_none_or(|g| a.genre.eq_ignore_ascii_case(g)) && matches(&query, &a.name));
+    let artists = db.artists.filter(|a| {
+        genre.is_none_or(|g| a.genre.eq_ignore_ascii_case(g)) && matches(&query, &a.name)
+    });
     Ok(page.of(artists, |(id, a)| {
         json!({"artist_id": id, "name": a.name, "genre": a.genre, "follower_count": db.follower_count(id)})
     }))
@@ -340,9 +377,19 @@ fn show_artist(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let artist_id = args.id("artist_id")?;
     let db = &world.db;
-    let artist = db.artists.get(artist_id).ok_or_else(|| not_found("artist", artist_id))?;
-    let album_ids: Vec<Id> = db.albums.filter(|a| a.artist_id == artist_id).map(|(id, _)| id).collect();
-    let following = db.artist_follows.find(|f| f.person == me && f.artist_id == artist_id).is_some();
+    let artist = db
+        .artists
+        .get(artist_id)
+        .ok_or_else(|| not_found("artist", artist_id))?;
+    let album_ids: Vec<Id> = db
+        .albums
+        .filter(|a| a.artist_id == artist_id)
+        .map(|(id, _)| id)
+        .collect();
+    let following = db
+        .artist_follows
+        .find(|f| f.person == me && f.artist_id == artist_id)
+        .is_some();
     Ok(json!({
         "artist_id": artist_id, "name": artist.name, "genre": artist.genre,
         "follower_count": db.follower_count(artist_id), "following": following, "album_ids": album_ids,
@@ -375,14 +422,21 @@ fn like_song(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         return Err(ApiError::new(format!("you already like song {song_id}")));
     }
     let liked_at = world.now();
-    world.db.song_likes.insert(SongLike { person: me, song_id, liked_at });
+    world.db.song_likes.insert(SongLike {
+        person: me,
+        song_id,
+        liked_at,
+    });
     Ok(message(&format!("Liked song {song_id}.")))
 }
 
 fn unlike_song(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let song_id = args.id("song_id")?;
-    let removed = world.db.song_likes.remove_where(|l| l.person == me && l.song_id == song_id);
+    let removed = world
+        .db
+        .song_likes
+        .remove_where(|l| l.person == me && l.song_id == song_id);
     if removed == 0 {
         return Err(ApiError::new(format!("you do not like song {song_id}")));
     }
@@ -393,7 +447,8 @@ fn show_following_artists(world: &mut World, args: &Args) -> Result<Value, ApiEr
     let me = world.auth(APP, args)?;
     let page = args.page()?;
     let db = &world.db;
-    let mut follows: Vec<(Id, &ArtistFollow)> = db.artist_follows.filter(|f| f.person == me).collect();
+    let mut follows: Vec<(Id, &ArtistFollow)> =
+        db.artist_follows.filter(|f| f.person == me).collect();
     sort_rows(&mut follows, true, |f| f.followed_at);
     Ok(page.of(follows, |(_, f)| {
         let artist = db.artists.get(f.artist_id);
@@ -410,19 +465,37 @@ fn follow_artist(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let artist_id = args.id("artist_id")?;
     existing_artist(&world.db, artist_id)?;
-    if world.db.artist_follows.find(|f| f.person == me && f.artist_id == artist_id).is_some() {
-        return Err(ApiError::new(format!("you already follow artist {artist_id}")));
+    if world
+        .db
+        .artist_follows
+        .find(|f| f.person == me && f.artist_id == artist_id)
+        .is_some()
+    {
+        return Err(ApiError::new(format!(
+            "you already follow artist {artist_id}"
+        )));
     }
     let followed_at = world.now();
-    world.db.artist_follows.insert(ArtistFollow { person: me, artist_id, followed_at });
+    world.db.artist_follows.insert(ArtistFollow {
+        person: me,
+        artist_id,
+        followed_at,
+    });
     Ok(message(&format!("Following artist {artist_id}.")))
 }
 
 fn unfollow_artist(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let artist_id = args.id("artist_id")?;
-    if world.db.artist_follows.remove_where(|f| f.person == me && f.artist_id == artist_id) == 0 {
-        return Err(ApiError::new(format!("you do not follow artist {artist_id}")));
+    if world
+        .db
+        .artist_follows
+        .remove_where(|f| f.person == me && f.artist_id == artist_id)
+        == 0
+    {
+        return Err(ApiError::new(format!(
+            "you do not follow artist {artist_id}"
+        )));
     }
     Ok(message(&format!("Unfollowed artist {artist_id}.")))
 }
@@ -430,23 +503,38 @@ fn unfollow_artist(world: &mut World, args: &Args) -> Result<Value, ApiError> {
 fn show_playlists(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let page = args.page()?;
-    Ok(page.of(world.db.playlists.filter(|p| p.owner == me), |(id, p)| playlist_summary(id, p)))
+    Ok(
+        page.of(world.db.playlists.filter(|p| p.owner == me), |(id, p)| {
+            playlist_summary(id, p)
+        }),
+    )
 }
 
 fn show_user_playlists(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     world.auth(APP, args)?;
     let page = args.page()?;
     let owner = person_by_email(&world.db, APP, args.str("user_email")?)?;
-    Ok(page.of(world.db.playlists.filter(|p| p.owner == owner && p.is_public), |(id, p)| playlist_summary(id, p)))
+    Ok(page.of(
+        world
+            .db
+            .playlists
+            .filter(|p| p.owner == owner && p.is_public),
+        |(id, p)| playlist_summary(id, p),
+    ))
 }
 
 fn show_playlist(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let me = world.auth(APP, args)?;
     let playlist_id = args.id("playlist_id")?;
     let db = &world.db;
-    let playlist = db.playlists.get(playlist_id).ok_or_else(|| not_found("playlist", playlist_id))?;
+    let playlist = db
+        .playlists
+        .get(playlist_id)
+        .ok_or_else(|| not_found("playlist", playlist_id))?;
     if playlist.owner != me && !playlist.is_public {
-        return Err(ApiError::new(format!("playlist {playlist_id} is another user's private playlist")));
+        return Err(ApiError::new(format!(
+            "playlist {playlist_id} is another user's private playlist"
+        )));
     }
     let songs: Vec<Value> = playlist
         .song_ids
@@ -465,7 +553,9 @@ fn create_playlist(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let title = args.text("title")?;
     let is_public = args.opt_bool("is_public")?.unwrap_or(false);
     if title_taken(&world.db, me, title, None) {
-        return Err(ApiError::new(format!("you already have a playlist titled {title:?}")));
+        return Err(ApiError::new(format!(
+            "you already have a playlist titled {title:?}"
+        )));
     }
     let created_at = world.now();
     let id = world.db.playlists.insert(Playlist {
@@ -486,7 +576,9 @@ fn update_playlist(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     own_playlist(&mut world.db, me, playlist_id)?;
     if let Some(title) = title {
         if title_taken(&world.db, me, title, Some(playlist_id)) {
-            return Err(ApiError::new(format!("you already have a playlist titled {title:?}")));
+            return Err(ApiError::new(format!(
+                "you already have a playlist titled {title:?}"
+            )));
         }
     }
     let playlist = own_playlist(&mut world.db, me, playlist_id)?;
@@ -514,10 +606,14 @@ fn add_song_to_playlist(world: &mut World, args: &Args) -> Result<Value, ApiErro
     existing_song(&world.db, song_id)?;
     let playlist = own_playlist(&mut world.db, me, playlist_id)?;
     if playlist.song_ids.contains(&song_id) {
-        return Err(ApiError::new(format!("song {song_id} is already in playlist {playlist_id}")));
+        return Err(ApiError::new(format!(
+            "song {song_id} is already in playlist {playlist_id}"
+        )));
     }
     playlist.song_ids.push(song_id);
-    Ok(json!({"message": format!("Added song {song_id} to playlist {playlist_id}."), "song_count": playlist.song_ids.len()}))
+    Ok(
+        json!({"message": format!("Added song {song_id} to playlist {playlist_id}."), "song_count": playlist.song_ids.len()}),
+    )
 }
 
 fn remove_song_from_playlist(world: &mut World, args: &Args) -> Result<Value, ApiError> {
@@ -526,10 +622,14 @@ fn remove_song_from_playlist(world: &mut World, args: &Args) -> Result<Value, Ap
     let song_id = args.id("song_id")?;
     let playlist = own_playlist(&mut world.db, me, playlist_id)?;
     let Some(position) = playlist.song_ids.iter().position(|&s| s == song_id) else {
-        return Err(ApiError::new(format!("song {song_id} is not in playlist {playlist_id}")));
+        return Err(ApiError::new(format!(
+            "song {song_id} is not in playlist {playlist_id}"
+        )));
     };
     playlist.song_ids.remove(position);
-    Ok(json!({"message": format!("Removed song {song_id} from playlist {playlist_id}."), "song_count": playlist.song_ids.len()}))
+    Ok(
+        json!({"message": format!("Removed song {song_id} from playlist {playlist_id}."), "song_count": playlist.song_ids.len()}),
+    )
 }
 
 fn show_play_history(world: &mut World, args: &Args) -> Result<Value, ApiError> {
@@ -558,6 +658,10 @@ fn play_song(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     if let Some(song) = world.db.songs.get_mut(song_id) {
         song.play_count += 1;
     }
-    let play_id = world.db.plays.insert(Play { person: me, song_id, played_at });
+    let play_id = world.db.plays.insert(Play {
+        person: me,
+        song_id,
+        played_at,
+    });
     Ok(json!({"play_id": play_id, "message": format!("Playing song {song_id}.")}))
 }
