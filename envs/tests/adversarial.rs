@@ -9,6 +9,28 @@ use std::time::{Duration, Instant};
 use fake_host::FakeHost;
 use sage_envs::sandbox::{ExecErrorKind, ExecOutcome, LimitKind, Limits, Sandbox};
 
+/// The default limits. Debug builds run the interpreter many times slower and with far
+/// bigger stack frames (the sandbox's stack is sized for optimized builds), so there
+/// the wall-clock cancel is pushed beyond any case here and code and ticks are cut down.
+fn limits() -> Limits {
+    let mut limits = Limits::default();
+    if cfg!(debug_assertions) {
+        limits.wall_clock = Duration::from_secs(120);
+        limits.max_code_bytes = 8 << 10;
+        limits.max_ticks = 100_000;
+    }
+    limits
+}
+
+/// Nesting depth used by the deep-data cases (smaller in debug builds, see [`limits`]).
+fn deep(release: usize) -> usize {
+    if cfg!(debug_assertions) {
+        release / 20
+    } else {
+        release
+    }
+}
+
 /// Time any case may take; debug builds run the interpreter far slower.
 fn time_budget() -> Duration {
     if cfg!(debug_assertions) {
@@ -21,7 +43,7 @@ fn time_budget() -> Duration {
 /// Runs `code` in a session that already holds a variable, checks it fails with
 /// `expected` in bounded time, and that the session still works afterwards.
 fn attack(code: &str, expected: ExecErrorKind) -> ExecOutcome {
-    attack_with(Limits::default(), code, expected)
+    attack_with(limits(), code, expected)
 }
 
 fn attack_with(limits: Limits, code: &str, expected: ExecErrorKind) -> ExecOutcome {
@@ -141,14 +163,14 @@ fn growing_data_hits_the_tick_or_heap_limit() {
         ExecErrorKind::Limit(LimitKind::Heap),
     );
     attack(
-        "parts = ['%d' % i for i in range(1000000)]\nwhole = ''.join(parts)\nmore = [whole + str(i) for i in range(100)]",
+        "parts = [str(i) for i in range(200000)]\nwhole = ''.join(parts)\nmore = [whole + str(i) for i in range(100)]",
         ExecErrorKind::Limit(LimitKind::Heap),
     );
 }
 
 #[test]
 fn a_session_holding_too_much_data_is_cleared_but_keeps_its_functions() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     let setup = sb.execute("def double(v):\n    return v + v\nkeep = 41", &mut host);
     assert!(setup.succeeded());
     let outcome = sb.execute(
@@ -170,34 +192,106 @@ fn a_session_holding_too_much_data_is_cleared_but_keeps_its_functions() {
 
 #[test]
 fn deeply_nested_data_is_handled_without_crashing() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
+    let (lists, dicts) = (deep(200_000), deep(50_000));
     let build = sb.execute(
-        "x = []\nfor i in range(200000):\n    x = [x]\nd = {}\nfor i in range(50000):\n    d = {'k': d}",
+        &format!("x = []\nfor i in range({lists}):\n    x = [x]\nd = {{}}\nfor i in range({dicts}):\n    d = {{'k': d}}"),
         &mut host,
     );
     assert!(build.succeeded(), "{}", build.observation());
     let start = Instant::now();
-    let printed = sb.execute("s = str(x)\nprint(len(s), len(repr(d)))", &mut host);
-    assert_eq!(printed.observation(), "400002 350002\n");
+    for code in [
+        "print(x)",
+        "s = str(x)",
+        "s = repr(d)",
+        "s = 'got %s' % (x,)",
+        "apis.util.echo(value=x)",
+    ] {
+        let error = sb.execute(code, &mut host).error.expect(code);
+        assert_eq!(
+            error.kind,
+            ExecErrorKind::Limit(LimitKind::ValueDepth),
+            "{code}: {}",
+            error.traceback
+        );
+    }
+    let formatted = sb.execute("print(len('{}'.format(x)), len(f'{d}'))", &mut host);
+    assert_eq!(
+        formatted.observation(),
+        format!("{} {}\n", 2 * lists + 2, 7 * dicts + 2)
+    );
     let compared = sb.execute(
-        "y = []\nfor i in range(200000):\n    y = [y]\nprint(x == y)",
+        &format!("y = []\nfor i in range({lists}):\n    y = [y]\nprint(x == y)"),
         &mut host,
     );
     assert!(compared.error.is_some(), "{}", compared.output);
-    let passed = sb.execute("apis.util.echo(value=x)", &mut host);
-    assert_eq!(
-        passed.error.unwrap().kind,
-        ExecErrorKind::Limit(LimitKind::ValueDepth)
-    );
-    let shown = sb.execute("print(x)", &mut host);
-    assert!(shown.output_truncated);
     assert!(start.elapsed() < time_budget() * 2, "{:?}", start.elapsed());
     assert_eq!(sb.execute("print(len(x))", &mut host).observation(), "1\n");
 }
 
 #[test]
+fn self_multiplying_data_is_refused_when_converted_to_text() {
+    let outcome = attack(
+        "x = []\nfor i in range(40):\n    x = [x, x]\nprint(x)",
+        ExecErrorKind::Limit(LimitKind::SequenceLength),
+    );
+    assert!(outcome
+        .error
+        .unwrap()
+        .message
+        .contains("cannot convert this value to text"));
+    attack(
+        "x = {}\nfor i in range(40):\n    x = {'a': x, 'b': x}\ns = str(x)",
+        ExecErrorKind::Limit(LimitKind::SequenceLength),
+    );
+    attack(
+        "x = ()\nfor i in range(40):\n    x = (x, x)\ns = 'v=%s' % (x,)",
+        ExecErrorKind::Limit(LimitKind::SequenceLength),
+    );
+}
+
+#[test]
+fn the_deepest_data_the_heap_allows_survives_every_kind_of_use() {
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
+    let per_run = deep(900_000);
+    let guarded = ["print(x)", "s = str(x)", "s = '%s' % (x,)"];
+    let unguarded = ["print(len('{}'.format(x)))", "d = {x: 1}\nprint(len(d))"];
+    assert!(sb.execute("x = ()", &mut host).succeeded());
+    for _ in 0..3 {
+        let grown = sb.execute(
+            &format!("for i in range({per_run}):\n    x = (x,)"),
+            &mut host,
+        );
+        assert!(grown.succeeded(), "{}", grown.observation());
+        for code in guarded {
+            let start = Instant::now();
+            let error = sb.execute(code, &mut host).error.expect(code);
+            assert_eq!(
+                error.kind,
+                ExecErrorKind::Limit(LimitKind::ValueDepth),
+                "{code}: {}",
+                error.traceback
+            );
+            assert!(
+                start.elapsed() < time_budget(),
+                "{code}: {:?}",
+                start.elapsed()
+            );
+        }
+        for code in unguarded {
+            let outcome = sb.execute(code, &mut host);
+            if let Some(error) = outcome.error {
+                let allowed = [LimitKind::Heap, LimitKind::WallClock].map(ExecErrorKind::Limit);
+                assert!(allowed.contains(&error.kind), "{code}: {}", error.traceback);
+            }
+        }
+    }
+    assert_eq!(sb.execute("print(1 + 1)", &mut host).observation(), "2\n");
+}
+
+#[test]
 fn huge_prints_are_truncated() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     let start = Instant::now();
     let outcome = sb.execute(
         "print('a' * 1000000)\nfor i in range(100000):\n    print(i, 'b' * 100)",
@@ -206,13 +300,13 @@ fn huge_prints_are_truncated() {
     assert!(start.elapsed() < time_budget());
     assert!(outcome.succeeded());
     assert!(outcome.output_truncated);
-    assert!(outcome.output.len() < Limits::default().max_output_bytes + 100);
+    assert!(outcome.output.len() < limits().max_output_bytes + 100);
     assert!(outcome.output.ends_with(" more bytes not shown]\n"));
 }
 
 #[test]
 fn pathological_source_is_refused_or_survived() {
-    let limits = Limits::default();
+    let limits = limits();
     let too_long = format!("x = 1\n{}", "y = 2\n".repeat(limits.max_code_bytes / 6 + 1));
     attack(&too_long, ExecErrorKind::Limit(LimitKind::CodeSize));
     let depth = limits.max_code_bytes / 2 - 8;
@@ -224,7 +318,7 @@ fn pathological_source_is_refused_or_survived() {
         format!("x = {}True", "not ".repeat(depth / 2 - 4)),
         format!("x = {}0", "-".repeat(2 * depth - 8)),
     ] {
-        let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+        let (mut sb, mut host) = (Sandbox::new(limits.clone()), FakeHost::new());
         let start = Instant::now();
         let outcome = sb.execute(&code, &mut host);
         assert!(
@@ -272,7 +366,7 @@ fn bad_api_use_fails_cleanly() {
 
 #[test]
 fn expired_tokens_fail_cleanly() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     host.token_lifetime = 2;
     let outcome = sb.execute(
         "t = apis.music.login(username='alice', password='alice-pw')['access_token']\nfor i in range(5):\n    apis.music.show_playlists(access_token=t)",
@@ -293,7 +387,7 @@ fn expired_tokens_fail_cleanly() {
 fn slow_builtins_are_stopped_by_the_wall_clock_as_a_last_resort() {
     let limits = Limits {
         wall_clock: Duration::from_millis(100),
-        ..Limits::default()
+        ..limits()
     };
     attack_with(
         limits,

@@ -4,10 +4,22 @@
 
 mod fake_host;
 
+use std::time::Duration;
+
 use fake_host::FakeHost;
 use sage_envs::sandbox::{
     ExecErrorKind, ExecOutcome, FunctionOrigin, FunctionRef, LimitKind, Limits, Sandbox,
 };
+
+/// The default limits, except that debug builds (an interpreter many times slower) get
+/// a wall-clock cancel far beyond any case here, so that it never decides an outcome.
+fn limits() -> Limits {
+    let mut limits = Limits::default();
+    if cfg!(debug_assertions) {
+        limits.wall_clock = Duration::from_secs(120);
+    }
+    limits
+}
 
 fn run(sandbox: &mut Sandbox, host: &mut FakeHost, code: &str) -> ExecOutcome {
     sandbox.execute(code, host)
@@ -49,7 +61,7 @@ fn from_library(name: &str) -> FunctionRef {
 
 #[test]
 fn state_persists_across_executions_until_reset() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     ok(
         &mut sb,
         &mut host,
@@ -77,7 +89,7 @@ fn state_persists_across_executions_until_reset() {
 
 #[test]
 fn python_like_conveniences_work() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     let code = r#"
 name = "Ada"
 def greet(who: str, *, punct: str = "!") -> str:
@@ -104,7 +116,7 @@ print(sorted(d.keys()), [x * 2 for x in range(3)], "ab" * 2, [0] * 3, 7 // 2, 7 
 
 #[test]
 fn errors_come_back_as_short_tracebacks_with_line_numbers() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     let code = "def inner(d):\n    return d['missing']\n\ndef outer():\n    return inner({})\n\nprint('before')\nouter()\n";
     let outcome = err(&mut sb, &mut host, code);
     let error = outcome.error.as_ref().unwrap();
@@ -137,7 +149,7 @@ fn errors_come_back_as_short_tracebacks_with_line_numbers() {
 
 #[test]
 fn syntax_errors_point_at_the_line() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     let outcome = err(&mut sb, &mut host, "x = 1\nprint(x +)\n");
     let error = outcome.error.unwrap();
     assert_eq!(error.kind, ExecErrorKind::Syntax);
@@ -159,12 +171,18 @@ fn syntax_errors_point_at_the_line() {
         .unwrap()
         .message
         .contains("`*=` is not supported"));
+    let outcome = err(&mut sb, &mut host, "def f(x):\n    x %= 3\n    return x\n");
+    assert!(outcome
+        .error
+        .unwrap()
+        .message
+        .contains("write `x = x % y` instead"));
     assert_eq!(ok(&mut sb, &mut host, "x = 4\nprint(x)"), "4\n");
 }
 
 #[test]
 fn tracing_reports_defined_called_and_completed_functions() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     let code = "def helper(x):\n    return x + 1\n\ndef broken(x):\n    return helper(x) + {}['k']\n\ndef unused():\n    pass\n\nprint(helper(1))\nbroken(2)\n";
     let outcome = err(&mut sb, &mut host, code);
     assert_eq!(outcome.defined, vec!["helper", "broken", "unused"]);
@@ -216,7 +234,7 @@ fn tracing_reports_defined_called_and_completed_functions() {
 
 #[test]
 fn recursion_and_nested_functions_are_traced_to_their_top_level_function() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     let code = "def fact(n):\n    def mul(a, b):\n        return a * b\n    return 1 if n <= 1 else mul(n, fact(n - 1))\nprint(fact(5))";
     let outcome = run(&mut sb, &mut host, code);
     assert_eq!(outcome.output, "120\n");
@@ -226,7 +244,7 @@ fn recursion_and_nested_functions_are_traced_to_their_top_level_function() {
 
 #[test]
 fn library_skills_load_and_count_as_called_only_when_they_run() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     let skill = "def playlist_titles(access_token: str) -> list:\n    \"\"\"Titles of the user's playlists.\"\"\"\n    return [p[\"title\"] for p in apis.music.show_playlists(access_token=access_token)]";
     assert_eq!(sb.load_skill(skill).unwrap(), "playlist_titles");
     assert_eq!(
@@ -267,7 +285,7 @@ fn library_skills_load_and_count_as_called_only_when_they_run() {
 
 #[test]
 fn broken_skills_are_refused_and_leave_the_session_intact() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     sb.load_skill("def good():\n    return 1").unwrap();
     let e = sb.load_skill("def bad(:\n    return 1").unwrap_err();
     assert_eq!(e.kind, ExecErrorKind::Syntax);
@@ -306,7 +324,7 @@ fn broken_skills_are_refused_and_leave_the_session_intact() {
 
 #[test]
 fn login_and_tokens_are_enforced_by_the_host() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     host.token_lifetime = 3;
     let api_error = |outcome: ExecOutcome| {
         let error = outcome.error.expect("should fail");
@@ -369,7 +387,7 @@ fn login_and_tokens_are_enforced_by_the_host() {
 
 #[test]
 fn api_calls_are_checked_against_their_signatures() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     let message = |sb: &mut Sandbox, host: &mut FakeHost, code: &str| {
         let error = err(sb, host, code).error.unwrap();
         assert_eq!(error.kind, ExecErrorKind::Api, "{}", error.traceback);
@@ -446,7 +464,7 @@ fn api_calls_are_checked_against_their_signatures() {
 
 #[test]
 fn values_round_trip_between_starlark_and_json() {
-    let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     let code = r#"
 v = apis.util.echo(value={"n": None, "b": True, "i": -3, "f": 2.5, "s": "e", "l": [1, (2, 3)], "d": {"k": []}})
 print(v)
@@ -472,7 +490,7 @@ fn api_calls_are_recorded_and_capped_per_execution_and_episode() {
     let limits = Limits {
         max_api_calls_per_execution: 5,
         max_api_calls_per_episode: 8,
-        ..Limits::default()
+        ..limits()
     };
     let (mut sb, mut host) = (Sandbox::new(limits), FakeHost::new());
     let outcome = run(
@@ -524,7 +542,7 @@ fn api_calls_are_recorded_and_capped_per_execution_and_episode() {
 fn printed_output_is_truncated_with_a_marker() {
     let limits = Limits {
         max_output_bytes: 20,
-        ..Limits::default()
+        ..limits()
     };
     let (mut sb, mut host) = (Sandbox::new(limits), FakeHost::new());
     let outcome = run(
@@ -551,7 +569,7 @@ fn same_code_and_host_give_the_same_outcomes() {
         "print(titles('bad'))",
     ];
     let play = || {
-        let (mut sb, mut host) = (Sandbox::new(Limits::default()), FakeHost::new());
+        let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
         script
             .iter()
             .map(|code| sb.execute(code, &mut host))

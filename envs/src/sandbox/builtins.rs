@@ -1,7 +1,8 @@
 //! The global environment agent code runs in: the Starlark standard built-ins, with
 //! `print` redirected to the execution's output buffer, Python's `sum`, `range` bounded
-//! by [`Limits::max_sequence_len`](super::Limits::max_sequence_len), the bounded
-//! repetition operator (`a * b` is rewritten to call it), and the `apis` object.
+//! by [`Limits::max_sequence_len`](super::Limits::max_sequence_len), `print`, `str`,
+//! `repr` and string formatting with `%` checked by [`check_text_size`], the operators
+//! `a * b` and `a % b` (rewritten to call bounded built-ins), and the `apis` object.
 
 use std::num::NonZeroI32;
 use std::sync::OnceLock;
@@ -12,6 +13,7 @@ use starlark::starlark_module;
 use starlark::values::list::ListRef;
 use starlark::values::none::NoneType;
 use starlark::values::range::Range;
+use starlark::values::string::StarlarkStr;
 use starlark::values::tuple::{TupleRef, UnpackTuple};
 use starlark::values::Value;
 
@@ -19,6 +21,7 @@ use super::apis::Apis;
 use super::context::ExecContext;
 use super::error::ExecErrorKind;
 use super::limits::LimitKind;
+use super::text::check_text_size;
 
 /// The globals shared by every session (built once per process; they hold no state).
 pub(crate) fn globals() -> &'static Globals {
@@ -73,11 +76,11 @@ fn sequence_limit(ctx: &ExecContext, what: &str, length: u64) -> starlark::Error
 fn sandbox_builtins(builder: &mut GlobalsBuilder) {
     /// Prints the values, separated by `sep` and followed by `end`, to the output the
     /// agent sees.
-    fn print(
-        #[starlark(args)] args: UnpackTuple<Value>,
+    fn print<'v>(
+        #[starlark(args)] args: UnpackTuple<Value<'v>>,
         #[starlark(require = named, default = " ")] sep: &str,
         #[starlark(require = named, default = "\n")] end: &str,
-        eval: &mut Evaluator,
+        eval: &mut Evaluator<'v, '_, '_>,
     ) -> starlark::Result<NoneType> {
         let ctx = ExecContext::of(eval)?;
         let mut line = String::new();
@@ -87,12 +90,38 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
             }
             match value.unpack_str() {
                 Some(s) => line.push_str(s),
-                None => line.push_str(&value.to_str()),
+                None => {
+                    check_text_size(ctx, *value, eval.heap())?;
+                    line.push_str(&value.to_str());
+                }
             }
         }
         line.push_str(end);
         ctx.output.borrow_mut().push(&line);
         Ok(NoneType)
+    }
+
+    /// `str(x)`: the text of `x` (a string stays as it is). Also the `str` type in
+    /// annotations.
+    #[starlark(as_type = StarlarkStr)]
+    fn str<'v>(
+        #[starlark(require = pos)] x: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        if x.unpack_str().is_some() {
+            return Ok(x);
+        }
+        check_text_size(ExecContext::of(eval)?, x, eval.heap())?;
+        Ok(eval.heap().alloc_str(&x.to_str()).to_value())
+    }
+
+    /// `repr(x)`: the text of `x` as it would be written in code.
+    fn repr<'v>(
+        #[starlark(require = pos)] x: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        check_text_size(ExecContext::of(eval)?, x, eval.heap())?;
+        Ok(eval.heap().alloc_str(&x.to_repr()).to_value())
     }
 
     /// `range(stop)`, `range(start, stop)` or `range(start, stop, step)`, limited to
@@ -165,6 +194,18 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
         Ok(total)
     }
 
+    /// `a % b`: string formatting (its arguments checked like `str`) or modulo.
+    fn _sandbox_percent<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        if a.unpack_str().is_some() {
+            check_text_size(ExecContext::of(eval)?, b, eval.heap())?;
+        }
+        a.percent(b, eval.heap())
+    }
+
     /// `a * b`, refusing repetitions longer than the sandbox's maximum sequence length.
     fn _sandbox_mul<'v>(
         #[starlark(require = pos)] a: Value<'v>,
@@ -193,11 +234,13 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
 #[cfg(test)]
 mod tests {
     use super::{globals, range_len};
-    use crate::sandbox::source::BOUNDED_MUL;
+    use crate::sandbox::source::{BOUNDED_MUL, BOUNDED_PERCENT};
 
     #[test]
-    fn the_rewritten_operator_has_its_builtin() {
-        assert!(globals().names().any(|name| name.as_str() == BOUNDED_MUL));
+    fn the_rewritten_operators_have_their_builtins() {
+        for builtin in [BOUNDED_MUL, BOUNDED_PERCENT] {
+            assert!(globals().names().any(|name| name.as_str() == builtin));
+        }
     }
 
     #[test]

@@ -14,6 +14,8 @@ pub struct Limits {
     pub max_ticks: u64,
     /// Bytes the session's Starlark heap may hold, checked before every statement and
     /// every 1,000 ticks (values persist across executions, so this bounds the episode).
+    /// Executions run on a stack of 16 bytes per heap byte (at least 256 MiB), reserved
+    /// but only used as deep as the code and data go.
     pub max_heap_bytes: usize,
     /// Nested function calls (Starlark and built-in) one execution may reach.
     pub max_call_depth: usize,
@@ -28,7 +30,9 @@ pub struct Limits {
     /// Elements a `range()` may have and elements (or characters) a repetition
     /// (`"ab" * n`, `[x] * n`) may produce.
     pub max_sequence_len: usize,
-    /// Nesting depth of data passed to or returned from an API.
+    /// Nesting depth of data passed to or returned from an API, or converted to text
+    /// (`print`, `str`, `repr`, `%`); a value converted to text may also spell out at
+    /// most [`Limits::max_sequence_len`] elements.
     pub max_value_depth: usize,
     /// Last-resort cancel of one execution after this much wall-clock time; the other
     /// limits are meant to stop ordinary runaway code long before it.
@@ -46,7 +50,7 @@ impl Default for Limits {
             max_output_bytes: 8 << 10,
             max_code_bytes: 64 << 10,
             max_sequence_len: 1_000_000,
-            max_value_depth: 64,
+            max_value_depth: 100,
             wall_clock: Duration::from_secs(1),
         }
     }

@@ -13,7 +13,8 @@
 //!   ([`FunctionRef`], `trace.rs`); errors and short tracebacks ([`ExecError`],
 //!   `error.rs`).
 //! - Internals: the dialect, parsing and operator rewriting (`source.rs`), built-ins
-//!   (`builtins.rs`), running one piece of code (`run.rs`), the per-execution shared
+//!   (`builtins.rs`) and bounded conversion of values to text (`text.rs`), running one
+//!   piece of code (`run.rs`), the per-execution shared
 //!   state (`context.rs`), the session future (`session.rs`) and the lent host
 //!   (`host_slot.rs`).
 //!
@@ -33,6 +34,7 @@ mod limits;
 mod run;
 mod session;
 mod source;
+mod text;
 mod trace;
 mod values;
 

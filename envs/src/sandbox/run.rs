@@ -149,11 +149,12 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
 }
 
 /// Keeps the session under its memory limit between executions: collects garbage once
-/// the heap is over half the limit and, if the live data alone still exceeds it, sets
-/// every variable that does not hold a function to `None` (private names included)
-/// and collects again. Returns whether variables were cleared.
+/// the heap is over the limit and, if the live data alone still exceeds it, sets every
+/// variable that does not hold a function to `None` (private names included) and
+/// collects again. Returns whether variables were cleared. (Below the limit, the
+/// interpreter itself collects at the first statement of the next execution.)
 fn reclaim_memory(module: &Module<'_>, max_heap_bytes: usize) -> bool {
-    if module.heap().allocated_bytes() <= max_heap_bytes / 2 {
+    if module.heap().allocated_bytes() <= max_heap_bytes {
         return false;
     }
     collect_garbage(module);

@@ -6,8 +6,9 @@
 //! forever: wait for a job in the mailbox, run it synchronously, post the result. It is
 //! driven by hand: [`Session::run`] posts a job and polls the future once (with a no-op
 //! waker; nothing else ever wakes it), which runs exactly that job. Polling happens on a
-//! freshly allocated stack of [`EVAL_STACK_BYTES`], so parsing, compiling and printing
-//! deeply nested code or data cannot overflow the caller's stack, whatever its size.
+//! freshly allocated stack (see [`eval_stack_bytes`]), so parsing, compiling, printing,
+//! hashing and garbage-collecting deeply nested code or data cannot overflow the
+//! caller's stack, whatever its size.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -21,8 +22,23 @@ use starlark::environment::Module;
 use super::api::ApiHost;
 use super::run::{run_job, Job, JobResult};
 
-/// Size of the stack executions run on. Only the pages actually touched are used.
-pub(crate) const EVAL_STACK_BYTES: usize = 256 << 20;
+/// Smallest stack executions run on: room for the deepest code `max_code_bytes` allows.
+const MIN_EVAL_STACK_BYTES: usize = 256 << 20;
+
+/// Stack bytes per heap byte. The interpreter recurses once per nesting level when it
+/// prints, hashes or traces data; the cheapest nesting level (a one-element tuple)
+/// costs about 24 heap bytes and the deepest recursion (`repr`) about 330 stack bytes
+/// per level in an optimized build, so 16 stack bytes per heap byte cover any data the
+/// heap limit admits. Debug builds use several times more stack per level.
+const STACK_BYTES_PER_HEAP_BYTE: usize = 16;
+
+/// The stack executions run on for a heap limit of `max_heap_bytes`. It is reserved,
+/// not committed: only the pages actually touched use memory.
+pub(crate) fn eval_stack_bytes(max_heap_bytes: usize) -> usize {
+    max_heap_bytes
+        .saturating_mul(STACK_BYTES_PER_HEAP_BYTE)
+        .max(MIN_EVAL_STACK_BYTES)
+}
 
 /// Where the caller and the session future exchange jobs and results.
 #[derive(Default)]
@@ -71,11 +87,12 @@ impl Session {
     /// interpreter panicked: the session is broken and must be replaced.
     pub(crate) fn run(&mut self, job: Job, host: Option<&mut dyn ApiHost>) -> Option<JobResult> {
         let ctx = job.ctx.clone();
+        let stack_bytes = eval_stack_bytes(ctx.limits.max_heap_bytes);
         *self.mailbox.job.borrow_mut() = Some(job);
         let future = &mut self.future;
         let mut poll = || {
             catch_unwind(AssertUnwindSafe(|| {
-                stacker::grow(EVAL_STACK_BYTES, || {
+                stacker::grow(stack_bytes, || {
                     future
                         .as_mut()
                         .poll(&mut Context::from_waker(Waker::noop()))

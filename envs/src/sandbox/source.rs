@@ -1,6 +1,6 @@
 //! Turning source text into something the sandbox can run: the Starlark dialect agent
 //! code is written in, parsing, the checks made before anything runs, and the
-//! rewriting of the repetition operator into its bounded built-in.
+//! rewriting of the `*` and `%` operators into their bounded built-ins.
 
 use std::collections::HashMap;
 
@@ -8,8 +8,11 @@ use starlark::codemap::{CodeMap, Span};
 use starlark::syntax::ast::{AssignOp, AstStmt, Stmt};
 use starlark::syntax::{AstModule, Dialect, DialectTypes};
 
-/// Name of the built-in that `a * b` is rewritten to (see [`crate::sandbox`]'s builtins).
+/// Name of the built-in that `a * b` is rewritten to (see `builtins.rs`).
 pub(crate) const BOUNDED_MUL: &str = "_sandbox_mul";
+
+/// Name of the built-in that `a % b` is rewritten to (see `builtins.rs`).
+pub(crate) const BOUNDED_PERCENT: &str = "_sandbox_percent";
 
 /// The dialect agent code is written in: Starlark with top-level statements, lambdas,
 /// keyword-only arguments, type annotations (parsed, not checked) and simple
@@ -40,7 +43,7 @@ pub(crate) struct TopLevelDef {
 
 /// Parsed code, checked and rewritten, ready to evaluate.
 pub(crate) struct Prepared {
-    /// The module, with `*` rewritten to [`BOUNDED_MUL`].
+    /// The module, with `*` and `%` rewritten to [`BOUNDED_MUL`] and [`BOUNDED_PERCENT`].
     pub ast: AstModule,
     /// The file's code map (shared with the module; kept for tracing and source lookup).
     pub codemap: CodeMap,
@@ -69,11 +72,13 @@ pub(crate) fn prepare(file_name: &str, source: &str) -> Result<Prepared, Prepare
     let mut ast =
         AstModule::parse(file_name, source.to_owned(), &dialect()).map_err(PrepareError::Syntax)?;
     let codemap = ast.file_span(Span::default()).file;
-    if let Some(span) = find_multiply_assign(ast.statement()) {
+    if let Some((span, op)) = find_refused_assign(ast.statement()) {
         return Err(PrepareError::Unsupported {
             codemap,
             span,
-            message: "`*=` is not supported in this sandbox; write `x = x * y` instead".to_owned(),
+            message: format!(
+                "`{op}=` is not supported in this sandbox; write `x = x {op} y` instead"
+            ),
         });
     }
     let defs = top_level_statements(ast.statement())
@@ -86,7 +91,10 @@ pub(crate) fn prepare(file_name: &str, source: &str) -> Result<Prepared, Prepare
             _ => None,
         })
         .collect();
-    let rewrites = HashMap::from([("*".to_owned(), BOUNDED_MUL.to_owned())]);
+    let rewrites = HashMap::from([
+        ("*".to_owned(), BOUNDED_MUL.to_owned()),
+        ("%".to_owned(), BOUNDED_PERCENT.to_owned()),
+    ]);
     ast.replace_binary_operators(&rewrites);
     Ok(Prepared { ast, codemap, defs })
 }
@@ -99,15 +107,17 @@ fn top_level_statements(stmt: &AstStmt) -> Vec<&AstStmt> {
     }
 }
 
-/// The span of the first `x *= y` anywhere in the code. It is refused because an
-/// augmented assignment cannot be routed through the bounded repetition built-in.
-fn find_multiply_assign(stmt: &AstStmt) -> Option<Span> {
+/// The span and operator of the first `x *= y` or `x %= y` anywhere in the code. They
+/// are refused because an augmented assignment cannot be routed through the bounded
+/// built-ins that `*` and `%` are rewritten to.
+fn find_refused_assign(stmt: &AstStmt) -> Option<(Span, char)> {
     let mut pending = vec![stmt];
     while let Some(stmt) = pending.pop() {
-        if let Stmt::AssignModify(_, AssignOp::Multiply, _) = &stmt.node {
-            return Some(stmt.span);
+        match &stmt.node {
+            Stmt::AssignModify(_, AssignOp::Multiply, _) => return Some((stmt.span, '*')),
+            Stmt::AssignModify(_, AssignOp::Percent, _) => return Some((stmt.span, '%')),
+            _ => stmt.visit_stmt(|child| pending.push(child)),
         }
-        stmt.visit_stmt(|child| pending.push(child));
     }
     None
 }
