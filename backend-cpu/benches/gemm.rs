@@ -1,5 +1,6 @@
 //! GEMM throughput of the CPU backend's `matmul` on a 2048^3 square and the shapes of
-//! the "tiny" model (N = 8 x 512 tokens, D 256, I 768, V 4096). Each figure is the
+//! the "tiny" model (N = 8 x 512 tokens, D 256, I 768, V 4096), training and batched
+//! decoding of 8 sequences. Each figure is the
 //! median over batches of the time of one multiplication.
 //!
 //! Run: `cargo bench -p sage-backend-cpu --bench gemm`
@@ -77,6 +78,8 @@ fn main() {
         case("tiny logits chunk", 1024, 4096, 256, false, true),
         case("tiny dX = dY·W", 4096, 256, 768, false, false),
         case("tiny dW = dY^T·X", 768, 256, 4096, true, false),
+        case("decode B=8: x·W^T", 8, 768, 256, false, true),
+        case("decode B=8 logits", 8, 4096, 256, false, true),
     ];
     let mut backend = CpuBackend::new();
     println!("threads: {}", rayon::current_num_threads());

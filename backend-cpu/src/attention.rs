@@ -69,17 +69,27 @@ fn packed_tokens(op: &str, seq_starts: &[u32]) -> Result<usize, CpuError> {
     }
 }
 
-/// Turns row r of a tile's scaled scores (query at position `query` of its sequence,
-/// `scores` covering keys 0..) into probabilities: keys after the query get 0, the
-/// others exp(s - lse); returns lse, the log-sum-exp of the visible scores.
-fn softmax_causal_row(scores: &mut [f32], query: usize) -> f32 {
+/// Turns one row of a tile's scaled scores (query at position `query` of its
+/// sequence, `scores` covering keys 0..) into unnormalised weights: keys after the
+/// query get 0, the others exp(s - max). Returns the log-sum-exp of the visible scores
+/// and the reciprocal of the weights' sum, which normalises the row's output.
+fn causal_weights_row(scores: &mut [f32], query: usize) -> (f32, f32) {
     let (visible, masked) = scores.split_at_mut(query + 1);
     masked.fill(0.0);
     let max = math::max(visible);
     let sum = math::exp_sum_in_place(visible, max);
-    let inv = 1.0 / sum;
-    visible.iter_mut().for_each(|p| *p *= inv);
-    max + sum.ln()
+    (max + sum.ln(), 1.0 / sum)
+}
+
+/// Scratch of one forward task, for the `group` query heads of one key/value head
+/// stacked head-major (stacked row hh * rows + r is query row r of the group's head hh):
+/// queries and outputs [group*rows, hd], scores [group*rows, keys], inv_sums [group*rows].
+#[derive(Default)]
+struct TileScratch {
+    queries: Vec<f32>,
+    scores: Vec<f32>,
+    outputs: Vec<f32>,
+    inv_sums: Vec<f32>,
 }
 
 /// out[N, H*hd] and lse[N, H] of causal attention of q over k, v within each sequence
@@ -118,21 +128,23 @@ pub(crate) fn attention_forward(
         }
     }
     tiles.into_par_iter().try_for_each_init(
-        Vec::new,
-        |scores, (seq_start, row_start, out_tile, lse_tile)| {
+        TileScratch::default,
+        |scratch, (seq_start, row_start, out_tile, lse_tile)| {
             forward_tile(
-                dims, scores, out_tile, lse_tile, q, k, v, seq_start, row_start,
+                dims, scratch, out_tile, lse_tile, q, k, v, seq_start, row_start,
             )
         },
     )
 }
 
 /// One tile of [`attention_forward`]: query rows row_start.. (as many as `lse_tile`
-/// holds) of the sequence starting at `seq_start`, for every head. `scores` is scratch.
+/// holds) of the sequence starting at `seq_start`, for every head: out = (W · v) / sum
+/// with the unnormalised weights W of [`causal_weights_row`]. The query heads sharing a
+/// key/value head are stacked, so each GEMM serves the whole group.
 #[allow(clippy::too_many_arguments)]
 fn forward_tile(
     dims: Dims,
-    scores: &mut Vec<f32>,
+    scratch: &mut TileScratch,
     out_tile: &mut [f32],
     lse_tile: &mut [f32],
     q: &[f32],
@@ -150,26 +162,52 @@ fn forward_tile(
         scale,
     } = dims;
     let rows = lse_tile.len() / heads;
-    let keys = row_start + rows - seq_start;
-    // scores[rows, keys]: scaled q·k, then probabilities.
-    scores.resize(rows * keys, 0.0);
-    for h in 0..heads {
-        let kv = (h / group) * hd;
-        let q_h = view(&q[row_start * q_width + h * hd..], rows, hd, q_width)?;
-        let k_h = view(&k[seq_start * kv_width + kv..], keys, hd, kv_width)?;
-        let v_h = view(&v[seq_start * kv_width + kv..], keys, hd, kv_width)?;
+    let (stacked, keys) = (group * rows, row_start + rows - seq_start);
+    let TileScratch {
+        queries,
+        scores,
+        outputs,
+        inv_sums,
+    } = scratch;
+    queries.resize(stacked * hd, 0.0);
+    scores.resize(stacked * keys, 0.0);
+    outputs.resize(stacked * hd, 0.0);
+    inv_sums.resize(stacked, 0.0);
+    for g in 0..heads / group {
+        let first_head = g * group;
+        gather_group(queries, q, row_start, rows, first_head, dims);
+        let k_g = view(&k[seq_start * kv_width + g * hd..], keys, hd, kv_width)?;
+        let v_g = view(&v[seq_start * kv_width + g * hd..], keys, hd, kv_width)?;
+        let mut scores_view = view_mut(scores, stacked, keys, keys)?;
         gemm(
-            &mut view_mut(scores, rows, keys, keys)?,
-            &q_h,
-            &k_h.t(),
+            &mut scores_view,
+            &view(queries, stacked, hd, hd)?,
+            &k_g.t(),
             scale,
             0.0,
         );
-        for (r, row) in scores.chunks_exact_mut(keys).enumerate() {
-            lse_tile[r * heads + h] = softmax_causal_row(row, row_start - seq_start + r);
+        for (i, (row, inv_sum)) in scores
+            .chunks_exact_mut(keys)
+            .zip(inv_sums.iter_mut())
+            .enumerate()
+        {
+            let (r, head) = (i % rows, first_head + i / rows);
+            (lse_tile[r * heads + head], *inv_sum) =
+                causal_weights_row(row, row_start - seq_start + r);
         }
-        let mut out_h = view_mut(&mut out_tile[h * hd..], rows, hd, q_width)?;
-        gemm(&mut out_h, &view(scores, rows, keys, keys)?, &v_h, 1.0, 0.0);
+        gemm(
+            &mut view_mut(outputs, stacked, hd, hd)?,
+            &view(scores, stacked, keys, keys)?,
+            &v_g,
+            1.0,
+            0.0,
+        );
+        for (i, (output, &inv_sum)) in outputs.chunks_exact(hd).zip(inv_sums.iter()).enumerate() {
+            let at = (i % rows) * q_width + (first_head + i / rows) * hd;
+            for (o, &x) in out_tile[at..at + hd].iter_mut().zip(output) {
+                *o = x * inv_sum;
+            }
+        }
     }
     Ok(())
 }
@@ -298,9 +336,38 @@ struct GroupGrads {
     dv: Vec<f32>,
 }
 
+/// Scratch of one backward task, for the `group` query heads of a key/value head
+/// stacked head-major as in [`TileScratch`]: queries, douts and dqueries
+/// [group*rows, hd]; probs and dscores [group*rows, keys].
+#[derive(Default)]
+struct GroupScratch {
+    queries: Vec<f32>,
+    douts: Vec<f32>,
+    dqueries: Vec<f32>,
+    probs: Vec<f32>,
+    dscores: Vec<f32>,
+}
+
+/// Copies rows `first_row..first_row + rows` of the query heads `first_head..` (a
+/// group) of x[N, H*hd] into stacked[group*rows, hd], head-major.
+fn gather_group(
+    stacked: &mut [f32],
+    x: &[f32],
+    first_row: usize,
+    rows: usize,
+    first_head: usize,
+    dims: Dims,
+) {
+    let hd = dims.head_dim;
+    for (i, stacked_row) in stacked.chunks_exact_mut(hd).enumerate() {
+        let at = (first_row + i % rows) * dims.q_width + (first_head + i / rows) * hd;
+        stacked_row.copy_from_slice(&x[at..at + hd]);
+    }
+}
+
 /// The backward pass of key/value head `g` of the sequence of `len` tokens at
-/// `seq_start`: for each of its query heads and each query tile, with P = exp(S - lse),
-/// dS = P * (dout·v^T - delta): dq = scale dS·k, dk += scale dS^T·q, dv += P^T·dout.
+/// `seq_start`, its query heads stacked, tile by tile of queries: with P = exp(S - lse)
+/// and dS = P * (dout·v^T - delta): dq = scale dS·k, dk += scale dS^T·q, dv += P^T·dout.
 fn backward_group(
     inputs: &BackwardInputs<'_>,
     seq_start: usize,
@@ -320,83 +387,96 @@ fn backward_group(
         heads,
         head_dim: hd,
         group,
-        q_width,
         kv_width,
         scale,
+        ..
     } = dims;
     let mut grads = GroupGrads {
         dq: vec![0.0; len * group * hd],
         dk: vec![0.0; len * hd],
         dv: vec![0.0; len * hd],
     };
-    // probs and dscores: [QUERY_TILE, len] scratch.
-    let mut probs = vec![0.0f32; QUERY_TILE * len];
-    let mut dscores = vec![0.0f32; QUERY_TILE * len];
+    let mut scratch = GroupScratch::default();
     let k_g = &k[seq_start * kv_width + g * hd..];
     let v_g = &v[seq_start * kv_width + g * hd..];
-    for member in 0..group {
-        let h = g * group + member;
-        for tile_start in (0..len).step_by(QUERY_TILE) {
-            let rows = QUERY_TILE.min(len - tile_start);
-            let keys = tile_start + rows;
-            let first_row = seq_start + tile_start;
-            let q_t = view(&q[first_row * q_width + h * hd..], rows, hd, q_width)?;
-            let dout_t = view(&dout[first_row * q_width + h * hd..], rows, hd, q_width)?;
-            let k_t = view(k_g, keys, hd, kv_width)?;
-            let v_t = view(v_g, keys, hd, kv_width)?;
-            let (probs, dscores) = (&mut probs[..rows * keys], &mut dscores[..rows * keys]);
+    let first_head = g * group;
+    for tile_start in (0..len).step_by(QUERY_TILE) {
+        let rows = QUERY_TILE.min(len - tile_start);
+        let (stacked, keys) = (group * rows, tile_start + rows);
+        let first_row = seq_start + tile_start;
+        let GroupScratch {
+            queries,
+            douts,
+            dqueries,
+            probs,
+            dscores,
+        } = &mut scratch;
+        for buffer in [&mut *queries, &mut *douts, &mut *dqueries] {
+            buffer.resize(stacked * hd, 0.0);
+        }
+        probs.resize(stacked * keys, 0.0);
+        dscores.resize(stacked * keys, 0.0);
+        gather_group(queries, q, first_row, rows, first_head, dims);
+        gather_group(douts, dout, first_row, rows, first_head, dims);
+        let queries = view(queries, stacked, hd, hd)?;
+        let douts = view(douts, stacked, hd, hd)?;
+        let k_t = view(k_g, keys, hd, kv_width)?;
+        let v_t = view(v_g, keys, hd, kv_width)?;
 
-            gemm(
-                &mut view_mut(probs, rows, keys, keys)?,
-                &q_t,
-                &k_t.t(),
-                scale,
-                0.0,
-            );
-            gemm(
-                &mut view_mut(dscores, rows, keys, keys)?,
-                &dout_t,
-                &v_t.t(),
-                1.0,
-                0.0,
-            );
-            for (r, (p_row, ds_row)) in probs
-                .chunks_exact_mut(keys)
-                .zip(dscores.chunks_exact_mut(keys))
-                .enumerate()
-            {
-                let at = (first_row + r) * heads + h;
-                let visible = tile_start + r + 1;
-                for (p, ds) in p_row[..visible].iter_mut().zip(&mut ds_row[..visible]) {
-                    *p = math::exp(*p - lse[at]);
-                    *ds = *p * (*ds - delta[at]);
-                }
-                p_row[visible..].fill(0.0);
-                ds_row[visible..].fill(0.0);
-            }
-            let probs = view(probs, rows, keys, keys)?;
-            let dscores = view(dscores, rows, keys, keys)?;
-            let mut dq_t = view_mut(
-                &mut grads.dq[tile_start * group * hd + member * hd..],
-                rows,
-                hd,
-                group * hd,
-            )?;
-            gemm(&mut dq_t, &dscores, &k_t, scale, 0.0);
-            gemm(
-                &mut view_mut(&mut grads.dk, keys, hd, hd)?,
-                &dscores.t(),
-                &q_t,
-                scale,
-                1.0,
-            );
-            gemm(
-                &mut view_mut(&mut grads.dv, keys, hd, hd)?,
-                &probs.t(),
-                &dout_t,
-                1.0,
-                1.0,
-            );
+        gemm(
+            &mut view_mut(probs, stacked, keys, keys)?,
+            &queries,
+            &k_t.t(),
+            scale,
+            0.0,
+        );
+        gemm(
+            &mut view_mut(dscores, stacked, keys, keys)?,
+            &douts,
+            &v_t.t(),
+            1.0,
+            0.0,
+        );
+        for (i, (p_row, ds_row)) in probs
+            .chunks_exact_mut(keys)
+            .zip(dscores.chunks_exact_mut(keys))
+            .enumerate()
+        {
+            let (r, head) = (i % rows, first_head + i / rows);
+            let at = (first_row + r) * heads + head;
+            let (visible_p, masked_p) = p_row.split_at_mut(tile_start + r + 1);
+            let (visible_ds, masked_ds) = ds_row.split_at_mut(tile_start + r + 1);
+            math::softmax_backward_in_place(visible_p, visible_ds, lse[at], delta[at]);
+            masked_p.fill(0.0);
+            masked_ds.fill(0.0);
+        }
+        let probs = view(probs, stacked, keys, keys)?;
+        let dscores = view(dscores, stacked, keys, keys)?;
+        gemm(
+            &mut view_mut(dqueries, stacked, hd, hd)?,
+            &dscores,
+            &k_t,
+            scale,
+            0.0,
+        );
+        gemm(
+            &mut view_mut(&mut grads.dk, keys, hd, hd)?,
+            &dscores.t(),
+            &queries,
+            scale,
+            1.0,
+        );
+        gemm(
+            &mut view_mut(&mut grads.dv, keys, hd, hd)?,
+            &probs.t(),
+            &douts,
+            1.0,
+            1.0,
+        );
+        // Unstack: dq row tile_start + r, columns of head hh.
+        for (i, dq_row) in dqueries.chunks_exact(hd).enumerate() {
+            let at = (tile_start + i % rows) * group * hd + (i / rows) * hd;
+            grads.dq[at..at + hd].copy_from_slice(dq_row);
         }
     }
     Ok(grads)

@@ -13,7 +13,8 @@
 //! - `elementwise`: fill, copy, `+=`, scale, sum of squares;
 //! - `embedding`, `norm` (RMSNorm), `matmul` (GEMM and bias), `rope`, `attention`
 //!   (training and decoding), `swiglu`, `logprob` (the output head), `adamw`;
-//! - `math`: vectorisable exp, dot products and reductions shared by the kernels.
+//! - `math`: vectorisable exp, dot products, reductions and softmax rows shared by the
+//!   kernels, and the run-time dispatch (pulp) that compiles hot loops for AVX2.
 #![forbid(unsafe_code)]
 
 mod adamw;

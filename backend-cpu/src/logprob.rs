@@ -146,11 +146,8 @@ pub(crate) fn logprob_backward(
             .par_chunks_mut(d.vocab)
             .zip(rows_of_chunk.par_iter())
             .for_each(|(row, &n)| {
-                let (w, shift) = (weights[n], lse[n]);
-                for logit in row.iter_mut() {
-                    *logit = -w * math::exp(*logit - shift);
-                }
-                row[targets[n] as usize] += w;
+                math::scaled_exp_in_place(row, lse[n], -weights[n]);
+                row[targets[n] as usize] += weights[n];
             });
         let dlogits = view(dlogits, rows, d.vocab, d.vocab)?;
         let dhidden_chunk = &mut dhidden_chunk[..rows * d.dim];

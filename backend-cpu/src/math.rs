@@ -1,6 +1,7 @@
 //! Scalar building blocks shared by the kernels, written so the compiler vectorises
-//! them: a polynomial `exp`, and dot products / sums with fixed lane accumulators (a
-//! fixed summation order, so results never depend on threads).
+//! them: a polynomial `exp`, dot products / sums with fixed lane accumulators (a fixed
+//! summation order, so results never depend on threads), and softmax rows run through
+//! [`vectorized`], which compiles them for AVX2 where the CPU has it.
 
 /// Lanes of the accumulators below: one AVX register of `f32`, two SSE registers.
 const LANES: usize = 8;
@@ -89,24 +90,91 @@ pub(crate) fn max(a: &[f32]) -> f32 {
     )
 }
 
+/// Runs `op` compiled for the widest vector instructions the CPU offers (AVX2 where
+/// present, through pulp's run-time dispatch): the loops of its `#[inline(always)]` body
+/// vectorise with them. Results do not depend on the path taken: only the number of
+/// lanes processed at once changes, never the operations or their order.
+#[inline]
+pub(crate) fn vectorized<Op: pulp::WithSimd>(op: Op) -> Op::Output {
+    pulp::Arch::new().dispatch(op)
+}
+
 /// Replaces each a[i] by e^(a[i] - shift) and returns their sum, in a fixed order.
 #[inline]
 pub(crate) fn exp_sum_in_place(a: &mut [f32], shift: f32) -> f32 {
-    let mut acc = [0.0f32; LANES];
-    let body = a.len() - a.len() % LANES;
-    let (head, tail) = a.split_at_mut(body);
-    for x in head.chunks_exact_mut(LANES) {
-        for lane in 0..LANES {
-            x[lane] = exp(x[lane] - shift);
-            acc[lane] += x[lane];
+    vectorized(ExpSum(a, shift))
+}
+
+/// [`exp_sum_in_place`] as a vectorised operation.
+struct ExpSum<'a>(&'a mut [f32], f32);
+
+impl pulp::WithSimd for ExpSum<'_> {
+    type Output = f32;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> f32 {
+        let ExpSum(a, shift) = self;
+        let mut acc = [0.0f32; LANES];
+        let body = a.len() - a.len() % LANES;
+        let (head, tail) = a.split_at_mut(body);
+        for x in head.chunks_exact_mut(LANES) {
+            for lane in 0..LANES {
+                x[lane] = exp(x[lane] - shift);
+                acc[lane] += x[lane];
+            }
+        }
+        let mut total = reduce(acc);
+        for x in tail {
+            *x = exp(*x - shift);
+            total += *x;
+        }
+        total
+    }
+}
+
+/// Replaces each a[i] by factor * e^(a[i] - shift).
+#[inline]
+pub(crate) fn scaled_exp_in_place(a: &mut [f32], shift: f32, factor: f32) {
+    vectorized(ScaledExp(a, shift, factor));
+}
+
+/// [`scaled_exp_in_place`] as a vectorised operation.
+struct ScaledExp<'a>(&'a mut [f32], f32, f32);
+
+impl pulp::WithSimd for ScaledExp<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) {
+        let ScaledExp(a, shift, factor) = self;
+        for x in a.iter_mut() {
+            *x = factor * exp(*x - shift);
         }
     }
-    let mut total = reduce(acc);
-    for x in tail {
-        *x = exp(*x - shift);
-        total += *x;
+}
+
+/// From scaled scores `p` and the gradient `ds` of their softmax probabilities (held
+/// in the same places): p[i] = e^(p[i] - lse), then ds[i] = p[i] * (ds[i] - delta),
+/// the gradient of the scores, where delta = sum_i p[i] * ds[i] (computed elsewhere).
+#[inline]
+pub(crate) fn softmax_backward_in_place(p: &mut [f32], ds: &mut [f32], lse: f32, delta: f32) {
+    vectorized(SoftmaxBackward(p, ds, lse, delta));
+}
+
+/// [`softmax_backward_in_place`] as a vectorised operation.
+struct SoftmaxBackward<'a>(&'a mut [f32], &'a mut [f32], f32, f32);
+
+impl pulp::WithSimd for SoftmaxBackward<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) {
+        let SoftmaxBackward(p, ds, lse, delta) = self;
+        for (p, ds) in p.iter_mut().zip(ds.iter_mut()) {
+            *p = exp(*p - lse);
+            *ds = *p * (*ds - delta);
+        }
     }
-    total
 }
 
 /// `y += alpha * x` over the common length.

@@ -159,8 +159,25 @@ impl Store {
 
         let mut write_views: [&mut [f32]; W] = core::array::from_fn(|_| <&mut [f32]>::default());
         let mut read_views: [&[f32]; R] = [&[]; R];
+        // The buffers the call touches, in increasing id order, each split off the slots.
+        let mut ids: Vec<usize> = writes
+            .iter()
+            .chain(reads.iter())
+            .filter(|t| t.len > 0)
+            .map(|t| t.buffer.0 as usize)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
         let u32s = &self.u32s;
-        for (id, slot) in self.f32s.iter_mut().enumerate() {
+        let mut slots: &mut [Option<Vec<f32>>] = &mut self.f32s;
+        let mut first_slot = 0;
+        for id in ids {
+            let (_, tail) = core::mem::take(&mut slots).split_at_mut(id - first_slot);
+            let Some((slot, tail)) = tail.split_first_mut() else {
+                break;
+            };
+            slots = tail;
+            first_slot = id + 1;
             let Some(data) = slot.as_deref_mut() else {
                 continue;
             };

@@ -4,7 +4,7 @@ use rayon::prelude::*;
 
 use crate::elementwise::CHUNK;
 use crate::error::{expect_len, CpuError};
-use crate::math::sigmoid;
+use crate::math::{sigmoid, vectorized};
 
 /// out[N, I] = silu(gate[N, I]) * up[N, I], silu(g) = g * sigmoid(g).
 pub(crate) fn swiglu_forward(out: &mut [f32], gate: &[f32], up: &[f32]) -> Result<(), CpuError> {
@@ -13,12 +13,26 @@ pub(crate) fn swiglu_forward(out: &mut [f32], gate: &[f32], up: &[f32]) -> Resul
     out.par_chunks_mut(CHUNK)
         .zip(gate.par_chunks(CHUNK))
         .zip(up.par_chunks(CHUNK))
-        .for_each(|((out, gate), up)| {
-            for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
-                *o = g * sigmoid(g) * u;
-            }
-        });
+        .for_each(|((out, gate), up)| vectorized(Forward { out, gate, up }));
     Ok(())
+}
+
+/// One chunk of [`swiglu_forward`], as a vectorised operation.
+struct Forward<'a> {
+    out: &'a mut [f32],
+    gate: &'a [f32],
+    up: &'a [f32],
+}
+
+impl pulp::WithSimd for Forward<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) {
+        for ((o, &g), &u) in self.out.iter_mut().zip(self.gate).zip(self.up) {
+            *o = g * sigmoid(g) * u;
+        }
+    }
 }
 
 /// dgate[N, I] = dout * up * sigmoid(g) * (1 + g * (1 - sigmoid(g))) and
@@ -45,17 +59,37 @@ pub(crate) fn swiglu_backward(
         .zip(dout.par_chunks(CHUNK))
         .zip(gate.par_chunks(CHUNK).zip(up.par_chunks(CHUNK)))
         .for_each(|(((dgate, dup), dout), (gate, up))| {
-            for ((((dg, du), &d), &g), &u) in dgate
-                .iter_mut()
-                .zip(dup.iter_mut())
-                .zip(dout)
-                .zip(gate)
-                .zip(up)
-            {
-                let s = sigmoid(g);
-                *du = d * g * s;
-                *dg = d * u * s * (1.0 + g * (1.0 - s));
-            }
+            vectorized(Backward {
+                dgate,
+                dup,
+                dout,
+                gate,
+                up,
+            })
         });
     Ok(())
+}
+
+/// One chunk of [`swiglu_backward`], as a vectorised operation.
+struct Backward<'a> {
+    dgate: &'a mut [f32],
+    dup: &'a mut [f32],
+    dout: &'a [f32],
+    gate: &'a [f32],
+    up: &'a [f32],
+}
+
+impl pulp::WithSimd for Backward<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) {
+        let grads = self.dgate.iter_mut().zip(self.dup.iter_mut());
+        let inputs = self.dout.iter().zip(self.gate).zip(self.up);
+        for ((dg, du), ((&d, &g), &u)) in grads.zip(inputs) {
+            let s = sigmoid(g);
+            *du = d * g * s;
+            *dg = d * u * s * (1.0 + g * (1.0 - s));
+        }
+    }
 }
