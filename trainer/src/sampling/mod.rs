@@ -1,0 +1,17 @@
+//! Sampling continuations from the transformer policy: batched generation with one KV
+//! cache, greedy or temperature sampling with top-k and top-p, stop tokens, and a
+//! seeded random stream per sequence.
+//!
+//! - [`generate`]: the generation loop over any `Kernels` backend;
+//! - `sampler`: the choice of one token from a row of logits;
+//! - `rng`: the portable per-sequence random streams;
+//! - [`SamplingError`]: what can go wrong.
+
+mod error;
+mod generate;
+mod rng;
+mod sampler;
+
+pub use error::SamplingError;
+pub use generate::generate;
+pub use sampler::ParamsError;
