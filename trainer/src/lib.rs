@@ -7,6 +7,7 @@
 //! Status: the training pipeline arrives with issues 5 and 6. What is here now is the
 //! backend selection by cargo feature, which the CLI reports.
 
+pub mod optim;
 pub mod sampling;
 pub mod weights;
 

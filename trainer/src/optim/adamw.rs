@@ -1,0 +1,213 @@
+//! [`AdamW`]: decoupled-weight-decay Adam over a model's whole parameter slab, with
+//! global-norm gradient clipping and a learning-rate schedule.
+//!
+//! The moments live in the backend, laid out like the parameters. Weight decay applies
+//! to matrices only: the slab is cut into runs of consecutive tensors of
+//! `ParamLayout::named()`, those shaped `[len, 1]` (RMSNorm weights and q/k/v biases)
+//! without decay and the others with it, and the `adamw` kernel runs once per run.
+
+use sage_core::policy::UpdateStats;
+use sage_core::transformer::{AdamWStep, BufferId, Kernels, ParamLayout, Tensor, Transformer};
+
+use super::config::AdamWConfig;
+use super::error::OptimError;
+
+/// Added to the gradient norm in the clipping factor `max_norm / (norm + CLIP_EPS)`.
+const CLIP_EPS: f64 = 1e-6;
+
+/// Consecutive parameter elements that share a weight-decay rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DecayRun {
+    offset: usize,
+    len: usize,
+    decay: bool,
+}
+
+/// What one call to [`AdamW::update`] did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepReport {
+    /// The gradient's global norm before clipping, and the learning rate of the step.
+    pub stats: UpdateStats,
+    /// The gradient was scaled down to `max_grad_norm`.
+    pub clipped: bool,
+    /// The gradient norm was not finite: parameters, moments and the step counter
+    /// were left as they were.
+    pub skipped: bool,
+}
+
+/// AdamW state for one model: moments in the backend, the step counter, the config.
+#[derive(Debug)]
+pub struct AdamW {
+    config: AdamWConfig,
+    /// First moments, laid out like the parameters.
+    m: BufferId,
+    /// Second moments, laid out like the parameters.
+    v: BufferId,
+    /// Elements in the parameter slab.
+    len: usize,
+    runs: Vec<DecayRun>,
+    /// Updates applied so far.
+    step: u32,
+}
+
+impl AdamW {
+    /// An optimizer for `model` with zeroed moments, its config checked.
+    pub fn new<K: Kernels>(
+        k: &mut K,
+        model: &Transformer,
+        config: AdamWConfig,
+    ) -> Result<AdamW, OptimError<K::Error>> {
+        config.validate()?;
+        let runs = decay_runs(model.layout())?;
+        let len = model.params().len;
+        let m = k.alloc(len).map_err(OptimError::Backend)?;
+        let v = match k.alloc(len) {
+            Ok(v) => v,
+            Err(e) => {
+                // The first moment is released on a best-effort basis; the allocation
+                // failure is the error worth reporting.
+                let _ = k.free(m);
+                return Err(OptimError::Backend(e));
+            }
+        };
+        Ok(AdamW {
+            config,
+            m,
+            v,
+            len,
+            runs,
+            step: 0,
+        })
+    }
+
+    /// The hyper-parameters.
+    pub fn config(&self) -> &AdamWConfig {
+        &self.config
+    }
+
+    /// Updates applied so far (skipped steps do not count); the next update is
+    /// number `step() + 1` for bias correction and uses the schedule's rate at
+    /// `step()`.
+    pub fn step(&self) -> u32 {
+        self.step
+    }
+
+    /// Sets the step counter, when restoring a checkpoint (with [`AdamW::moments`]).
+    pub fn set_step(&mut self, step: u32) {
+        self.step = step;
+    }
+
+    /// The first and second moment tensors, laid out like the parameters, for a
+    /// checkpoint to read or restore.
+    pub fn moments(&self) -> (Tensor, Tensor) {
+        (
+            Tensor::whole(self.m, self.len),
+            Tensor::whole(self.v, self.len),
+        )
+    }
+
+    /// Applies the accumulated gradient of `model` and zeroes it.
+    ///
+    /// The global L2 norm of the gradient is measured first. If it is not finite the
+    /// step is skipped (reported in [`StepReport::skipped`]): the gradient is zeroed and
+    /// nothing else changes. Otherwise, when it exceeds `max_grad_norm`, the gradient
+    /// is scaled by `max_grad_norm / (norm + 1e-6)`; then one AdamW step runs with the
+    /// schedule's learning rate.
+    pub fn update<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        model: &Transformer,
+    ) -> Result<StepReport, OptimError<K::Error>> {
+        let (params, grads) = (model.params(), model.grads());
+        if params.len != self.len {
+            return Err(OptimError::SlabMismatch {
+                expected: self.len,
+                got: params.len,
+            });
+        }
+        let grad_norm = k.sum_squares(grads).map_err(OptimError::Backend)?.sqrt();
+        let learning_rate = self.config.schedule.learning_rate(u64::from(self.step));
+        let mut report = StepReport {
+            stats: UpdateStats {
+                grad_norm,
+                learning_rate,
+            },
+            clipped: false,
+            skipped: !grad_norm.is_finite(),
+        };
+        if !report.skipped {
+            let next = self.step.checked_add(1).ok_or(OptimError::StepLimit)?;
+            if let Some(max) = self.config.max_grad_norm.filter(|&max| grad_norm > max) {
+                let factor = f64::from(max) / (f64::from(grad_norm) + CLIP_EPS);
+                k.scale(grads, factor as f32).map_err(OptimError::Backend)?;
+                report.clipped = true;
+            }
+            self.apply(k, params, grads, learning_rate, next)?;
+            self.step = next;
+        }
+        k.fill(grads, 0.0).map_err(OptimError::Backend)?;
+        Ok(report)
+    }
+
+    /// One AdamW step (number `step`, 1-based) per decay run.
+    fn apply<K: Kernels>(
+        &self,
+        k: &mut K,
+        params: Tensor,
+        grads: Tensor,
+        learning_rate: f32,
+        step: u32,
+    ) -> Result<(), OptimError<K::Error>> {
+        let (m, v) = self.moments();
+        let c = &self.config;
+        for run in &self.runs {
+            let part = |t: Tensor| t.slice(run.offset, run.len);
+            let hyper = AdamWStep {
+                learning_rate,
+                beta1: c.beta1,
+                beta2: c.beta2,
+                eps: c.eps,
+                weight_decay: if run.decay { c.weight_decay } else { 0.0 },
+                step,
+            };
+            k.adamw(part(params), part(grads), part(m), part(v), hyper)
+                .map_err(OptimError::Backend)?;
+        }
+        Ok(())
+    }
+
+    /// Releases the moments.
+    pub fn free<K: Kernels>(self, k: &mut K) -> Result<(), OptimError<K::Error>> {
+        k.free(self.m).map_err(OptimError::Backend)?;
+        k.free(self.v).map_err(OptimError::Backend)
+    }
+}
+
+/// The slab of `layout` as maximal runs of tensors with the same decay rule: a
+/// `[len, 1]` vector is not decayed, a matrix is. Fails unless the named tensors cover
+/// the slab exactly once.
+fn decay_runs<E>(layout: &ParamLayout) -> Result<Vec<DecayRun>, OptimError<E>> {
+    let mut slots: Vec<_> = layout.named().into_iter().map(|(_, slot)| slot).collect();
+    slots.sort_by_key(|slot| slot.offset);
+    let mut runs: Vec<DecayRun> = Vec::new();
+    let mut end = 0;
+    for slot in slots {
+        if slot.offset != end {
+            return Err(OptimError::LayoutGap { offset: end });
+        }
+        end += slot.len;
+        let decay = slot.shape[1] != 1;
+        match runs.last_mut() {
+            Some(run) if run.decay == decay => run.len += slot.len,
+            _ => runs.push(DecayRun {
+                offset: slot.offset,
+                len: slot.len,
+                decay,
+            }),
+        }
+    }
+    if end != layout.total {
+        return Err(OptimError::LayoutGap { offset: end });
+    }
+    Ok(runs)
+}
