@@ -43,6 +43,8 @@ use crate::store::Store;
 #[derive(Debug, Default)]
 pub struct CpuBackend {
     store: Store,
+    /// One chunk of logits of the fused output head, kept between calls.
+    logits_chunk: Vec<f32>,
 }
 
 impl CpuBackend {
@@ -307,7 +309,7 @@ impl Kernels for CpuBackend {
         let ([logp, lse], [hidden, lm_head], [targets]) =
             self.store
                 .views([logp, lse], [hidden, lm_head], [targets])?;
-        logprob::logprob_forward(logp, lse, hidden, lm_head, targets)
+        logprob::logprob_forward(logp, lse, hidden, lm_head, targets, &mut self.logits_chunk)
     }
 
     fn logprob_backward(
@@ -325,7 +327,10 @@ impl Kernels for CpuBackend {
             [weights, hidden, lm_head, lse],
             [targets],
         )?;
-        logprob::logprob_backward(dhidden, dlm_head, weights, hidden, lm_head, targets, lse)
+        let scratch = &mut self.logits_chunk;
+        logprob::logprob_backward(
+            dhidden, dlm_head, weights, hidden, lm_head, targets, lse, scratch,
+        )
     }
 
     fn logits(&mut self, out: Tensor, hidden: Tensor, lm_head: Tensor) -> Result<(), CpuError> {

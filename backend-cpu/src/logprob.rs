@@ -67,13 +67,15 @@ fn project(
 }
 
 /// logp[N] = logits[n, targets[n]] - lse[n] and lse[N] = log sum_j exp(logits[n, j]),
-/// logits = hidden[N, D] · lm_head[V, D]^T, chunk by chunk of rows.
+/// logits = hidden[N, D] · lm_head[V, D]^T, chunk by chunk of rows held in `scratch`
+/// (kept by the caller between calls, so the chunk is not allocated anew each time).
 pub(crate) fn logprob_forward(
     logp: &mut [f32],
     lse: &mut [f32],
     hidden: &[f32],
     lm_head: &[f32],
     targets: &[u32],
+    scratch: &mut Vec<f32>,
 ) -> Result<(), CpuError> {
     let op = "logprob_forward";
     let d = head_dims(op, hidden.len(), lm_head.len(), targets)?;
@@ -81,10 +83,10 @@ pub(crate) fn logprob_forward(
     expect_len(op, "lse", lse.len(), d.rows)?;
     let chunk = chunk_rows(d.vocab);
     // logits[chunk, V]
-    let mut logits = vec![0.0f32; chunk.min(d.rows) * d.vocab];
+    scratch.resize(chunk.min(d.rows) * d.vocab, 0.0);
     for start in (0..d.rows).step_by(chunk) {
         let rows = chunk.min(d.rows - start);
-        let logits = &mut logits[..rows * d.vocab];
+        let logits = &mut scratch[..rows * d.vocab];
         project(
             logits,
             &hidden[start * d.dim..(start + rows) * d.dim],
@@ -110,7 +112,8 @@ pub(crate) fn logprob_forward(
 /// Backward of sum_n weights[n] * logp[n]: with dlogits = w (onehot(target) - softmax),
 /// dhidden[N, D] = dlogits · lm_head (overwritten; 0 on rows of weight 0) and
 /// dlm_head[V, D] += dlogits^T · hidden. Only rows of nonzero weight are computed,
-/// gathered chunk by chunk; chunks are accumulated in order.
+/// gathered chunk by chunk; chunks are accumulated in order. The chunk's dlogits live
+/// in `scratch`, kept by the caller between calls.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn logprob_backward(
     dhidden: &mut [f32],
@@ -120,6 +123,7 @@ pub(crate) fn logprob_backward(
     lm_head: &[f32],
     targets: &[u32],
     lse: &[f32],
+    scratch: &mut Vec<f32>,
 ) -> Result<(), CpuError> {
     let op = "logprob_backward";
     let d = head_dims(op, hidden.len(), lm_head.len(), targets)?;
@@ -130,17 +134,17 @@ pub(crate) fn logprob_backward(
     dhidden.fill(0.0);
     let active: Vec<usize> = (0..d.rows).filter(|&n| weights[n] != 0.0).collect();
     let chunk = chunk_rows(d.vocab).min(active.len());
-    // hidden_chunk and dhidden_chunk [chunk, D], dlogits [chunk, V]
+    // hidden_chunk and dhidden_chunk [chunk, D]; dlogits [chunk, V] in scratch.
     let mut hidden_chunk = vec![0.0f32; chunk * d.dim];
     let mut dhidden_chunk = vec![0.0f32; chunk * d.dim];
-    let mut dlogits = vec![0.0f32; chunk * d.vocab];
+    scratch.resize(chunk * d.vocab, 0.0);
     for rows_of_chunk in active.chunks(chunk.max(1)) {
         let rows = rows_of_chunk.len();
         let hidden_chunk = &mut hidden_chunk[..rows * d.dim];
         for (dst, &n) in hidden_chunk.chunks_exact_mut(d.dim).zip(rows_of_chunk) {
             dst.copy_from_slice(&hidden[n * d.dim..(n + 1) * d.dim]);
         }
-        let dlogits = &mut dlogits[..rows * d.vocab];
+        let dlogits = &mut scratch[..rows * d.vocab];
         project(dlogits, hidden_chunk, lm_head, rows, &d)?;
         dlogits
             .par_chunks_mut(d.vocab)

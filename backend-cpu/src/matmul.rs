@@ -13,7 +13,7 @@ use crate::error::{expect_len, rows_of, CpuError};
 use crate::norm::column_sums;
 
 /// Below this many multiply-adds a GEMM runs on the calling thread.
-const SERIAL_MACS: usize = 1 << 18;
+const SERIAL_MACS: usize = 1 << 20;
 
 /// Split points of parallel GEMM blocks are multiples of this (whole micro-tiles).
 const SPLIT_ALIGN: usize = 64;
