@@ -279,14 +279,11 @@ fn show_transactions(world: &mut World, args: &Args) -> Result<Value, ApiError> 
     let min_date = args.opt_date("min_date")?;
     let max_date = args.opt_date("max_date")?;
     let query = needle(args.opt_str("query")?);
+    let (sent, received) = (direction != "received", direction != "sent");
     let mut rows: Vec<(Id, &Transaction)> = db
         .transactions
         .filter(|t| {
-            let mine = match direction {
-                "sent" => t.sender == me,
-                "received" => t.receiver == me,
-                _ => t.sender == me || t.receiver == me,
-            };
+            let mine = (sent && t.sender == me) || (received && t.receiver == me);
             let day = t.created_at.date();
             mine && other.is_none_or(|o| t.sender == o || t.receiver == o)
                 && min_date.is_none_or(|d| day >= d)
@@ -336,13 +333,11 @@ fn show_payment_requests(world: &mut World, args: &Args) -> Result<Value, ApiErr
     let status = args
         .opt_str("status")?
         .map(|s| {
-            one_of(
-                "status",
-                s,
-                &["pending", "approved", "declined", "cancelled"],
-            )
+            one_of("status", s, &["pending", "approved", "declined", "cancelled"])
+                .map(|s| RequestStatus::parse(s).unwrap_or(RequestStatus::Pending))
         })
         .transpose()?;
+    let sent = direction == "sent";
     let db = &world.db;
     let other = args
         .opt_str("user_email")?
@@ -351,14 +346,14 @@ fn show_payment_requests(world: &mut World, args: &Args) -> Result<Value, ApiErr
     let mut rows: Vec<(Id, &PaymentRequest)> = db
         .payment_requests
         .filter(|r| {
-            let (mine, theirs) = if direction == "sent" {
+            let (mine, theirs) = if sent {
                 (r.requester, r.payer)
             } else {
                 (r.payer, r.requester)
             };
             mine == me
                 && other.is_none_or(|o| theirs == o)
-                && status.is_none_or(|s| r.status.name() == s)
+                && status.is_none_or(|s| r.status == s)
         })
         .collect();
     rows.reverse();

@@ -148,6 +148,11 @@ fn inside(path: &str, dir: &str) -> bool {
         || path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
 }
 
+/// Whether `name` ends with `suffix`, ignoring the case of ASCII letters.
+fn ends_with_ignore_case(name: &str, suffix: &str) -> bool {
+    name.len() >= suffix.len() && name.as_bytes()[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+}
+
 fn entry_json(e: &FileEntry) -> Value {
     json!({"name": e.name(), "path": e.path, "kind": e.kind, "size": e.content.len(), "modified_at": e.modified_at})
 }
@@ -204,10 +209,15 @@ fn search_files(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let content_query = needle(args.opt_str("content_query")?);
     let extension = args
         .opt_str("extension")?
-        .map(|e| format!(".{}", e.trim().trim_start_matches('.').to_lowercase()));
+        .map(|e| format!(".{}", e.trim().trim_start_matches('.')));
     let kind = args
         .opt_str("kind")?
-        .map(|k| one_of("kind", k, &["file", "directory"]))
+        .map(|k| {
+            one_of("kind", k, &["file", "directory"]).map(|k| match k {
+                "file" => EntryKind::File,
+                _ => EntryKind::Directory,
+            })
+        })
         .transpose()?;
     let under = normalize(args.opt_str("under")?.unwrap_or("/"))?;
     let mut rows: Vec<&FileEntry> = world
@@ -216,12 +226,12 @@ fn search_files(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         .filter(|e| {
             e.owner == me
                 && inside(&e.path, &under)
-                && kind.is_none_or(|k| e.kind.name() == k)
+                && kind.is_none_or(|k| e.kind == k)
                 && matches(&query, e.name())
                 && (content_query.is_none()
                     || e.kind == EntryKind::File && matches(&content_query, &e.content))
                 && extension.as_ref().is_none_or(|x| {
-                    e.kind == EntryKind::File && e.name().to_lowercase().ends_with(x.as_str())
+                    e.kind == EntryKind::File && ends_with_ignore_case(e.name(), x)
                 })
         })
         .map(|(_, e)| e)

@@ -131,20 +131,25 @@ fn not_yours(what: &str, id: Id) -> ApiError {
     ApiError::new(format!("{what} {id} belongs to another user"))
 }
 
-/// A lower-cased search text, `None` for no filter.
+/// A search text with ASCII letters lower-cased, `None` for no filter.
 fn needle(query: Option<&str>) -> Option<String> {
-    query
-        .map(|q| q.trim().to_lowercase())
-        .filter(|q| !q.is_empty())
+    query.map(|q| q.trim().to_ascii_lowercase()).filter(|q| !q.is_empty())
 }
 
-/// Whether `text` contains the lower-cased `needle` (case-insensitive; no needle
-/// matches everything).
+/// Whether `text` contains the `needle`, ignoring the case of ASCII letters (no needle
+/// matches everything). Allocation-free: list APIs run it on every row.
 fn matches(needle: &Option<String>, text: &str) -> bool {
-    match needle {
-        None => true,
-        Some(n) => text.to_lowercase().contains(n.as_str()),
-    }
+    let Some(needle) = needle else { return true };
+    let (text, needle) = (text.as_bytes(), needle.as_bytes());
+    needle.len() <= text.len()
+        && text
+            .windows(needle.len())
+            .any(|window| window.iter().zip(needle).all(|(a, b)| a.to_ascii_lowercase() == *b))
+}
+
+/// Orders two strings ignoring the case of ASCII letters.
+fn cmp_ignore_case(a: &str, b: &str) -> std::cmp::Ordering {
+    a.bytes().map(|c| c.to_ascii_lowercase()).cmp(b.bytes().map(|c| c.to_ascii_lowercase()))
 }
 
 /// `value` if it is one of `options`, else an error listing them.

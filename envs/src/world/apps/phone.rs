@@ -7,7 +7,7 @@ use super::{login, login_apis, logout, matches, message, needle, not_found, one_
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
-use crate::world::records::{Alarm, Call, Contact, MessageDirection, TextMessage};
+use crate::world::records::{Alarm, Call, CallKind, Contact, MessageDirection, TextMessage};
 use crate::world::registry::{api, declare_app, AppDecl};
 use crate::world::table::{Id, PersonId};
 use crate::world::time::Date;
@@ -344,7 +344,12 @@ fn show_text_messages(world: &mut World, args: &Args) -> Result<Value, ApiError>
     let number = args.opt_str("phone_number")?.map(digits).transpose()?;
     let direction = args
         .opt_str("direction")?
-        .map(|d| one_of("direction", d, &["sent", "received"]))
+        .map(|d| {
+            one_of("direction", d, &["sent", "received"]).map(|d| match d {
+                "sent" => MessageDirection::Sent,
+                _ => MessageDirection::Received,
+            })
+        })
         .transpose()?;
     let query = needle(args.opt_str("query")?);
     let mut rows: Vec<(Id, &TextMessage)> = world
@@ -353,8 +358,7 @@ fn show_text_messages(world: &mut World, args: &Args) -> Result<Value, ApiError>
         .filter(|m| {
             m.owner == me
                 && number.as_ref().is_none_or(|n| &m.other_number == n)
-                && direction
-                    .is_none_or(|d| (d == "sent") == (m.direction == MessageDirection::Sent))
+                && direction.is_none_or(|d| m.direction == d)
                 && matches(&query, &m.body)
         })
         .collect();
@@ -425,7 +429,10 @@ fn show_call_log(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let page = args.page()?;
     let kind = args
         .opt_str("kind")?
-        .map(|k| one_of("kind", k, &["incoming", "outgoing", "missed"]))
+        .map(|k| {
+            one_of("kind", k, &["incoming", "outgoing", "missed"])
+                .map(|k| CallKind::parse(k).unwrap_or(CallKind::Missed))
+        })
         .transpose()?;
     let number = args.opt_str("phone_number")?.map(digits).transpose()?;
     let mut rows: Vec<(Id, &Call)> = world
@@ -433,7 +440,7 @@ fn show_call_log(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         .calls
         .filter(|c| {
             c.owner == me
-                && kind.is_none_or(|k| c.kind.name() == k)
+                && kind.is_none_or(|k| c.kind == k)
                 && number.as_ref().is_none_or(|n| &c.other_number == n)
         })
         .collect();

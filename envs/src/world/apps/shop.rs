@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::{login, login_apis, logout, matches, message, needle, not_found, one_of};
+use super::{
+    cmp_ignore_case, login, login_apis, logout, matches, message, needle, not_found, one_of,
+};
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
@@ -251,7 +253,7 @@ fn search_products(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         .collect();
     let rating_of = |id: Id| ratings.get(&id).map_or(0.0, |r| r.0);
     match sort_by {
-        Some("name") => rows.sort_by(|a, b| a.1.name.to_lowercase().cmp(&b.1.name.to_lowercase())),
+        Some("name") => rows.sort_by(|a, b| cmp_ignore_case(&a.1.name, &b.1.name)),
         Some("price") => rows.sort_by_key(|(_, p)| p.price),
         Some("-price") => rows.sort_by(|a, b| b.1.price.cmp(&a.1.price)),
         Some("rating") => rows.sort_by(|a, b| rating_of(a.0).total_cmp(&rating_of(b.0))),
@@ -469,17 +471,14 @@ fn show_orders(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let status = args
         .opt_str("status")?
         .map(|s| {
-            one_of(
-                "status",
-                s,
-                &["placed", "shipped", "delivered", "cancelled", "returned"],
-            )
+            one_of("status", s, &["placed", "shipped", "delivered", "cancelled", "returned"])
+                .map(|s| OrderStatus::parse(s).unwrap_or(OrderStatus::Placed))
         })
         .transpose()?;
     let mut rows: Vec<(Id, &Order)> = world
         .db
         .orders
-        .filter(|o| o.owner == me && status.is_none_or(|s| o.status.name() == s))
+        .filter(|o| o.owner == me && status.is_none_or(|s| o.status == s))
         .collect();
     rows.reverse();
     rows.sort_by(|a, b| b.1.created_at.cmp(&a.1.created_at));

@@ -4,8 +4,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    login, login_apis, logout, matches, message, needle, not_found, not_yours, one_of,
-    person_by_email, person_json, sort_rows,
+    cmp_ignore_case, login, login_apis, logout, matches, message, needle, not_found, not_yours,
+    one_of, person_by_email, person_json, sort_rows,
 };
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
@@ -293,7 +293,7 @@ fn search_songs(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     if let Some(order) = sort_by {
         let descending = order.starts_with('-');
         match order.trim_start_matches('-') {
-            "title" => sort_rows(&mut songs, descending, |s| s.title.to_lowercase()),
+            "title" => songs.sort_by(|a, b| cmp_ignore_case(&a.1.title, &b.1.title)),
             "play_count" => sort_rows(&mut songs, descending, |s| s.play_count),
             "release_date" => sort_rows(&mut songs, descending, |s| s.release_date),
             _ => sort_rows(&mut songs, descending, |s| s.duration_seconds),

@@ -48,6 +48,19 @@ pub enum RequestStatus {
 }
 
 impl RequestStatus {
+    /// Every status.
+    pub const ALL: [RequestStatus; 4] = [
+        RequestStatus::Pending,
+        RequestStatus::Approved,
+        RequestStatus::Declined,
+        RequestStatus::Cancelled,
+    ];
+
+    /// The status with this name.
+    pub fn parse(name: &str) -> Option<RequestStatus> {
+        RequestStatus::ALL.into_iter().find(|s| s.name() == name)
+    }
+
     /// The name APIs show.
     pub fn name(self) -> &'static str {
         match self {

@@ -65,6 +65,14 @@ pub enum CallKind {
 }
 
 impl CallKind {
+    /// Every kind.
+    pub const ALL: [CallKind; 3] = [CallKind::Incoming, CallKind::Outgoing, CallKind::Missed];
+
+    /// The kind with this name.
+    pub fn parse(name: &str) -> Option<CallKind> {
+        CallKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
     /// The name APIs show.
     pub fn name(self) -> &'static str {
         match self {
