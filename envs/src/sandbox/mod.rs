@@ -13,16 +13,18 @@
 //!   ([`FunctionRef`], `trace.rs`); errors and short tracebacks ([`ExecError`],
 //!   `error.rs`).
 //! - Internals: the dialect, parsing and operator rewriting (`source.rs`), built-ins
-//!   (`builtins.rs`) and bounded conversion of values to text (`text.rs`), running one
-//!   piece of code (`run.rs`), the per-execution shared
-//!   state (`context.rs`), the session future (`session.rs`) and the lent host
-//!   (`host_slot.rs`).
+//!   (`builtins.rs`), bounded conversion of values to text (`text.rs`), running one
+//!   piece of code (`run.rs`), the per-execution shared state (`context.rs`), the
+//!   session future (`session.rs`) and the lent host (`host_slot.rs`).
 //!
 //! Agent code sees the Starlark standard built-ins (plus `map`, `filter`, `partial`,
 //! `set`, and Python's `sum`), `print`, and `apis`. There is no I/O, no `load`, no
 //! clock and no randomness: the same code against the same host gives the same outcome,
-//! ticks included. A `Sandbox` is not `Send` (the interpreter's values are not); create
-//! one per thread.
+//! ticks included. Starlark is not Python: there is no `while`, `try`, `class`,
+//! `import` or `**`; strings are not iterable (`s.elems()`); f-strings take plain names
+//! only (`f"{x}"`); a name used but never defined fails the whole code before it runs.
+//! The sandbox also refuses `*=` and `%=`. A `Sandbox` is not `Send` (the interpreter's
+//! values are not); create one per thread.
 
 mod api;
 mod apis;
