@@ -16,6 +16,7 @@
 //! - `math`: vectorisable exp, dot products, reductions and softmax rows shared by the
 //!   kernels, and the run-time dispatch (pulp) that compiles hot loops for AVX2.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod adamw;
 mod attention;
@@ -32,6 +33,8 @@ mod swiglu;
 
 pub use error::CpuError;
 
+use std::fmt;
+
 use sage_core::transformer::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
 };
@@ -40,11 +43,21 @@ use crate::error::expect_len;
 use crate::store::Store;
 
 /// The CPU backend: host buffers and f32 kernels running on rayon's global pool.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct CpuBackend {
     store: Store,
     /// One chunk of logits of the fused output head, kept between calls.
     logits_chunk: Vec<f32>,
+}
+
+/// Counts rather than contents.
+impl fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CpuBackend")
+            .field("store", &self.store)
+            .field("logits_chunk_elements", &self.logits_chunk.len())
+            .finish()
+    }
 }
 
 impl CpuBackend {

@@ -2,16 +2,36 @@
 //! one place that turns tensor handles into slices, checking every range and lending
 //! disjoint mutable and shared slices of the same buffer to one call without `unsafe`.
 
+use std::fmt;
+
 use sage_core::transformer::{BufferId, IndexBufferId, Indices, Tensor};
 
 use crate::error::CpuError;
 
 /// `f32` and `u32` buffers; a freed slot stays empty (its id is never reused, so a stale
 /// handle fails cleanly instead of reaching a newer buffer).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Store {
     f32s: Vec<Option<Vec<f32>>>,
     u32s: Vec<Option<Vec<u32>>>,
+}
+
+/// Counts rather than contents: buffers may hold millions of elements.
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("f32_buffers", &self.f32s.iter().flatten().count())
+            .field(
+                "f32_elements",
+                &self.f32s.iter().flatten().map(Vec::len).sum::<usize>(),
+            )
+            .field("u32_buffers", &self.u32s.iter().flatten().count())
+            .field(
+                "u32_elements",
+                &self.u32s.iter().flatten().map(Vec::len).sum::<usize>(),
+            )
+            .finish()
+    }
 }
 
 /// Slices lent to one kernel call: the tensors it writes, the tensors it reads, and the
