@@ -54,7 +54,9 @@ fn row(name: &str, figure: String, target: &str, met: Option<bool>) {
 /// Arguments bound to the API's signature, as the sandbox hands them to the host.
 fn bound(app: &str, api: &str, args: Value) -> Map<String, Value> {
     let spec = registry().spec(app, api).expect("the API exists");
-    let Value::Object(args) = args else { panic!("arguments must be an object") };
+    let Value::Object(args) = args else {
+        panic!("arguments must be an object")
+    };
     bind_args(spec, args).expect("the arguments fit")
 }
 
@@ -64,8 +66,16 @@ fn main() {
         ..WorldConfig::default()
     };
     let batch = Duration::from_millis(100);
-    println!("| {:<58} | {:>16} | {:<12} | status |", "benchmark", "figure", "target");
-    println!("|{}|{}|{}|--------|", "-".repeat(60), "-".repeat(18), "-".repeat(14));
+    println!(
+        "| {:<58} | {:>16} | {:<12} | status |",
+        "benchmark", "figure", "target"
+    );
+    println!(
+        "|{}|{}|{}|--------|",
+        "-".repeat(60),
+        "-".repeat(18),
+        "-".repeat(14)
+    );
 
     let mut seed = 0;
     let generate = median_time(
@@ -103,7 +113,8 @@ fn main() {
         "send_payment",
         json!({"access_token": coinpay, "receiver_email": friend_email, "amount": 1.0}),
     );
-    host.call("coinpay", "send_payment", payment).expect("payment");
+    host.call("coinpay", "send_payment", payment)
+        .expect("payment");
     let diff = median_time(|| host.diff_since(&before), 15, batch);
     row(
         "diff after one payment (2 tables written)",
@@ -121,8 +132,18 @@ fn main() {
     );
 
     let calls: [(&str, &str, &str, Value); 4] = [
-        ("host: supervisor.show_profile", "supervisor", "show_profile", json!({})),
-        ("host: tunes.show_song", "tunes", "show_song", json!({"access_token": tunes, "song_id": 17})),
+        (
+            "host: supervisor.show_profile",
+            "supervisor",
+            "show_profile",
+            json!({}),
+        ),
+        (
+            "host: tunes.show_song",
+            "tunes",
+            "show_song",
+            json!({"access_token": tunes, "song_id": 17}),
+        ),
         (
             "host: coinpay.show_transactions (a page of 20)",
             "coinpay",
@@ -138,12 +159,29 @@ fn main() {
     ];
     for (name, app, api, args) in calls {
         let args = bound(app, api, args);
-        let time = median_time(|| host.call(app, api, args.clone()).expect("call succeeds"), 9, batch);
+        let time = median_time(
+            || host.call(app, api, args.clone()).expect("call succeeds"),
+            9,
+            batch,
+        );
         let rate = 1.0 / time.as_secs_f64();
-        row(name, format!("{rate:.0} /s"), ">= 50000 /s", Some(rate >= 50_000.0));
+        row(
+            name,
+            format!("{rate:.0} /s"),
+            ">= 50000 /s",
+            Some(rate >= 50_000.0),
+        );
     }
-    let like = bound("tunes", "like_song", json!({"access_token": tunes, "song_id": 3}));
-    let unlike = bound("tunes", "unlike_song", json!({"access_token": tunes, "song_id": 3}));
+    let like = bound(
+        "tunes",
+        "like_song",
+        json!({"access_token": tunes, "song_id": 3}),
+    );
+    let unlike = bound(
+        "tunes",
+        "unlike_song",
+        json!({"access_token": tunes, "song_id": 3}),
+    );
     let pair = median_time(
         || {
             host.call("tunes", "like_song", like.clone()).ok();
@@ -153,7 +191,12 @@ fn main() {
         batch,
     );
     let rate = 2.0 / pair.as_secs_f64();
-    row("host: tunes.like_song + unlike_song", format!("{rate:.0} /s"), ">= 50000 /s", Some(rate >= 50_000.0));
+    row(
+        "host: tunes.like_song + unlike_song",
+        format!("{rate:.0} /s"),
+        ">= 50000 /s",
+        Some(rate >= 50_000.0),
+    );
 
     let limits = Limits {
         max_api_calls_per_execution: CALLS as u32 + 10,
@@ -186,6 +229,11 @@ fn main() {
             batch,
         );
         let rate = CALLS as f64 / time.as_secs_f64();
-        row(name, format!("{rate:.0} /s"), ">= 50000 /s", Some(rate >= 50_000.0));
+        row(
+            name,
+            format!("{rate:.0} /s"),
+            ">= 50000 /s",
+            Some(rate >= 50_000.0),
+        );
     }
 }

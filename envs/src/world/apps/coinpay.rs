@@ -5,8 +5,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    login, login_apis, logout, matches, message, needle, not_found, one_of, person_by_email,
-    person_json,
+    login, login_apis, logout, matches, message, needle, newest_first, not_found, one_of,
+    person_by_email, person_json,
 };
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
@@ -291,8 +291,7 @@ fn show_transactions(world: &mut World, args: &Args) -> Result<Value, ApiError> 
                 && matches(&query, &t.description)
         })
         .collect();
-    rows.reverse();
-    rows.sort_by(|a, b| b.1.created_at.cmp(&a.1.created_at));
+    newest_first(&mut rows, |r| r.created_at);
     Ok(page.of(rows, |(id, t)| transaction_json(db, id, t)))
 }
 
@@ -333,8 +332,12 @@ fn show_payment_requests(world: &mut World, args: &Args) -> Result<Value, ApiErr
     let status = args
         .opt_str("status")?
         .map(|s| {
-            one_of("status", s, &["pending", "approved", "declined", "cancelled"])
-                .map(|s| RequestStatus::parse(s).unwrap_or(RequestStatus::Pending))
+            one_of(
+                "status",
+                s,
+                &["pending", "approved", "declined", "cancelled"],
+            )
+            .map(|s| RequestStatus::parse(s).unwrap_or(RequestStatus::Pending))
         })
         .transpose()?;
     let sent = direction == "sent";
@@ -351,13 +354,10 @@ fn show_payment_requests(world: &mut World, args: &Args) -> Result<Value, ApiErr
             } else {
                 (r.payer, r.requester)
             };
-            mine == me
-                && other.is_none_or(|o| theirs == o)
-                && status.is_none_or(|s| r.status == s)
+            mine == me && other.is_none_or(|o| theirs == o) && status.is_none_or(|s| r.status == s)
         })
         .collect();
-    rows.reverse();
-    rows.sort_by(|a, b| b.1.created_at.cmp(&a.1.created_at));
+    newest_first(&mut rows, |r| r.created_at);
     Ok(page.of(rows, |(id, r)| request_json(db, id, r)))
 }
 

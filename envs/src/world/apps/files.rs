@@ -7,7 +7,7 @@ use super::{login, login_apis, logout, matches, message, needle, one_of};
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
-use crate::world::records::{EntryKind, FileEntry};
+use crate::world::records::{parent_path, EntryKind, FileEntry};
 use crate::world::registry::{api, declare_app, AppDecl};
 use crate::world::table::{Id, PersonId};
 use crate::world::World;
@@ -126,14 +126,6 @@ fn normalize(path: &str) -> Result<String, ApiError> {
     Ok(format!("/{}", parts.join("/")))
 }
 
-/// The directory holding `path` (`/` for top-level paths).
-fn parent(path: &str) -> &str {
-    match path.rfind('/') {
-        Some(0) | None => "/",
-        Some(i) => &path[..i],
-    }
-}
-
 fn entry_at<'a>(db: &'a Db, me: PersonId, path: &str) -> Option<(Id, &'a FileEntry)> {
     db.file_at(me, path)
 }
@@ -150,7 +142,8 @@ fn inside(path: &str, dir: &str) -> bool {
 
 /// Whether `name` ends with `suffix`, ignoring the case of ASCII letters.
 fn ends_with_ignore_case(name: &str, suffix: &str) -> bool {
-    name.len() >= suffix.len() && name.as_bytes()[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+    name.len() >= suffix.len()
+        && name.as_bytes()[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
 }
 
 fn entry_json(e: &FileEntry) -> Value {
@@ -162,10 +155,10 @@ fn free_slot(db: &Db, me: PersonId, path: &str) -> Result<(), ApiError> {
     if path == "/" || entry_at(db, me, path).is_some() {
         return Err(ApiError::new(format!("{path} already exists")));
     }
-    if !is_directory(db, me, parent(path)) {
+    if !is_directory(db, me, parent_path(path)) {
         return Err(ApiError::new(format!(
             "there is no directory {}",
-            parent(path)
+            parent_path(path)
         )));
     }
     Ok(())
@@ -230,9 +223,9 @@ fn search_files(world: &mut World, args: &Args) -> Result<Value, ApiError> {
                 && matches(&query, e.name())
                 && (content_query.is_none()
                     || e.kind == EntryKind::File && matches(&content_query, &e.content))
-                && extension.as_ref().is_none_or(|x| {
-                    e.kind == EntryKind::File && ends_with_ignore_case(e.name(), x)
-                })
+                && extension
+                    .as_ref()
+                    .is_none_or(|x| e.kind == EntryKind::File && ends_with_ignore_case(e.name(), x))
         })
         .map(|(_, e)| e)
         .collect();
@@ -301,13 +294,13 @@ fn create_directory(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         return Err(ApiError::new(format!("{path} already exists")));
     }
     let mut missing = vec![path.clone()];
-    let mut dir = parent(&path).to_owned();
+    let mut dir = parent_path(&path).to_owned();
     while !is_directory(&world.db, me, &dir) {
         if !parents || entry_at(&world.db, me, &dir).is_some() {
             return Err(ApiError::new(format!("there is no directory {dir}")));
         }
         missing.push(dir.clone());
-        dir = parent(&dir).to_owned();
+        dir = parent_path(&dir).to_owned();
     }
     let now = world.now();
     for dir in missing.into_iter().rev() {

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::{login, login_apis, logout, matches, message, needle, not_found, one_of};
+use super::{login, login_apis, logout, matches, message, needle, newest_first, not_found, one_of};
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
@@ -230,8 +230,7 @@ fn show_emails(world: &mut World, args: &Args) -> Result<Value, ApiError> {
                 && (!starred_only || e.starred)
         })
         .collect();
-    rows.reverse();
-    rows.sort_by(|a, b| b.1.sent_at.cmp(&a.1.sent_at));
+    newest_first(&mut rows, |r| r.sent_at);
     Ok(page.of(rows, |(id, e)| email_json(id, e, false)))
 }
 

@@ -18,12 +18,15 @@ mod supervisor;
 mod todo;
 mod tunes;
 
+use std::cmp::Reverse;
+
 use serde_json::{json, Value};
 
 use super::args::Args;
 use super::db::Db;
 use super::registry::{api, ApiBuilder, AppDecl, Handler};
 use super::table::{Id, PersonId};
+use super::time::Timestamp;
 use super::World;
 use crate::sandbox::{ApiError, ParamType};
 
@@ -64,7 +67,8 @@ fn login_apis(app: &str, username: &str, login: Handler, logout: Handler) -> [Ap
             "login",
             &format!(
                 "Logs in to {app}. Returns an access token that the app's other APIs take as `access_token`. \
-                 A token acts as the person who logged in; it stops working after logout or 1000 API calls."
+                 A token acts as the person who logged in; it stops working after logout, or when it \
+                 expires a fixed number of API calls after login: then log in again."
             ),
             login,
         )
@@ -133,7 +137,9 @@ fn not_yours(what: &str, id: Id) -> ApiError {
 
 /// A search text with ASCII letters lower-cased, `None` for no filter.
 fn needle(query: Option<&str>) -> Option<String> {
-    query.map(|q| q.trim().to_ascii_lowercase()).filter(|q| !q.is_empty())
+    query
+        .map(|q| q.trim().to_ascii_lowercase())
+        .filter(|q| !q.is_empty())
 }
 
 /// Whether `text` contains the `needle`, ignoring the case of ASCII letters (no needle
@@ -142,14 +148,31 @@ fn matches(needle: &Option<String>, text: &str) -> bool {
     let Some(needle) = needle else { return true };
     let (text, needle) = (text.as_bytes(), needle.as_bytes());
     needle.len() <= text.len()
-        && text
-            .windows(needle.len())
-            .any(|window| window.iter().zip(needle).all(|(a, b)| a.to_ascii_lowercase() == *b))
+        && text.windows(needle.len()).any(|window| {
+            window
+                .iter()
+                .zip(needle)
+                .all(|(a, b)| a.to_ascii_lowercase() == *b)
+        })
 }
 
 /// Orders two strings ignoring the case of ASCII letters.
 fn cmp_ignore_case(a: &str, b: &str) -> std::cmp::Ordering {
-    a.bytes().map(|c| c.to_ascii_lowercase()).cmp(b.bytes().map(|c| c.to_ascii_lowercase()))
+    a.bytes()
+        .map(|c| c.to_ascii_lowercase())
+        .cmp(b.bytes().map(|c| c.to_ascii_lowercase()))
+}
+
+/// Labels (tags, relationships), lower-cased, without blanks and repeats, in the given
+/// order.
+fn distinct_labels(list: Vec<String>) -> Vec<String> {
+    let mut labels: Vec<String> = Vec::new();
+    for label in list.into_iter().map(|l| l.trim().to_lowercase()) {
+        if !label.is_empty() && !labels.contains(&label) {
+            labels.push(label);
+        }
+    }
+    labels
 }
 
 /// `value` if it is one of `options`, else an error listing them.
@@ -172,8 +195,14 @@ fn one_of<'a>(name: &str, value: &'a str, options: &[&str]) -> Result<&'a str, A
 /// key order only.
 fn sort_rows<T, K: Ord>(rows: &mut [(Id, &T)], descending: bool, key: impl Fn(&T) -> K) {
     if descending {
-        rows.sort_by(|a, b| key(b.1).cmp(&key(a.1)));
+        rows.sort_by_key(|&(id, row)| (Reverse(key(row)), id));
     } else {
-        rows.sort_by(|a, b| key(a.1).cmp(&key(b.1)));
+        rows.sort_by_key(|&(id, row)| (key(row), id));
     }
+}
+
+/// Sorts rows newest first by the moment `at`; among rows of the same moment, the
+/// higher id (the later insert) first.
+fn newest_first<T>(rows: &mut [(Id, &T)], at: impl Fn(&T) -> Timestamp) {
+    rows.sort_by_key(|&(id, row)| Reverse((at(row), id)));
 }

@@ -1,10 +1,11 @@
 //! The `notes` app: titled notes with tags and pins.
 
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::{login, login_apis, logout, matches, message, needle, not_found};
+use super::{distinct_labels, login, login_apis, logout, matches, message, needle, not_found};
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
@@ -87,16 +88,6 @@ fn note_json(id: Id, n: &Note) -> Value {
     })
 }
 
-fn tags(list: Vec<String>) -> Vec<String> {
-    let mut tags: Vec<String> = Vec::new();
-    for tag in list.into_iter().map(|t| t.to_lowercase()) {
-        if !tag.is_empty() && !tags.contains(&tag) {
-            tags.push(tag);
-        }
-    }
-    tags
-}
-
 fn own_note(db: &Db, me: PersonId, id: Id) -> Result<&Note, ApiError> {
     db.notes
         .get(id)
@@ -120,8 +111,7 @@ fn show_notes(world: &mut World, args: &Args) -> Result<Value, ApiError> {
                 && (matches(&query, &n.title) || matches(&query, &n.body))
         })
         .collect();
-    rows.reverse();
-    rows.sort_by(|a, b| (b.1.pinned, b.1.updated_at).cmp(&(a.1.pinned, a.1.updated_at)));
+    rows.sort_by_key(|&(id, n)| Reverse((n.pinned, n.updated_at, id)));
     Ok(page.of(rows, |(id, n)| note_json(id, n)))
 }
 
@@ -154,7 +144,7 @@ fn create_note(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         owner: me,
         title: args.text("title")?.to_owned(),
         body: args.opt_str("body")?.unwrap_or("").to_owned(),
-        tags: tags(args.opt_str_list("tags")?.unwrap_or_default()),
+        tags: distinct_labels(args.opt_str_list("tags")?.unwrap_or_default()),
         pinned: args.opt_bool("pinned")?.unwrap_or(false),
         created_at: now,
         updated_at: now,
@@ -175,7 +165,7 @@ fn update_note(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         note.body = body.to_owned();
     }
     if let Some(list) = args.opt_str_list("tags")? {
-        note.tags = tags(list);
+        note.tags = distinct_labels(list);
     }
     if let Some(pinned) = args.opt_bool("pinned")? {
         note.pinned = pinned;

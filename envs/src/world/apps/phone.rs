@@ -3,7 +3,10 @@
 
 use serde_json::{json, Value};
 
-use super::{login, login_apis, logout, matches, message, needle, not_found, one_of};
+use super::{
+    distinct_labels, login, login_apis, logout, matches, message, needle, newest_first, not_found,
+    one_of,
+};
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
@@ -184,17 +187,6 @@ fn own_contact(db: &Db, me: PersonId, id: Id) -> Result<&Contact, ApiError> {
         .ok_or_else(|| not_found("contact of yours", id))
 }
 
-/// Relationship labels, lower-cased, without blanks and repeats, in the given order.
-fn labels(list: Vec<String>) -> Vec<String> {
-    let mut labels: Vec<String> = Vec::new();
-    for label in list.into_iter().map(|l| l.to_lowercase()) {
-        if !label.is_empty() && !labels.contains(&label) {
-            labels.push(label);
-        }
-    }
-    labels
-}
-
 fn birthday(args: &Args) -> Result<Option<Date>, ApiError> {
     args.opt_date("birthday")
 }
@@ -283,7 +275,7 @@ fn add_contact(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         last_name: args.text("last_name")?.to_owned(),
         phone_number: digits(args.str("phone_number")?)?,
         email: args.opt_text("email")?.map(str::to_owned),
-        relationships: labels(args.opt_str_list("relationships")?.unwrap_or_default()),
+        relationships: distinct_labels(args.opt_str_list("relationships")?.unwrap_or_default()),
         birthday: birthday(args)?,
     };
     if number_taken(&world.db, me, &contact.phone_number, None) {
@@ -319,7 +311,7 @@ fn update_contact(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         contact.email = Some(email.to_owned());
     }
     if let Some(relationships) = args.opt_str_list("relationships")? {
-        contact.relationships = labels(relationships);
+        contact.relationships = distinct_labels(relationships);
     }
     if let Some(day) = birthday(args)? {
         contact.birthday = Some(day);
@@ -362,8 +354,7 @@ fn show_text_messages(world: &mut World, args: &Args) -> Result<Value, ApiError>
                 && matches(&query, &m.body)
         })
         .collect();
-    rows.reverse();
-    rows.sort_by(|a, b| b.1.sent_at.cmp(&a.1.sent_at));
+    newest_first(&mut rows, |r| r.sent_at);
     Ok(page.of(rows, |(id, m)| text_json(id, m)))
 }
 
@@ -444,8 +435,7 @@ fn show_call_log(world: &mut World, args: &Args) -> Result<Value, ApiError> {
                 && number.as_ref().is_none_or(|n| &c.other_number == n)
         })
         .collect();
-    rows.reverse();
-    rows.sort_by(|a, b| b.1.started_at.cmp(&a.1.started_at));
+    newest_first(&mut rows, |r| r.started_at);
     Ok(page.of(rows, |(id, c)| {
         json!({"call_id": id, "phone_number": c.other_number, "kind": c.kind, "started_at": c.started_at, "duration_seconds": c.duration_seconds})
     }))

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::{
-    cmp_ignore_case, login, login_apis, logout, matches, message, needle, not_found, one_of,
+    cmp_ignore_case, login, login_apis, logout, matches, message, needle, newest_first, not_found,
+    one_of, sort_rows,
 };
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
@@ -254,8 +255,8 @@ fn search_products(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let rating_of = |id: Id| ratings.get(&id).map_or(0.0, |r| r.0);
     match sort_by {
         Some("name") => rows.sort_by(|a, b| cmp_ignore_case(&a.1.name, &b.1.name)),
-        Some("price") => rows.sort_by_key(|(_, p)| p.price),
-        Some("-price") => rows.sort_by(|a, b| b.1.price.cmp(&a.1.price)),
+        Some("price") => sort_rows(&mut rows, false, |p| p.price),
+        Some("-price") => sort_rows(&mut rows, true, |p| p.price),
         Some("rating") => rows.sort_by(|a, b| rating_of(a.0).total_cmp(&rating_of(b.0))),
         Some("-rating") => rows.sort_by(|a, b| rating_of(b.0).total_cmp(&rating_of(a.0))),
         Some(_) => {
@@ -285,8 +286,7 @@ fn show_product_reviews(world: &mut World, args: &Args) -> Result<Value, ApiErro
     let db = &world.db;
     existing_product(db, id)?;
     let mut rows: Vec<(Id, &Review)> = db.reviews.filter(|r| r.product_id == id).collect();
-    rows.reverse();
-    rows.sort_by(|a, b| b.1.created_at.cmp(&a.1.created_at));
+    newest_first(&mut rows, |r| r.created_at);
     Ok(page.of(rows, |(rid, r)| {
         json!({"review_id": rid, "reviewer": db.name_of(r.person), "rating": r.rating, "text": r.text, "created_at": r.created_at})
     }))
@@ -471,8 +471,12 @@ fn show_orders(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let status = args
         .opt_str("status")?
         .map(|s| {
-            one_of("status", s, &["placed", "shipped", "delivered", "cancelled", "returned"])
-                .map(|s| OrderStatus::parse(s).unwrap_or(OrderStatus::Placed))
+            one_of(
+                "status",
+                s,
+                &["placed", "shipped", "delivered", "cancelled", "returned"],
+            )
+            .map(|s| OrderStatus::parse(s).unwrap_or(OrderStatus::Placed))
         })
         .transpose()?;
     let mut rows: Vec<(Id, &Order)> = world
@@ -480,8 +484,7 @@ fn show_orders(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         .orders
         .filter(|o| o.owner == me && status.is_none_or(|s| o.status == s))
         .collect();
-    rows.reverse();
-    rows.sort_by(|a, b| b.1.created_at.cmp(&a.1.created_at));
+    newest_first(&mut rows, |r| r.created_at);
     Ok(page.of(rows, |(id, o)| {
         let count: u32 = o.lines.iter().map(|l| l.quantity).sum();
         json!({"order_id": id, "status": o.status, "total": o.total, "item_count": count, "created_at": o.created_at})
@@ -545,8 +548,7 @@ fn show_wishlist(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let page = args.page()?;
     let db = &world.db;
     let mut rows: Vec<(Id, &WishlistItem)> = db.wishlist_items.filter(|w| w.owner == me).collect();
-    rows.reverse();
-    rows.sort_by(|a, b| b.1.added_at.cmp(&a.1.added_at));
+    newest_first(&mut rows, |r| r.added_at);
     Ok(page.of(rows, |(_, w)| {
         let product = db.products.get(w.product_id);
         json!({

@@ -5,7 +5,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    login, login_apis, logout, matches, message, needle, not_found, person_by_email, person_json,
+    login, login_apis, logout, matches, message, needle, newest_first, not_found, person_by_email,
+    person_json,
 };
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
@@ -222,8 +223,7 @@ fn show_expenses(world: &mut World, args: &Args) -> Result<Value, ApiError> {
                 && matches(&query, &e.description)
         })
         .collect();
-    rows.reverse();
-    rows.sort_by(|a, b| b.1.created_at.cmp(&a.1.created_at));
+    newest_first(&mut rows, |r| r.created_at);
     Ok(page.of(rows, |(id, e)| expense_json(db, id, e)))
 }
 
@@ -381,8 +381,7 @@ fn show_settlements(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     my_group(db, me, group_id)?;
     let mut rows: Vec<(Id, &Settlement)> =
         db.settlements.filter(|s| s.group_id == group_id).collect();
-    rows.reverse();
-    rows.sort_by(|a, b| b.1.created_at.cmp(&a.1.created_at));
+    newest_first(&mut rows, |r| r.created_at);
     Ok(page.of(rows, |(id, s)| {
         json!({"settlement_id": id, "from": person_json(db, s.from), "to": person_json(db, s.to), "amount": s.amount, "created_at": s.created_at})
     }))

@@ -4,8 +4,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    cmp_ignore_case, login, login_apis, logout, matches, message, needle, not_found, not_yours,
-    one_of, person_by_email, person_json, sort_rows,
+    cmp_ignore_case, login, login_apis, logout, matches, message, needle, newest_first, not_found,
+    not_yours, one_of, person_by_email, person_json, sort_rows,
 };
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
@@ -401,7 +401,7 @@ fn show_liked_songs(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     let page = args.page()?;
     let db = &world.db;
     let mut likes: Vec<(Id, &SongLike)> = db.song_likes.filter(|l| l.person == me).collect();
-    sort_rows(&mut likes, true, |l| l.liked_at);
+    newest_first(&mut likes, |l| l.liked_at);
     Ok(page.of(likes, |(_, l)| {
         let song = db.songs.get(l.song_id);
         json!({
@@ -449,7 +449,7 @@ fn show_following_artists(world: &mut World, args: &Args) -> Result<Value, ApiEr
     let db = &world.db;
     let mut follows: Vec<(Id, &ArtistFollow)> =
         db.artist_follows.filter(|f| f.person == me).collect();
-    sort_rows(&mut follows, true, |f| f.followed_at);
+    newest_first(&mut follows, |f| f.followed_at);
     Ok(page.of(follows, |(_, f)| {
         let artist = db.artists.get(f.artist_id);
         json!({
@@ -637,7 +637,7 @@ fn show_play_history(world: &mut World, args: &Args) -> Result<Value, ApiError> 
     let page = args.page()?;
     let db = &world.db;
     let mut plays: Vec<(Id, &Play)> = db.plays.filter(|p| p.person == me).collect();
-    sort_rows(&mut plays, true, |p| p.played_at);
+    newest_first(&mut plays, |p| p.played_at);
     Ok(page.of(plays, |(id, p)| {
         let song = db.songs.get(p.song_id);
         json!({

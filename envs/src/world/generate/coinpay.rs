@@ -1,13 +1,13 @@
 //! Coinpay wallets, payments and payment requests.
 
 use super::words::PAYMENT_REASONS;
-use super::{acquaintances, others, past_moment};
+use super::{acquaintances, moment_after, others, past_moment};
 use crate::world::db::Db;
 use crate::world::money::Money;
 use crate::world::records::{PaymentRequest, RequestStatus, Transaction, Wallet};
 use crate::world::rng::Rng;
 use crate::world::table::PersonId;
-use crate::world::time::{today, Timestamp};
+use crate::world::time::Timestamp;
 use crate::world::USER;
 
 const USER_PAYMENTS: usize = 150;
@@ -27,21 +27,33 @@ pub(super) fn generate(db: &mut Db, rng: &mut Rng) {
     let mut people = vec![USER];
     people.extend(others(db));
     for &owner in &people {
-        let dollars = if owner == USER { rng.range(800, 1500) } else { rng.range(0, 2000) };
+        let dollars = if owner == USER {
+            rng.range(800, 1500)
+        } else {
+            rng.range(0, 2000)
+        };
         let balance = Money::from_cents(dollars * 100 + rng.range(0, 99));
         db.wallets.insert(Wallet { owner, balance });
     }
     let mut payments = Vec::new();
     let friends = acquaintances(db, USER);
     for _ in 0..USER_PAYMENTS {
-        let Some(&other) = rng.choose(&friends) else { break };
-        let (sender, receiver) = if rng.chance(0.5) { (USER, other) } else { (other, USER) };
+        let Some(&other) = rng.choose(&friends) else {
+            break;
+        };
+        let (sender, receiver) = if rng.chance(0.5) {
+            (USER, other)
+        } else {
+            (other, USER)
+        };
         payments.push(payment(rng, sender, receiver));
     }
     for &person in &people[1..] {
         let known = acquaintances(db, person);
         for _ in 0..OTHER_PAYMENTS_PER_PERSON {
-            let Some(&other) = rng.choose(&known) else { break };
+            let Some(&other) = rng.choose(&known) else {
+                break;
+            };
             if other != USER {
                 payments.push(payment(rng, person, other));
             }
@@ -49,7 +61,13 @@ pub(super) fn generate(db: &mut Db, rng: &mut Rng) {
     }
     payments.sort_by_key(|p| p.created_at);
     for p in payments {
-        let card = if p.by_card { db.payment_cards.find(|c| c.owner == p.sender).map(|(id, _)| id) } else { None };
+        let card = if p.by_card {
+            db.payment_cards
+                .find(|c| c.owner == p.sender)
+                .map(|(id, _)| id)
+        } else {
+            None
+        };
         db.transactions.insert(Transaction {
             sender: p.sender,
             receiver: p.receiver,
@@ -68,7 +86,11 @@ fn payment(rng: &mut Rng, sender: PersonId, receiver: PersonId) -> Payment {
     Payment {
         sender,
         receiver,
-        amount: Money::from_cents(if rng.chance(0.5) { cents - cents % 100 } else { cents }),
+        amount: Money::from_cents(if rng.chance(0.5) {
+            cents - cents % 100
+        } else {
+            cents
+        }),
         description: reason.to_owned(),
         created_at: past_moment(rng, 365),
         by_card: rng.chance(0.2),
@@ -78,16 +100,29 @@ fn payment(rng: &mut Rng, sender: PersonId, receiver: PersonId) -> Payment {
 fn add_requests(db: &mut Db, rng: &mut Rng, friends: &[PersonId]) {
     let mut requests = Vec::new();
     for _ in 0..USER_REQUESTS {
-        let Some(&other) = rng.choose(friends) else { break };
-        let (requester, payer) = if rng.chance(0.5) { (USER, other) } else { (other, USER) };
+        let Some(&other) = rng.choose(friends) else {
+            break;
+        };
+        let (requester, payer) = if rng.chance(0.5) {
+            (USER, other)
+        } else {
+            (other, USER)
+        };
         let p = payment(rng, payer, requester);
         let created_at = past_moment(rng, 90);
-        let status = *rng.pick(&[RequestStatus::Pending, RequestStatus::Pending, RequestStatus::Approved, RequestStatus::Declined, RequestStatus::Cancelled]);
+        let status = *rng.pick(&[
+            RequestStatus::Pending,
+            RequestStatus::Pending,
+            RequestStatus::Approved,
+            RequestStatus::Declined,
+            RequestStatus::Cancelled,
+        ]);
         requests.push((requester, payer, p, created_at, status));
     }
     requests.sort_by_key(|r| r.3);
     for (requester, payer, p, created_at, status) in requests {
-        let resolved_at = (status != RequestStatus::Pending).then(|| created_at.add_seconds(rng.range(600, 3 * 86_400)).min(today().at(9, 0, 0)).max(created_at));
+        let resolved_at = (status != RequestStatus::Pending)
+            .then(|| moment_after(rng, created_at, 600, 3 * 86_400));
         let transaction_id = match (status, resolved_at) {
             (RequestStatus::Approved, Some(at)) => Some(db.transactions.insert(Transaction {
                 sender: payer,

@@ -18,7 +18,9 @@ pub(super) fn generate(db: &mut Db, rng: &mut Rng) {
     let mut messages: Vec<(PersonId, Vec<PersonId>, String, String, Timestamp)> = Vec::new();
     let friends = acquaintances(db, USER);
     for _ in 0..USER_PERSONAL_EMAILS {
-        let Some(&other) = rng.choose(&friends) else { break };
+        let Some(&other) = rng.choose(&friends) else {
+            break;
+        };
         let subject = rng.pick(&PERSONAL_SUBJECTS).to_string();
         let at = past_moment(rng, 240);
         if rng.chance(0.55) {
@@ -40,7 +42,9 @@ pub(super) fn generate(db: &mut Db, rng: &mut Rng) {
     for person in others(db) {
         let known = acquaintances(db, person);
         for _ in 0..OTHER_EMAILS_PER_PERSON {
-            let Some(&other) = rng.choose(&known) else { break };
+            let Some(&other) = rng.choose(&known) else {
+                break;
+            };
             let subject = rng.pick(&PERSONAL_SUBJECTS).to_string();
             let body = personal_body(db, rng, person, other, &subject);
             messages.push((person, vec![other], subject, body, past_moment(rng, 240)));
@@ -54,13 +58,25 @@ pub(super) fn generate(db: &mut Db, rng: &mut Rng) {
 }
 
 fn personal_body(db: &Db, rng: &mut Rng, from: PersonId, to: PersonId, subject: &str) -> String {
-    let to_name = db.people.get(to).map(|p| p.first_name.as_str()).unwrap_or("there");
-    let from_name = db.people.get(from).map(|p| p.first_name.as_str()).unwrap_or("");
+    let to_name = db
+        .people
+        .get(to)
+        .map(|p| p.first_name.as_str())
+        .unwrap_or("there");
+    let from_name = db
+        .people
+        .get(from)
+        .map(|p| p.first_name.as_str())
+        .unwrap_or("");
     let middle = match subject {
-        "Dinner on Friday?" => "Are you free for dinner on Friday? I was thinking of trying the new place downtown.",
+        "Dinner on Friday?" => {
+            "Are you free for dinner on Friday? I was thinking of trying the new place downtown."
+        }
         "Happy birthday!" => "Happy birthday! Hope you have a wonderful day.",
         "Thank you!" => "Thank you so much for your help last week, it meant a lot.",
-        "Trip itinerary" => "Here is the plan: we leave Friday morning and come back Sunday evening.",
+        "Trip itinerary" => {
+            "Here is the plan: we leave Friday morning and come back Sunday evening."
+        }
         _ => *rng.pick(&[
             "Let me know what you think when you get a chance.",
             "It has been a while, we should catch up soon.",
@@ -72,7 +88,15 @@ fn personal_body(db: &Db, rng: &mut Rng, from: PersonId, to: PersonId, subject: 
 }
 
 #[allow(clippy::too_many_arguments)]
-fn deliver(db: &mut Db, rng: &mut Rng, sender: PersonId, recipients: &[PersonId], subject: &str, body: &str, sent_at: Timestamp) {
+fn deliver(
+    db: &mut Db,
+    rng: &mut Rng,
+    sender: PersonId,
+    recipients: &[PersonId],
+    subject: &str,
+    body: &str,
+    sent_at: Timestamp,
+) {
     let old = sent_at < today().add_days(-14).at(0, 0, 0);
     let email = Email {
         owner: sender,
@@ -87,7 +111,11 @@ fn deliver(db: &mut Db, rng: &mut Rng, sender: PersonId, recipients: &[PersonId]
     };
     db.emails.insert(email.clone());
     for &owner in recipients {
-        let folder = if old && rng.chance(0.25) { Folder::Archive } else { Folder::Inbox };
+        let folder = if old && rng.chance(0.25) {
+            Folder::Archive
+        } else {
+            Folder::Inbox
+        };
         db.emails.insert(Email {
             owner,
             folder,
@@ -106,7 +134,11 @@ fn add_service_emails(db: &mut Db, rng: &mut Rng) {
             let sent_at = past_moment(rng, 120);
             Email {
                 owner: USER,
-                folder: if rng.chance(0.15) { Folder::Trash } else { Folder::Inbox },
+                folder: if rng.chance(0.15) {
+                    Folder::Trash
+                } else {
+                    Folder::Inbox
+                },
                 sender: sender.to_owned(),
                 recipients: vec![user_address.clone()],
                 subject: subject.to_owned(),

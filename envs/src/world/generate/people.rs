@@ -1,6 +1,8 @@
 //! People, relations, app accounts, addresses and payment cards.
 
-use super::words::{CARD_NAMES, CITIES, EMAIL_DOMAINS, FIRST_NAMES, LAST_NAMES, STREETS, STREET_SUFFIXES};
+use super::words::{
+    CARD_NAMES, CITIES, EMAIL_DOMAINS, FIRST_NAMES, LAST_NAMES, STREETS, STREET_SUFFIXES,
+};
 use super::{digits, others};
 use crate::world::apps::LOGIN_APPS;
 use crate::world::db::Db;
@@ -26,11 +28,27 @@ const PASSWORD_CHARS: &[u8] = b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ
 pub(super) fn generate(db: &mut Db, rng: &mut Rng, count: usize) {
     add_people(db, rng, count);
     add_relations(db, rng);
-    for (person, p) in db.people.iter().map(|(id, p)| (id, p.clone())).collect::<Vec<_>>() {
+    for (person, p) in db
+        .people
+        .iter()
+        .map(|(id, p)| (id, p.clone()))
+        .collect::<Vec<_>>()
+    {
         for app in LOGIN_APPS {
-            let username = if app == "phone" { p.phone_number.clone() } else { p.email.clone() };
-            let password = (0..12).map(|_| char::from(PASSWORD_CHARS[rng.below(PASSWORD_CHARS.len())])).collect();
-            db.accounts.insert(Account { person, app, username, password });
+            let username = if app == "phone" {
+                p.phone_number.clone()
+            } else {
+                p.email.clone()
+            };
+            let password = (0..12)
+                .map(|_| char::from(PASSWORD_CHARS[rng.below(PASSWORD_CHARS.len())]))
+                .collect();
+            db.accounts.insert(Account {
+                person,
+                app,
+                username,
+                password,
+            });
         }
         add_addresses(db, rng, person, &p);
         add_cards(db, rng, person, &p);
@@ -53,11 +71,21 @@ fn add_people(db: &mut Db, rng: &mut Rng, count: usize) {
         names.push(name);
         numbers.push(number.clone());
         let (first, last) = name;
-        let birthday = Date::from_ymd(rng.range(1955, 2004) as i32, rng.range(1, 12) as u32, rng.range(1, 28) as u32).unwrap_or(today());
+        let birthday = Date::from_ymd(
+            rng.range(1955, 2004) as i32,
+            rng.range(1, 12) as u32,
+            rng.range(1, 28) as u32,
+        )
+        .unwrap_or(today());
         db.people.insert(Person {
             first_name: first.to_owned(),
             last_name: last.to_owned(),
-            email: format!("{}.{}@{}", first.to_lowercase(), last.to_lowercase(), rng.pick(&EMAIL_DOMAINS)),
+            email: format!(
+                "{}.{}@{}",
+                first.to_lowercase(),
+                last.to_lowercase(),
+                rng.pick(&EMAIL_DOMAINS)
+            ),
             phone_number: number,
             birthday,
             city: city.to_owned(),
@@ -67,10 +95,19 @@ fn add_people(db: &mut Db, rng: &mut Rng, count: usize) {
 
 fn relate(db: &mut Db, a: PersonId, b: PersonId, kind: RelationKind) -> bool {
     let (person, other) = (a.min(b), a.max(b));
-    if a == b || db.relations.find(|r| r.person == person && r.other == other).is_some() {
+    if a == b
+        || db
+            .relations
+            .find(|r| r.person == person && r.other == other)
+            .is_some()
+    {
         return false;
     }
-    db.relations.insert(Relation { person, other, kind });
+    db.relations.insert(Relation {
+        person,
+        other,
+        kind,
+    });
     true
 }
 
@@ -89,7 +126,9 @@ fn add_relations(db: &mut Db, rng: &mut Rng) {
         let mut tries = 0;
         while added < RELATIONS_PER_PERSON && tries < 20 {
             tries += 1;
-            let Some(&other) = rng.choose(&everyone) else { break };
+            let Some(&other) = rng.choose(&everyone) else {
+                break;
+            };
             if relate(db, person, other, *rng.pick(&RelationKind::ALL)) {
                 added += 1;
             }
@@ -98,11 +137,20 @@ fn add_relations(db: &mut Db, rng: &mut Rng) {
 }
 
 fn address(rng: &mut Rng, owner: PersonId, label: &str, city: &str) -> Address {
-    let (_, state, _) = CITIES.iter().find(|c| c.0 == city).copied().unwrap_or(CITIES[0]);
+    let (_, state, _) = CITIES
+        .iter()
+        .find(|c| c.0 == city)
+        .copied()
+        .unwrap_or(CITIES[0]);
     Address {
         owner,
         label: label.to_owned(),
-        street: format!("{} {} {}", rng.range(10, 9899), rng.pick(&STREETS), rng.pick(&STREET_SUFFIXES)),
+        street: format!(
+            "{} {} {}",
+            rng.range(10, 9899),
+            rng.pick(&STREETS),
+            rng.pick(&STREET_SUFFIXES)
+        ),
         city: city.to_owned(),
         state: state.to_owned(),
         zip_code: format!("{:05}", rng.range(10000, 99950)),
@@ -123,8 +171,16 @@ fn add_addresses(db: &mut Db, rng: &mut Rng, person: PersonId, p: &Person) {
 
 fn card(rng: &mut Rng, owner: PersonId, p: &Person, expired: bool) -> PaymentCard {
     let now = today();
-    let expiry_year = if expired { now.year() - rng.range(0, 1) as i32 } else { now.year() + rng.range(1, 5) as i32 };
-    let expiry_month = if expired && expiry_year == now.year() { rng.range(1, i64::from(now.month()) - 1).max(1) as u32 } else { rng.range(1, 12) as u32 };
+    let expiry_year = if expired {
+        now.year() - rng.range(0, 1) as i32
+    } else {
+        now.year() + rng.range(1, 5) as i32
+    };
+    let expiry_month = if expired && expiry_year == now.year() {
+        rng.range(1, i64::from(now.month()) - 1).max(1) as u32
+    } else {
+        rng.range(1, 12) as u32
+    };
     PaymentCard {
         owner,
         card_name: rng.pick(&CARD_NAMES).to_string(),
@@ -137,7 +193,11 @@ fn card(rng: &mut Rng, owner: PersonId, p: &Person, expired: bool) -> PaymentCar
 }
 
 fn add_cards(db: &mut Db, rng: &mut Rng, person: PersonId, p: &Person) {
-    let count = if person == USER { 2 } else { rng.range(1, 2) as usize };
+    let count = if person == USER {
+        2
+    } else {
+        rng.range(1, 2) as usize
+    };
     for _ in 0..count {
         let c = card(rng, person, p, false);
         db.payment_cards.insert(c);

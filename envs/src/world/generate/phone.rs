@@ -15,11 +15,19 @@ const USER_CALLS: usize = 60;
 const OTHER_TEXTS_PER_PERSON: usize = 3;
 
 const ALARMS: [(&str, &str, &[&str]); 5] = [
-    ("06:30", "Wake up", &["monday", "tuesday", "wednesday", "thursday", "friday"]),
+    (
+        "06:30",
+        "Wake up",
+        &["monday", "tuesday", "wednesday", "thursday", "friday"],
+    ),
     ("08:00", "Weekend wake up", &["saturday", "sunday"]),
     ("13:45", "Take medicine", &[]),
     ("18:30", "Gym", &["monday", "wednesday", "friday"]),
-    ("22:15", "Wind down", &["sunday", "monday", "tuesday", "wednesday", "thursday"]),
+    (
+        "22:15",
+        "Wind down",
+        &["sunday", "monday", "tuesday", "wednesday", "thursday"],
+    ),
 ];
 
 pub(super) fn generate(db: &mut Db, rng: &mut Rng) {
@@ -31,16 +39,34 @@ pub(super) fn generate(db: &mut Db, rng: &mut Rng) {
     let mut texts: Vec<(PersonId, PersonId, String, Timestamp)> = Vec::new();
     let friends = acquaintances(db, USER);
     for _ in 0..USER_TEXTS {
-        let Some(&other) = rng.choose(&friends) else { break };
-        let (from, to) = if rng.chance(0.5) { (USER, other) } else { (other, USER) };
-        texts.push((from, to, rng.pick(&TEXT_LINES).to_string(), past_moment(rng, 120)));
+        let Some(&other) = rng.choose(&friends) else {
+            break;
+        };
+        let (from, to) = if rng.chance(0.5) {
+            (USER, other)
+        } else {
+            (other, USER)
+        };
+        texts.push((
+            from,
+            to,
+            rng.pick(&TEXT_LINES).to_string(),
+            past_moment(rng, 120),
+        ));
     }
     for &person in &people[1..] {
         let known = acquaintances(db, person);
         for _ in 0..OTHER_TEXTS_PER_PERSON {
-            let Some(&other) = rng.choose(&known) else { break };
+            let Some(&other) = rng.choose(&known) else {
+                break;
+            };
             if other != USER {
-                texts.push((person, other, rng.pick(&TEXT_LINES).to_string(), past_moment(rng, 120)));
+                texts.push((
+                    person,
+                    other,
+                    rng.pick(&TEXT_LINES).to_string(),
+                    past_moment(rng, 120),
+                ));
             }
         }
     }
@@ -90,7 +116,10 @@ pub(super) fn generate(db: &mut Db, rng: &mut Rng) {
 }
 
 fn number(db: &Db, person: PersonId) -> String {
-    db.people.get(person).map(|p| p.phone_number.clone()).unwrap_or_default()
+    db.people
+        .get(person)
+        .map(|p| p.phone_number.clone())
+        .unwrap_or_default()
 }
 
 fn add_contacts(db: &mut Db, rng: &mut Rng, owner: PersonId) {
@@ -128,9 +157,17 @@ fn add_calls(db: &mut Db, rng: &mut Rng, friends: &[PersonId]) {
     let mut calls: Vec<(PersonId, PersonId, bool, Timestamp, u32)> = (0..USER_CALLS)
         .filter_map(|_| {
             let &other = rng.choose(friends)?;
-            let (caller, callee) = if rng.chance(0.5) { (USER, other) } else { (other, USER) };
+            let (caller, callee) = if rng.chance(0.5) {
+                (USER, other)
+            } else {
+                (other, USER)
+            };
             let answered = rng.chance(0.75);
-            let duration = if answered { rng.range(20, 2400) as u32 } else { 0 };
+            let duration = if answered {
+                rng.range(20, 2400) as u32
+            } else {
+                0
+            };
             Some((caller, callee, answered, past_moment(rng, 90), duration))
         })
         .collect();
@@ -147,7 +184,11 @@ fn add_calls(db: &mut Db, rng: &mut Rng, friends: &[PersonId]) {
         db.calls.insert(Call {
             owner: callee,
             other_number: caller_number,
-            kind: if answered { CallKind::Incoming } else { CallKind::Missed },
+            kind: if answered {
+                CallKind::Incoming
+            } else {
+                CallKind::Missed
+            },
             started_at,
             duration_seconds,
         });

@@ -1,11 +1,13 @@
 //! The shop: a catalog, everyone's orders, reviews of delivered products, carts and
 //! wish lists.
 
-use super::words::{ADJECTIVES, PRODUCT_QUALIFIERS, REVIEW_TEXTS, SHOP_CATEGORIES};
-use super::{others, past_moment};
+use super::words::{ShopCategory, ADJECTIVES, PRODUCT_QUALIFIERS, REVIEW_TEXTS, SHOP_CATEGORIES};
+use super::{moment_after, others, past_moment};
 use crate::world::db::Db;
 use crate::world::money::Money;
-use crate::world::records::{CartItem, Order, OrderLine, OrderStatus, Product, Review, WishlistItem};
+use crate::world::records::{
+    CartItem, Order, OrderLine, OrderStatus, Product, Review, WishlistItem,
+};
 use crate::world::rng::Rng;
 use crate::world::table::{Id, PersonId};
 use crate::world::time::{today, Timestamp};
@@ -21,7 +23,11 @@ pub(super) fn generate(db: &mut Db, rng: &mut Rng) {
     people.extend(others(db));
     let mut orders: Vec<Order> = Vec::new();
     for &owner in &people {
-        let count = if owner == USER { USER_ORDERS } else { rng.range(1, 4) as usize };
+        let count = if owner == USER {
+            USER_ORDERS
+        } else {
+            rng.range(1, 4) as usize
+        };
         for _ in 0..count {
             if let Some(order) = order(db, rng, owner, &products) {
                 orders.push(order);
@@ -33,7 +39,9 @@ pub(super) fn generate(db: &mut Db, rng: &mut Rng) {
     for order in orders {
         if order.status == OrderStatus::Delivered {
             for line in &order.lines {
-                let reviewed = reviews.iter().any(|r| r.person == order.owner && r.product_id == line.product_id);
+                let reviewed = reviews
+                    .iter()
+                    .any(|r| r.person == order.owner && r.product_id == line.product_id);
                 let chance = if order.owner == USER { 0.4 } else { 0.7 };
                 if !reviewed && rng.chance(chance) {
                     reviews.push(review(rng, order.owner, line.product_id, order.created_at));
@@ -51,22 +59,41 @@ pub(super) fn generate(db: &mut Db, rng: &mut Rng) {
         let in_cart = if user { 3 } else { rng.range(0, 2) as usize };
         for product_id in rng.sample(&products, in_cart) {
             let quantity = rng.range(1, 3) as u32;
-            db.cart_items.insert(CartItem { owner, product_id, quantity });
+            db.cart_items.insert(CartItem {
+                owner,
+                product_id,
+                quantity,
+            });
         }
         let wished = if user { 5 } else { rng.range(0, 3) as usize };
         for product_id in rng.sample(&products, wished) {
             let added_at = past_moment(rng, 200);
-            db.wishlist_items.insert(WishlistItem { owner, product_id, added_at });
+            db.wishlist_items.insert(WishlistItem {
+                owner,
+                product_id,
+                added_at,
+            });
         }
     }
 }
 
 fn add_products(db: &mut Db, rng: &mut Rng) {
     let mut names: Vec<String> = Vec::new();
-    for (category, nouns, brands, low, high) in SHOP_CATEGORIES {
+    for ShopCategory {
+        name: category,
+        nouns,
+        brands,
+        low,
+        high,
+    } in SHOP_CATEGORIES
+    {
         let mut added = 0;
         while added < PRODUCTS_PER_CATEGORY {
-            let (brand, qualifier, noun) = (rng.pick(&brands), rng.pick(&PRODUCT_QUALIFIERS), rng.pick(&nouns));
+            let (brand, qualifier, noun) = (
+                rng.pick(&brands),
+                rng.pick(&PRODUCT_QUALIFIERS),
+                rng.pick(&nouns),
+            );
             let name = format!("{brand} {qualifier} {noun}");
             if names.contains(&name) {
                 continue;
@@ -86,7 +113,11 @@ fn add_products(db: &mut Db, rng: &mut Rng) {
                     noun.to_lowercase(),
                     rng.pick(&ADJECTIVES).to_lowercase()
                 ),
-                stock: if rng.chance(0.08) { 0 } else { rng.range(1, 200) as u32 },
+                stock: if rng.chance(0.08) {
+                    0
+                } else {
+                    rng.range(1, 200) as u32
+                },
             });
         }
     }
@@ -94,7 +125,10 @@ fn add_products(db: &mut Db, rng: &mut Rng) {
 
 fn order(db: &Db, rng: &mut Rng, owner: PersonId, products: &[Id]) -> Option<Order> {
     let created_at = past_moment(rng, 365);
-    let payment_card_id = db.payment_cards.find(|c| c.owner == owner && !c.is_expired_on(today())).map(|(id, _)| id)?;
+    let payment_card_id = db
+        .payment_cards
+        .find(|c| c.owner == owner && !c.is_expired_on(today()))
+        .map(|(id, _)| id)?;
     let address_id = db.addresses.find(|a| a.owner == owner).map(|(id, _)| id)?;
     let count = rng.range(1, 3) as usize;
     let lines: Vec<OrderLine> = rng
@@ -102,11 +136,26 @@ fn order(db: &Db, rng: &mut Rng, owner: PersonId, products: &[Id]) -> Option<Ord
         .into_iter()
         .filter_map(|product_id| {
             let unit_price = db.products.get(product_id)?.price;
-            Some(OrderLine { product_id, quantity: rng.range(1, 3) as u32, unit_price })
+            Some(OrderLine {
+                product_id,
+                quantity: rng.range(1, 3) as u32,
+                unit_price,
+            })
         })
         .collect();
-    let total = lines.iter().map(|l| Money::from_cents(l.unit_price.cents() * i64::from(l.quantity))).sum();
-    Some(Order { owner, lines, total, address_id, payment_card_id, status: status(rng, created_at), created_at })
+    let total = lines
+        .iter()
+        .map(|l| Money::from_cents(l.unit_price.cents() * i64::from(l.quantity)))
+        .sum();
+    Some(Order {
+        owner,
+        lines,
+        total,
+        address_id,
+        payment_card_id,
+        status: status(rng, created_at),
+        created_at,
+    })
 }
 
 /// An order's status from its age: recent orders are still on their way.
@@ -124,6 +173,12 @@ fn status(rng: &mut Rng, created_at: Timestamp) -> OrderStatus {
 fn review(rng: &mut Rng, person: PersonId, product_id: Id, ordered_at: Timestamp) -> Review {
     let rating = *rng.pick(&[5u8, 5, 4, 4, 4, 3, 3, 2, 1]);
     let text = rng.pick(&REVIEW_TEXTS[usize::from(rating - 1)]).to_string();
-    let created_at = ordered_at.add_seconds(rng.range(8 * 86_400, 40 * 86_400)).min(today().at(9, 0, 0));
-    Review { person, product_id, rating, text, created_at }
+    let created_at = moment_after(rng, ordered_at, 8 * 86_400, 40 * 86_400);
+    Review {
+        person,
+        product_id,
+        rating,
+        text,
+        created_at,
+    }
 }

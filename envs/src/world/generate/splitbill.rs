@@ -29,11 +29,24 @@ pub(super) fn generate(db: &mut Db, rng: &mut Rng) {
     }
     let everyone = others(db);
     for i in 0..OTHER_GROUPS {
-        let Some(&founder) = rng.choose(&everyone) else { break };
+        let Some(&founder) = rng.choose(&everyone) else {
+            break;
+        };
         let mut members = vec![founder];
-        members.extend(acquaintances(db, founder).into_iter().filter(|&p| p != USER).take(3));
+        members.extend(
+            acquaintances(db, founder)
+                .into_iter()
+                .filter(|&p| p != USER)
+                .take(3),
+        );
         let expenses = rng.range(3, 8) as usize;
-        add_group(db, rng, &format!("Shared costs {}", i + 1), members, expenses);
+        add_group(
+            db,
+            rng,
+            &format!("Shared costs {}", i + 1),
+            members,
+            expenses,
+        );
     }
 }
 
@@ -43,11 +56,20 @@ fn add_group(db: &mut Db, rng: &mut Rng, name: &str, member_ids: Vec<PersonId>, 
     }
     let created_at = past_moment(rng, 300);
     let creator = member_ids[0];
-    let group_id = db.bill_groups.insert(BillGroup { name: name.to_owned(), creator, member_ids: member_ids.clone(), created_at });
-    let mut moments: Vec<_> = (0..expenses).map(|_| past_moment(rng, 250).max(created_at)).collect();
+    let group_id = db.bill_groups.insert(BillGroup {
+        name: name.to_owned(),
+        creator,
+        member_ids: member_ids.clone(),
+        created_at,
+    });
+    let mut moments: Vec<_> = (0..expenses)
+        .map(|_| past_moment(rng, 250).max(created_at))
+        .collect();
     moments.sort();
     for created_at in moments {
-        let Some(&payer) = rng.choose(&member_ids) else { continue };
+        let Some(&payer) = rng.choose(&member_ids) else {
+            continue;
+        };
         let (reason, low, high) = *rng.pick(&PAYMENT_REASONS);
         let amount = Money::from_cents(rng.range(low * 100, high * 100));
         let sharers: Vec<PersonId> = if rng.chance(0.7) {
@@ -58,21 +80,40 @@ fn add_group(db: &mut Db, rng: &mut Rng, name: &str, member_ids: Vec<PersonId>, 
             some.sort_by_key(|p| member_ids.iter().position(|m| m == p));
             some
         };
-        let shares = sharers.iter().zip(amount.split_evenly(sharers.len())).map(|(&person, amount)| Share { person, amount }).collect();
-        db.expenses.insert(Expense { group_id, payer, description: reason.to_owned(), amount, shares, created_at });
+        let shares = sharers
+            .iter()
+            .zip(amount.split_evenly(sharers.len()))
+            .map(|(&person, amount)| Share { person, amount })
+            .collect();
+        db.expenses.insert(Expense {
+            group_id,
+            payer,
+            description: reason.to_owned(),
+            amount,
+            shares,
+            created_at,
+        });
     }
     add_settlements(db, rng, group_id, &member_ids);
 }
 
 /// Some members pay back part of what they owe the group's first member.
 fn add_settlements(db: &mut Db, rng: &mut Rng, group_id: Id, members: &[PersonId]) {
-    let Some(&first) = members.first() else { return };
+    let Some(&first) = members.first() else {
+        return;
+    };
     for (other, owed) in db.group_debts(group_id, first) {
         if owed > Money::ZERO && rng.chance(0.3) {
             let amount = Money::from_cents(owed.cents() / 2);
             if amount > Money::ZERO {
                 let created_at = past_moment(rng, 20);
-                db.settlements.insert(Settlement { group_id, from: other, to: first, amount, created_at });
+                db.settlements.insert(Settlement {
+                    group_id,
+                    from: other,
+                    to: first,
+                    amount,
+                    created_at,
+                });
             }
         }
     }

@@ -50,9 +50,14 @@ impl FileEntry {
 
     /// The path of the containing directory (`/` for top-level entries).
     pub fn parent(&self) -> &str {
-        match self.path.rfind('/') {
-            Some(0) | None => "/",
-            Some(i) => &self.path[..i],
-        }
+        parent_path(&self.path)
+    }
+}
+
+/// The directory holding `path` (`/` for top-level paths and for `/` itself).
+pub fn parent_path(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
     }
 }

@@ -20,7 +20,7 @@ mod todo;
 mod tunes;
 
 pub use coinpay::{PaymentRequest, RequestStatus, Transaction, Wallet};
-pub use files::{EntryKind, FileEntry};
+pub use files::{parent_path, EntryKind, FileEntry};
 pub use mail::{Email, Folder};
 pub use notes::Note;
 pub use people::{Account, Address, PaymentCard, Person, Relation, RelationKind};
