@@ -68,6 +68,24 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     total
 }
 
+/// `sum_i a[i] * b[i] * c[i]` over the common length, in a fixed order.
+#[inline]
+pub(crate) fn dot3(a: &[f32], b: &[f32], c: &[f32]) -> f32 {
+    let len = a.len().min(b.len()).min(c.len());
+    let body = len - len % LANES;
+    let mut acc = [0.0f32; LANES];
+    let lanes = a[..body]
+        .chunks_exact(LANES)
+        .zip(b[..body].chunks_exact(LANES));
+    for ((x, y), z) in lanes.zip(c[..body].chunks_exact(LANES)) {
+        for lane in 0..LANES {
+            acc[lane] += x[lane] * y[lane] * z[lane];
+        }
+    }
+    let tail = a[body..len].iter().zip(&b[body..len]).zip(&c[body..len]);
+    tail.fold(reduce(acc), |total, ((x, y), z)| total + x * y * z)
+}
+
 /// `sum_i a[i]^2`, in a fixed order.
 #[inline]
 pub(crate) fn sum_squares(a: &[f32]) -> f32 {
@@ -224,5 +242,7 @@ mod tests {
         let a: Vec<f32> = (0..19).map(|i| i as f32).collect();
         let want: f32 = a.iter().map(|x| x * x).sum();
         assert_eq!(dot(&a, &a), want);
+        let want: f32 = a.iter().map(|x| x * x * x).sum();
+        assert_eq!(dot3(&a, &a, &a), want);
     }
 }

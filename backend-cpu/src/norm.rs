@@ -86,12 +86,7 @@ pub(crate) fn rmsnorm_backward(
         .zip(x.par_chunks(dim))
         .zip(rstd.par_iter())
         .for_each(|(((dx_row, dout_row), x_row), &r)| {
-            let weighted: f32 = dout_row
-                .iter()
-                .zip(weight)
-                .zip(x_row)
-                .map(|((g, w), xi)| g * w * xi)
-                .sum();
+            let weighted = math::dot3(dout_row, weight, x_row);
             let correction = weighted * r * r * r / dim as f32;
             for (((d, &g), &w), &xi) in dx_row.iter_mut().zip(dout_row).zip(weight).zip(x_row) {
                 *d += r * w * g - xi * correction;
