@@ -20,6 +20,37 @@
 //! Determinism: the same seed and [`WorldConfig`] give the same world, and the same
 //! calls give the same results (tokens and timestamps included). Nothing reads the
 //! system clock or any other outside state.
+//!
+//! How scenario code uses a world: read (and, before an episode, plant) data through
+//! the typed tables of [`World::db`] / [`World::db_mut`] and the questions of `queries`
+//! ([`Db::related`], [`Db::group_debts`], ...); compute expected answers from them;
+//! take a [`World::snapshot`] when the episode starts, run the agent's code against the
+//! world, then check [`World::diff_since`] and [`World::completion`].
+//!
+//! ```
+//! use sage_envs::world::{records::RelationKind, Money, World, USER};
+//! use serde_json::json;
+//!
+//! let mut world = World::generate(42);
+//! let roommate = world.db().related(USER, RelationKind::Roommate)[0];
+//! let before = world.snapshot();
+//!
+//! // What agent code would do, called from Rust.
+//! let password = world.db().account(USER, "coinpay").unwrap().password.clone();
+//! let email = world.db().email_of(USER);
+//! let login = world.invoke("coinpay", "login", json!({"username": email, "password": password}));
+//! let token = login.unwrap()["access_token"].clone();
+//! let receiver = world.db().email_of(roommate);
+//! let args = json!({"access_token": token, "receiver_email": receiver, "amount": 25});
+//! world.invoke("coinpay", "send_payment", args).unwrap();
+//! world.invoke("supervisor", "complete_task", json!({})).unwrap();
+//!
+//! let diff = world.diff_since(&before);
+//! assert_eq!(diff.changed_tables(), ["coinpay.wallets", "coinpay.transactions"]);
+//! let payment = world.db().transactions.get(diff.table("coinpay.transactions").unwrap().added[0].id).unwrap();
+//! assert_eq!((payment.receiver, payment.amount), (roommate, Money::from_dollars(25)));
+//! assert!(world.is_complete());
+//! ```
 
 mod apps;
 mod args;

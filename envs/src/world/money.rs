@@ -77,6 +77,11 @@ impl Money {
             .collect()
     }
 
+    /// The amount `count` times over (a unit price times a quantity).
+    pub fn times(self, count: u32) -> Money {
+        Money(self.0.saturating_mul(i64::from(count)))
+    }
+
     /// The absolute amount.
     pub fn abs(self) -> Money {
         Money(self.0.saturating_abs())

@@ -346,7 +346,7 @@ fn show_cart(world: &mut World, args: &Args) -> Result<Value, ApiError> {
         .filter(|c| c.owner == me)
         .filter_map(|(_, c)| db.products.get(c.product_id).map(|p| (c, p)))
         .map(|(c, p)| {
-            let subtotal = Money::from_cents(p.price.cents() * i64::from(c.quantity));
+            let subtotal = p.price.times(c.quantity);
             total += subtotal;
             json!({"product_id": c.product_id, "name": p.name, "unit_price": p.price, "quantity": c.quantity, "subtotal": subtotal})
         })
@@ -442,13 +442,10 @@ fn place_order(world: &mut World, args: &Args) -> Result<Value, ApiError> {
     if lines.is_empty() {
         return Err(ApiError::new("your cart is empty"));
     }
-    let total: Money = lines
-        .iter()
-        .map(|l| Money::from_cents(l.unit_price.cents() * i64::from(l.quantity)))
-        .sum();
+    let total: Money = lines.iter().map(|l| l.unit_price.times(l.quantity)).sum();
     for line in &lines {
         if let Some(product) = world.db.products.get_mut(line.product_id) {
-            product.stock -= line.quantity;
+            product.stock = product.stock.saturating_sub(line.quantity);
         }
     }
     world.db.cart_items.remove_where(|c| c.owner == me);

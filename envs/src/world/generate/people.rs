@@ -181,11 +181,12 @@ fn card(rng: &mut Rng, owner: PersonId, p: &Person, expired: bool) -> PaymentCar
     } else {
         rng.range(1, 12) as u32
     };
+    let (card_name, first_digit) = *rng.pick(&CARD_NAMES);
     PaymentCard {
         owner,
-        card_name: rng.pick(&CARD_NAMES).to_string(),
+        card_name: card_name.to_owned(),
         owner_name: p.full_name(),
-        card_number: format!("{}{}", rng.pick(&["4", "5", "3"]), digits(rng, 15)),
+        card_number: format!("{first_digit}{}", digits(rng, 15)),
         expiry_month,
         expiry_year,
         cvv: digits(rng, 3),

@@ -143,10 +143,7 @@ fn order(db: &Db, rng: &mut Rng, owner: PersonId, products: &[Id]) -> Option<Ord
             })
         })
         .collect();
-    let total = lines
-        .iter()
-        .map(|l| Money::from_cents(l.unit_price.cents() * i64::from(l.quantity)))
-        .sum();
+    let total = lines.iter().map(|l| l.unit_price.times(l.quantity)).sum();
     Some(Order {
         owner,
         lines,

@@ -8,6 +8,7 @@ use crate::world::money::Money;
 use crate::world::records::{BillGroup, Expense, RelationKind, Settlement, Share};
 use crate::world::rng::Rng;
 use crate::world::table::{Id, PersonId};
+use crate::world::time::today;
 use crate::world::USER;
 
 const OTHER_GROUPS: usize = 4;
@@ -62,8 +63,9 @@ fn add_group(db: &mut Db, rng: &mut Rng, name: &str, member_ids: Vec<PersonId>, 
         member_ids: member_ids.clone(),
         created_at,
     });
+    let age_days = today().days() - created_at.date().days();
     let mut moments: Vec<_> = (0..expenses)
-        .map(|_| past_moment(rng, 250).max(created_at))
+        .map(|_| past_moment(rng, age_days).max(created_at))
         .collect();
     moments.sort();
     for created_at in moments {

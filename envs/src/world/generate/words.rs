@@ -125,14 +125,14 @@ pub(super) const EMAIL_DOMAINS: [&str; 5] = [
     "quickmail.com",
 ];
 
-/// Payment card products.
-pub(super) const CARD_NAMES: [&str; 6] = [
-    "Visa Everyday",
-    "Mastercard Gold",
-    "Amex Blue",
-    "Discover Cashback",
-    "Visa Travel Rewards",
-    "Mastercard Student",
+/// Payment card products with the first digit of their numbers.
+pub(super) const CARD_NAMES: [(&str, char); 6] = [
+    ("Visa Everyday", '4'),
+    ("Mastercard Gold", '5'),
+    ("Amex Blue", '3'),
+    ("Discover Cashback", '6'),
+    ("Visa Travel Rewards", '4'),
+    ("Mastercard Student", '5'),
 ];
 
 /// Music genres.
