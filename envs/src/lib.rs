@@ -19,5 +19,9 @@
 //! This crate does no I/O of its own: agent code cannot reach files, the network or the
 //! clock.
 
+pub mod environment;
+pub mod expert;
+pub mod prompt;
 pub mod sandbox;
+pub mod scenarios;
 pub mod world;

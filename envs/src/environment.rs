@@ -1,0 +1,262 @@
+//! [`WorldEnv`]: the built-in world as a [`sage_core::Environment`]. It runs the tasks
+//! of a [`Catalog`]: each episode starts from a fresh copy of the task's world and a
+//! fresh sandbox session with the given library skills loaded; each turn's code runs in
+//! the sandbox against that world; evaluation compares the world's diff and the answer
+//! given to `complete_task` with the task's expected outcome (see
+//! [`scenarios::evaluate`](crate::scenarios::evaluate)).
+//!
+//! Per turn it reports which top-level functions the code defined, which functions of
+//! this episode ran without error (returned as [`Skill`]s to save, with the source the
+//! sandbox ran and the task as origin), and which library skills actually ran (traced at
+//! run time, so a name that only appears in the code does not count; a library skill
+//! the episode redefined stops counting from the turn that redefined it).
+//!
+//! Episodes end when `complete_task` was called, at the turn limit, or on a response
+//! without code (the paper's no-code case: `had_code == false`, `done == true`).
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::sandbox::{FunctionOrigin, FunctionRef, Limits, Sandbox};
+use crate::scenarios::{evaluate, Catalog, Report, ScenarioError, TaskRef};
+use crate::world::{Db, World};
+use sage_core::env::{DroppedSkill, Reset, StepResult};
+use sage_core::skill::{parse_code, parse_response, Origin, Skill};
+use sage_core::{Environment, Evaluation, Task};
+
+/// What the agent sees after a response without code.
+pub const NO_CODE_OBSERVATION: &str =
+    "No code block found in the response: the episode ends. Answer with a ```python block.";
+
+/// What the agent sees after code that printed nothing and raised no error.
+pub const EMPTY_OUTPUT_OBSERVATION: &str = "(the code ran without error and printed nothing)";
+
+/// Settings of a [`WorldEnv`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvConfig {
+    /// Turns an episode may take; the turn that reaches it ends the episode.
+    pub max_turns: u32,
+    /// The sandbox's resource limits.
+    pub limits: Limits,
+}
+
+impl Default for EnvConfig {
+    fn default() -> EnvConfig {
+        EnvConfig {
+            max_turns: 20,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The environment's own failures (never the agent's mistakes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EnvError {
+    /// The task is not in the catalog.
+    UnknownTask(ScenarioError),
+    /// `step` or `evaluate` before any `reset`.
+    NoEpisode,
+    /// `step` after the episode ended.
+    EpisodeOver,
+}
+
+impl fmt::Display for EnvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EnvError::UnknownTask(e) => write!(f, "unknown task: {e}"),
+            EnvError::NoEpisode => write!(f, "no episode: call reset first"),
+            EnvError::EpisodeOver => write!(f, "the episode is over: call reset to start another"),
+        }
+    }
+}
+
+impl std::error::Error for EnvError {}
+
+/// The running episode.
+struct Episode {
+    task: TaskRef,
+    world: World,
+    before: Db,
+    turns: u32,
+    done: bool,
+    library: Vec<String>,
+    redefined: BTreeSet<String>,
+}
+
+/// The built-in world's tasks as an [`Environment`].
+pub struct WorldEnv {
+    catalog: Arc<Catalog>,
+    config: EnvConfig,
+    sandbox: Sandbox,
+    episode: Option<Episode>,
+}
+
+impl WorldEnv {
+    /// An environment over the tasks of `catalog`.
+    pub fn new(catalog: Arc<Catalog>, config: EnvConfig) -> WorldEnv {
+        let sandbox = Sandbox::new(config.limits.clone());
+        WorldEnv {
+            catalog,
+            config,
+            sandbox,
+            episode: None,
+        }
+    }
+
+    /// The catalog it runs.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &EnvConfig {
+        &self.config
+    }
+
+    /// The current episode's task, if any.
+    pub fn task(&self) -> Option<&TaskRef> {
+        self.episode.as_ref().map(|e| &e.task)
+    }
+
+    /// The current episode's world, if any.
+    pub fn world(&self) -> Option<&World> {
+        self.episode.as_ref().map(|e| &e.world)
+    }
+
+    /// Names of the library skills loaded at reset.
+    pub fn library(&self) -> &[String] {
+        self.episode.as_ref().map_or(&[], |e| &e.library)
+    }
+
+    /// Turns taken in the current episode.
+    pub fn turns(&self) -> u32 {
+        self.episode.as_ref().map_or(0, |e| e.turns)
+    }
+
+    /// Whether the current episode is over.
+    pub fn is_done(&self) -> bool {
+        self.episode.as_ref().is_some_and(|e| e.done)
+    }
+
+    /// Every check of the current task, with its outcome.
+    pub fn report(&self) -> Result<Report, EnvError> {
+        let episode = self.episode.as_ref().ok_or(EnvError::NoEpisode)?;
+        let built = episode.task.task();
+        Ok(evaluate(
+            episode.task.scenario.template.kind,
+            &built.expected,
+            &episode.world.diff_since(&episode.before),
+            episode.world.completion(),
+        ))
+    }
+
+    /// `function` (defined by this episode) as a skill of the current task.
+    fn skill_of(&self, function: &FunctionRef, origin: &Origin) -> Option<Skill> {
+        let source = self.sandbox.function_source(function)?;
+        let analysis = parse_code(&source);
+        let def = analysis.def(&function.name)?;
+        Some(Skill::from_def(def, &source, origin.clone()))
+    }
+}
+
+impl Environment for WorldEnv {
+    type Error = EnvError;
+
+    fn reset(&mut self, task: &Task, library: &[Skill]) -> Result<Reset, EnvError> {
+        let task_ref = self.catalog.task(&task.id).map_err(EnvError::UnknownTask)?;
+        let mut world = (*task_ref.scenario.world).clone();
+        world.start_episode();
+        let before = world.snapshot();
+        self.sandbox.reset();
+        let mut loaded = Vec::with_capacity(library.len());
+        let mut dropped = Vec::new();
+        for skill in library {
+            match self.sandbox.load_skill(&skill.source) {
+                Ok(name) if name == skill.name => loaded.push(name),
+                Ok(name) => dropped.push(DroppedSkill {
+                    name: skill.name.clone(),
+                    reason: format!("its source defines `{name}`, not `{}`", skill.name),
+                }),
+                Err(error) => dropped.push(DroppedSkill {
+                    name: skill.name.clone(),
+                    reason: error.message,
+                }),
+            }
+        }
+        self.episode = Some(Episode {
+            task: task_ref,
+            world,
+            before,
+            turns: 0,
+            done: false,
+            library: loaded,
+            redefined: BTreeSet::new(),
+        });
+        Ok(Reset { dropped })
+    }
+
+    fn step(&mut self, agent_text: &str) -> Result<StepResult, EnvError> {
+        let max_turns = self.config.max_turns;
+        let episode = self.episode.as_mut().ok_or(EnvError::NoEpisode)?;
+        if episode.done {
+            return Err(EnvError::EpisodeOver);
+        }
+        episode.turns += 1;
+        let response = parse_response(agent_text);
+        if !response.has_code() {
+            episode.done = true;
+            return Ok(StepResult {
+                observation: NO_CODE_OBSERVATION.to_owned(),
+                done: true,
+                had_code: false,
+                ..StepResult::default()
+            });
+        }
+        let outcome = self.sandbox.execute(&response.code, &mut episode.world);
+        for name in &outcome.defined {
+            if episode.library.contains(name) {
+                episode.redefined.insert(name.clone());
+            }
+        }
+        let mut used: Vec<String> = Vec::new();
+        for function in &outcome.called {
+            let library = function.origin == FunctionOrigin::Library;
+            if library
+                && !episode.redefined.contains(&function.name)
+                && !used.contains(&function.name)
+            {
+                used.push(function.name.clone());
+            }
+        }
+        episode.done = episode.world.is_complete() || episode.turns >= max_turns;
+        let done = episode.done;
+        let built = episode.task.task();
+        let origin = Origin {
+            scenario_id: built.task.scenario_id.clone(),
+            task_id: built.task.id.clone(),
+        };
+        let saved = outcome
+            .completed
+            .iter()
+            .filter(|f| matches!(f.origin, FunctionOrigin::Execution(_)))
+            .filter_map(|f| self.skill_of(f, &origin))
+            .collect();
+        let mut observation = outcome.observation();
+        if observation.is_empty() {
+            observation = EMPTY_OUTPUT_OBSERVATION.to_owned();
+        }
+        Ok(StepResult {
+            observation,
+            done,
+            had_code: true,
+            defined: outcome.defined,
+            saved,
+            used,
+        })
+    }
+
+    fn evaluate(&mut self) -> Result<Evaluation, EnvError> {
+        self.report().map(|r| r.evaluation())
+    }
+}

@@ -1,0 +1,6 @@
+//! Templates (stub).
+
+use super::Template;
+
+/// The templates.
+pub(super) const TEMPLATES: &[Template] = &[];
