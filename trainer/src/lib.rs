@@ -9,6 +9,7 @@
 
 pub mod optim;
 pub mod sampling;
+pub mod tokenizer;
 pub mod weights;
 
 /// The compute backends compiled into this build, by cargo feature (`cpu` is the
