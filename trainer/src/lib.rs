@@ -4,8 +4,19 @@
 //! tokenizer, policy over the transformer, rollout engine, SFT, SAGE reinforcement
 //! learning, evaluation, checkpoints, and the `sage` command-line interface.
 //!
-//! Status: the training pipeline arrives with issues 5 and 6. What is here now is the
-//! backend selection by cargo feature, which the CLI reports.
+//! What exists so far:
+//! - [`weights`]: Hugging Face Qwen2 checkpoints (safetensors, single or sharded, f32 /
+//!   bf16 / f16, and `config.json`) into and out of a transformer on any backend;
+//! - [`sampling`]: batched generation with a KV cache (temperature, top-k, top-p,
+//!   seeded per sequence, stop tokens);
+//! - [`optim`]: AdamW over the parameter slab with global-norm clipping and
+//!   learning-rate schedules;
+//! - [`tokenizer`]: loading any `tokenizer.json` and training a byte-level BPE with the
+//!   ChatML special tokens;
+//! - backend selection by cargo feature, which the CLI reports.
+//!
+//! Still to come (issues 5 and 6): chat episodes, the `Policy` implementation, SFT,
+//! the rollout engine, evaluation, checkpoints, SAGE RL and the `sage demo` pipeline.
 
 pub mod optim;
 pub mod sampling;
