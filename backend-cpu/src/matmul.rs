@@ -1,8 +1,10 @@
 //! Matrix multiplication and the linear layer's bias. GEMM runs matrixmultiply's packed
 //! kernels (AVX2/FMA picked at run time) through ndarray's safe strided views, so
-//! transposed operands are read in place; parallelism is ours: the output is split into
-//! a few blocks run by rayon. Each element of `c` is summed over `k` in the same order
-//! however it is split, so results do not depend on the number of threads.
+//! transposed operands are read in place; products of a few rows with a transposed
+//! weight (decoding) skip packing and run as AVX2 dot products instead. Parallelism is
+//! ours: the output is split into a few blocks run by rayon. Each element of `c` is
+//! computed the same way however the product is split, so results do not depend on
+//! the number of threads.
 
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2, Axis, ShapeBuilder};
@@ -41,10 +43,31 @@ pub(crate) fn view_mut(
         .map_err(|e| CpuError::Shape(format!("matrix view [{rows}, {cols}] / {row_stride}: {e}")))
 }
 
+/// How a product is computed. Chosen once per product, so that every block of a product
+/// split across threads takes the same path (and results never depend on threads).
+#[derive(Clone, Copy)]
+enum Path {
+    /// [`gemm_skinny`]: at most [`SKINNY_ROWS`] rows, `a` rows and `b` columns contiguous
+    /// (a batch of tokens times a weight stored `[n, k]`).
+    Skinny,
+    /// matrixmultiply's packed kernels.
+    Packed,
+}
+
+impl Path {
+    fn of(c: &ArrayViewMut2<'_, f32>, a: &ArrayView2<'_, f32>, b: &ArrayView2<'_, f32>) -> Path {
+        let a_rows_contiguous = a.ncols() <= 1 || a.strides()[1] == 1;
+        let b_columns_contiguous = b.nrows() <= 1 || b.strides()[0] == 1;
+        if c.nrows() <= SKINNY_ROWS && a_rows_contiguous && b_columns_contiguous {
+            Path::Skinny
+        } else {
+            Path::Packed
+        }
+    }
+}
+
 /// c[m, n] = alpha * a[m, k] · b[k, n] + beta * c on the calling thread (with beta 0,
-/// `c` is not read). Products of at most [`SKINNY_ROWS`] rows whose `a` rows and `b`
-/// columns are contiguous (a batch of tokens times a weight stored `[n, k]`) take
-/// [`gemm_skinny`]; the rest go to matrixmultiply.
+/// `c` is not read).
 pub(crate) fn gemm(
     c: &mut ArrayViewMut2<'_, f32>,
     a: &ArrayView2<'_, f32>,
@@ -52,7 +75,20 @@ pub(crate) fn gemm(
     alpha: f32,
     beta: f32,
 ) {
-    if c.nrows() <= SKINNY_ROWS {
+    let path = Path::of(c, a, b);
+    gemm_on(path, c, a, b, alpha, beta);
+}
+
+/// [`gemm`] along a given path.
+fn gemm_on(
+    path: Path,
+    c: &mut ArrayViewMut2<'_, f32>,
+    a: &ArrayView2<'_, f32>,
+    b: &ArrayView2<'_, f32>,
+    alpha: f32,
+    beta: f32,
+) {
+    if let Path::Skinny = path {
         let a_rows: Option<Vec<&[f32]>> = a.rows().into_iter().map(|row| row.to_slice()).collect();
         let b_columns: Option<Vec<&[f32]>> = b
             .columns()
@@ -153,9 +189,12 @@ impl pulp::WithSimd for SkinnyDots<'_> {
     }
 }
 
-/// [`gemm`], with the larger side of `c` halved recursively into blocks run in parallel,
-/// down to `depth` halvings or [`SERIAL_MACS`] per block.
+/// [`gemm_on`], with the larger side of `c` halved recursively (at multiples of
+/// [`SPLIT_ALIGN`]) into blocks run in parallel, down to `depth` halvings or
+/// [`SERIAL_MACS`] per block.
+#[allow(clippy::too_many_arguments)]
 fn gemm_split(
+    path: Path,
     mut c: ArrayViewMut2<'_, f32>,
     a: ArrayView2<'_, f32>,
     b: ArrayView2<'_, f32>,
@@ -164,23 +203,23 @@ fn gemm_split(
     depth: u32,
 ) {
     let ((m, n), k) = (c.dim(), a.ncols());
-    let half = |len: usize| (len / 2).next_multiple_of(SPLIT_ALIGN);
+    let half = |len: usize| len / 2 / SPLIT_ALIGN * SPLIT_ALIGN;
     let splittable = |len: usize| len >= 2 * SPLIT_ALIGN;
     if depth == 0 || m * n * k <= SERIAL_MACS || !(splittable(m) || splittable(n)) {
-        gemm(&mut c, &a, &b, alpha, beta);
+        gemm_on(path, &mut c, &a, &b, alpha, beta);
     } else if m >= n && splittable(m) {
         let (c_top, c_bottom) = c.split_at(Axis(0), half(m));
         let (a_top, a_bottom) = a.split_at(Axis(0), half(m));
         rayon::join(
-            || gemm_split(c_top, a_top, b, alpha, beta, depth - 1),
-            || gemm_split(c_bottom, a_bottom, b, alpha, beta, depth - 1),
+            || gemm_split(path, c_top, a_top, b, alpha, beta, depth - 1),
+            || gemm_split(path, c_bottom, a_bottom, b, alpha, beta, depth - 1),
         );
     } else {
         let (c_left, c_right) = c.split_at(Axis(1), half(n));
         let (b_left, b_right) = b.split_at(Axis(1), half(n));
         rayon::join(
-            || gemm_split(c_left, a, b_left, alpha, beta, depth - 1),
-            || gemm_split(c_right, a, b_right, alpha, beta, depth - 1),
+            || gemm_split(path, c_left, a, b_left, alpha, beta, depth - 1),
+            || gemm_split(path, c_right, a, b_right, alpha, beta, depth - 1),
         );
     }
 }
@@ -196,7 +235,8 @@ pub(crate) fn gemm_parallel(
     let depth = (2 * rayon::current_num_threads())
         .next_power_of_two()
         .trailing_zeros();
-    gemm_split(c, a, b, alpha, beta, depth);
+    let path = Path::of(&c, &a, &b);
+    gemm_split(path, c, a, b, alpha, beta, depth);
 }
 
 /// c[m, n] (+)= op(a)[m, k] · op(b)[k, n]: `a` holds [k, m] when `trans_a`, `b` holds

@@ -104,6 +104,26 @@ fn run_kernels() -> Vec<Vec<f32>> {
     let norm = backend.sum_squares(x).unwrap();
     outputs.extend([normed, rstd, dx, dweight, dbias, product].map(|t| download(backend, t)));
     outputs.push(vec![norm]);
+
+    // Products split into blocks differently by thread count: 130 rows (packed), and
+    // 8 rows times a transposed weight (unpacked, split along columns).
+    for (m, n, k) in [(130, 200, 96), (8, 1500, 256)] {
+        let (a, w) = (
+            upload(backend, &rng.vec(m * k, 1.0)),
+            upload(backend, &rng.vec(n * k, 1.0)),
+        );
+        let c = upload(backend, &vec![0.0; m * n]);
+        let shape = MatmulShape {
+            m,
+            n,
+            k,
+            trans_a: false,
+            trans_b: true,
+            accumulate: false,
+        };
+        backend.matmul(c, a, w, shape).unwrap();
+        outputs.push(download(backend, c));
+    }
     outputs
 }
 
