@@ -1,10 +1,10 @@
-//! Causal grouped-query attention: training forward and backward over packed sequences,
-//! flash-style (scores live one tile of query rows at a time, never as a whole
-//! `[T, T]` matrix; the backward pass recomputes probabilities from the saved
-//! log-sum-exp), and decoding against a KV cache.
+//! Causal grouped-query attention for training: forward and backward over packed
+//! sequences, flash-style (scores live one tile of query rows at a time, never as a
+//! whole `[T, T]` matrix; the backward pass recomputes probabilities from the saved
+//! log-sum-exp). Decoding against a KV cache is in `decode`.
 //!
 //! Query head h reads key/value head h / (H / KV). Layouts: q, out, dq [N, H*hd];
-//! k, v, dk, dv [N, KV*hd]; lse [N, H]; caches [B, T, KV*hd].
+//! k, v, dk, dv [N, KV*hd]; lse [N, H].
 
 use rayon::prelude::*;
 use sage_core::transformer::AttentionShape;
@@ -18,23 +18,24 @@ const QUERY_TILE: usize = 64;
 
 /// The sizes of one attention call, checked.
 #[derive(Clone, Copy)]
-struct Dims {
+pub(crate) struct Dims {
     /// Query heads (H).
-    heads: usize,
+    pub(crate) heads: usize,
     /// Width of one head (hd).
-    head_dim: usize,
+    pub(crate) head_dim: usize,
     /// Query heads per key/value head (H / KV).
-    group: usize,
+    pub(crate) group: usize,
     /// Elements of one row of q or out (H * hd).
-    q_width: usize,
+    pub(crate) q_width: usize,
     /// Elements of one row of k or v (KV * hd).
-    kv_width: usize,
+    pub(crate) kv_width: usize,
     /// Score scale 1 / sqrt(hd).
-    scale: f32,
+    pub(crate) scale: f32,
 }
 
 impl Dims {
-    fn new(op: &str, shape: AttentionShape) -> Result<Dims, CpuError> {
+    /// Checks `shape` for `op`: positive sizes, heads a multiple of kv heads.
+    pub(crate) fn new(op: &str, shape: AttentionShape) -> Result<Dims, CpuError> {
         let AttentionShape {
             heads,
             kv_heads,
@@ -480,107 +481,4 @@ fn backward_group(
         }
     }
     Ok(grads)
-}
-
-/// Writes k, v [B, KV*hd] into row lengths[b] (< capacity) of sequence b's caches
-/// k_cache, v_cache [B, capacity, KV*hd].
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn kv_cache_append(
-    k_cache: &mut [f32],
-    v_cache: &mut [f32],
-    k: &[f32],
-    v: &[f32],
-    lengths: &[u32],
-    capacity: usize,
-    kv_dim: usize,
-) -> Result<(), CpuError> {
-    let op = "kv_cache_append";
-    let batch = lengths.len();
-    expect_len(op, "k", k.len(), batch * kv_dim)?;
-    expect_len(op, "v", v.len(), batch * kv_dim)?;
-    expect_len(op, "k_cache", k_cache.len(), batch * capacity * kv_dim)?;
-    expect_len(op, "v_cache", v_cache.len(), batch * capacity * kv_dim)?;
-    if let Some((b, &length)) = lengths
-        .iter()
-        .enumerate()
-        .find(|(_, &l)| l as usize >= capacity)
-    {
-        return Err(CpuError::BadSequences(format!(
-            "{op}: the cache of sequence {b} is full ({length} rows of {capacity})"
-        )));
-    }
-    for (b, &length) in lengths.iter().enumerate() {
-        let row = (b * capacity + length as usize) * kv_dim;
-        k_cache[row..row + kv_dim].copy_from_slice(&k[b * kv_dim..(b + 1) * kv_dim]);
-        v_cache[row..row + kv_dim].copy_from_slice(&v[b * kv_dim..(b + 1) * kv_dim]);
-    }
-    Ok(())
-}
-
-/// out[B, H*hd]: query q[B, H*hd] of sequence b attends to rows 0..lengths[b] (at least
-/// one, at most capacity) of its caches [B, capacity, KV*hd]. One rayon task per
-/// (sequence, head).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn attention_decode(
-    out: &mut [f32],
-    q: &[f32],
-    k_cache: &[f32],
-    v_cache: &[f32],
-    lengths: &[u32],
-    capacity: usize,
-    shape: AttentionShape,
-) -> Result<(), CpuError> {
-    let op = "attention_decode";
-    let dims = Dims::new(op, shape)?;
-    let batch = lengths.len();
-    expect_len(op, "q", q.len(), batch * dims.q_width)?;
-    expect_len(op, "out", out.len(), batch * dims.q_width)?;
-    expect_len(
-        op,
-        "k_cache",
-        k_cache.len(),
-        batch * capacity * dims.kv_width,
-    )?;
-    expect_len(
-        op,
-        "v_cache",
-        v_cache.len(),
-        batch * capacity * dims.kv_width,
-    )?;
-    if let Some((b, &length)) = lengths
-        .iter()
-        .enumerate()
-        .find(|(_, &l)| l == 0 || l as usize > capacity)
-    {
-        return Err(CpuError::BadSequences(format!(
-            "{op}: sequence {b} attends to {length} rows; need 1..={capacity}"
-        )));
-    }
-    let Dims {
-        heads,
-        head_dim: hd,
-        group,
-        kv_width,
-        scale,
-        ..
-    } = dims;
-    out.par_chunks_mut(hd)
-        .zip(q.par_chunks(hd))
-        .enumerate()
-        .for_each_init(Vec::new, |weights, (bh, (out_h, q_h))| {
-            let (b, h) = (bh / heads, bh % heads);
-            let length = lengths[b] as usize;
-            let kv_row = |t: usize| (b * capacity + t) * kv_width + (h / group) * hd;
-            weights.clear();
-            weights.extend(
-                (0..length).map(|t| scale * math::dot(q_h, &k_cache[kv_row(t)..kv_row(t) + hd])),
-            );
-            let max = math::max(weights);
-            let sum = math::exp_sum_in_place(weights, max);
-            out_h.fill(0.0);
-            for (t, &w) in weights.iter().enumerate() {
-                math::axpy(out_h, w / sum, &v_cache[kv_row(t)..kv_row(t) + hd]);
-            }
-        });
-    Ok(())
 }

@@ -12,7 +12,7 @@
 //! - `store`: the buffers and the checked lending of tensor slices;
 //! - `elementwise`: fill, copy, `+=`, scale, sum of squares;
 //! - `embedding`, `norm` (RMSNorm), `matmul` (GEMM and bias), `rope`, `attention`
-//!   (training and decoding), `swiglu`, `logprob` (the output head), `adamw`;
+//!   (training), `decode` (KV cache), `swiglu`, `logprob` (the output head), `adamw`;
 //! - `math`: vectorisable exp, dot products, reductions and softmax rows shared by the
 //!   kernels, and the run-time dispatch (pulp) that compiles hot loops for AVX2.
 #![forbid(unsafe_code)]
@@ -20,6 +20,7 @@
 
 mod adamw;
 mod attention;
+mod decode;
 mod elementwise;
 mod embedding;
 mod error;
@@ -275,7 +276,7 @@ impl Kernels for CpuBackend {
         kv_dim: usize,
     ) -> Result<(), CpuError> {
         let ([k_cache, v_cache], [k, v], []) = self.store.views([k_cache, v_cache], [k, v], [])?;
-        attention::kv_cache_append(k_cache, v_cache, k, v, lengths, capacity, kv_dim)
+        decode::kv_cache_append(k_cache, v_cache, k, v, lengths, capacity, kv_dim)
     }
 
     fn attention_decode(
@@ -290,7 +291,7 @@ impl Kernels for CpuBackend {
     ) -> Result<(), CpuError> {
         let ([out], [q, k_cache, v_cache], []) =
             self.store.views([out], [q, k_cache, v_cache], [])?;
-        attention::attention_decode(out, q, k_cache, v_cache, lengths, capacity, shape)
+        decode::attention_decode(out, q, k_cache, v_cache, lengths, capacity, shape)
     }
 
     fn swiglu_forward(&mut self, out: Tensor, gate: Tensor, up: Tensor) -> Result<(), CpuError> {
