@@ -120,7 +120,7 @@ const TRAIN: &[&str] = &[
     "shop_spent_on_category",
     "shop_wishlist_to_cart",
     "cross_request_from_relation",
-    "cross_unread_from_contact",
+    "cross_inbox_count_from_contact",
     "cross_forward_latest_subject",
     "cross_email_playlist",
     "cross_todo_from_note",
