@@ -4,7 +4,8 @@
 //! Memory belongs to the backend. The model refers to it through [`Tensor`] handles:
 //! a buffer id and a range of `f32` elements in it (backends may store another dtype
 //! and convert). Token ids and positions live in separate `u32` buffers ([`Indices`]).
-//! Tensors passed to one call never overlap unless a method says it works in place.
+//! A tensor a call writes never overlaps any other tensor of that call (tensors it only
+//! reads may overlap each other), unless the method says it works in place.
 //!
 //! Conventions: matrices are row-major; `[N, D]` means N rows of D elements. N counts
 //! tokens of a packed batch: sequences are laid end to end and described by their
@@ -273,7 +274,8 @@ pub trait Kernels {
         shape: AttentionShape,
     ) -> Result<(), Self::Error>;
     /// Writes the new keys/values k, v [B, KV*hd] of B sequences into their caches
-    /// k_cache, v_cache [B, T, KV*hd] at row `lengths[b]` (host), which must be < T.
+    /// k_cache, v_cache [B, T, KV*hd] at row `lengths[b]` (host): here `lengths` counts
+    /// the rows already filled, and each must be < T.
     #[allow(clippy::too_many_arguments)]
     fn kv_cache_append(
         &mut self,
@@ -286,7 +288,9 @@ pub trait Kernels {
         kv_dim: usize,
     ) -> Result<(), Self::Error>;
     /// One decoding step: query q[B, H*hd] of sequence b attends to the first
-    /// `lengths[b]` rows of its caches [B, T, KV*hd] -> out[B, H*hd].
+    /// `lengths[b]` rows of its caches [B, T, KV*hd] -> out[B, H*hd]. Here `lengths`
+    /// counts the rows to attend (after [`Kernels::kv_cache_append`], the filled rows
+    /// plus one), each in `1..=T`.
     #[allow(clippy::too_many_arguments)]
     fn attention_decode(
         &mut self,
