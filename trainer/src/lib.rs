@@ -18,6 +18,7 @@
 //! Still to come (issues 5 and 6): chat episodes, the `Policy` implementation, SFT,
 //! the rollout engine, evaluation, checkpoints, SAGE RL and the `sage demo` pipeline.
 
+pub mod chat;
 pub mod optim;
 pub mod sampling;
 pub mod tokenizer;
