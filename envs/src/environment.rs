@@ -18,11 +18,12 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::sandbox::{FunctionOrigin, FunctionRef, Limits, Sandbox};
+use crate::sandbox::{Limits, Sandbox};
 use crate::scenarios::{evaluate, Catalog, Report, ScenarioError, TaskRef};
+use crate::turn::{load_library, used_and_saved};
 use crate::world::{Db, World};
-use sage_core::env::{DroppedSkill, Reset, StepResult};
-use sage_core::skill::{parse_code, parse_response, Origin, Skill};
+use sage_core::env::{Reset, StepResult};
+use sage_core::skill::{parse_response, Origin, Skill};
 use sage_core::{Environment, Evaluation, Task};
 
 /// What the agent sees after a response without code.
@@ -150,14 +151,6 @@ impl WorldEnv {
             episode.world.completion(),
         ))
     }
-
-    /// `function` (defined by this episode) as a skill of the current task.
-    fn skill_of(&self, function: &FunctionRef, origin: &Origin) -> Option<Skill> {
-        let source = self.sandbox.function_source(function)?;
-        let analysis = parse_code(&source);
-        let def = analysis.def(&function.name)?;
-        Some(Skill::from_def(def, &source, origin.clone()))
-    }
 }
 
 impl Environment for WorldEnv {
@@ -169,21 +162,7 @@ impl Environment for WorldEnv {
         world.start_episode();
         let before = world.snapshot();
         self.sandbox.reset();
-        let mut loaded = Vec::with_capacity(library.len());
-        let mut dropped = Vec::new();
-        for skill in library {
-            match self.sandbox.load_skill(&skill.source) {
-                Ok(name) if name == skill.name => loaded.push(name),
-                Ok(name) => dropped.push(DroppedSkill {
-                    name: skill.name.clone(),
-                    reason: format!("its source defines `{name}`, not `{}`", skill.name),
-                }),
-                Err(error) => dropped.push(DroppedSkill {
-                    name: skill.name.clone(),
-                    reason: error.message,
-                }),
-            }
-        }
+        let (loaded, dropped) = load_library(&mut self.sandbox, library);
         self.episode = Some(Episode {
             task: task_ref,
             world,
@@ -214,41 +193,26 @@ impl Environment for WorldEnv {
             });
         }
         let outcome = self.sandbox.execute(&response.code, &mut episode.world);
-        for name in &outcome.defined {
-            if episode.library.contains(name) {
-                episode.redefined.insert(name.clone());
-            }
-        }
-        let mut used: Vec<String> = Vec::new();
-        for function in &outcome.called {
-            let library = function.origin == FunctionOrigin::Library;
-            if library
-                && !episode.redefined.contains(&function.name)
-                && !used.contains(&function.name)
-            {
-                used.push(function.name.clone());
-            }
-        }
         episode.done = episode.world.is_complete() || episode.turns >= max_turns;
-        let done = episode.done;
         let built = episode.task.task();
         let origin = Origin {
             scenario_id: built.task.scenario_id.clone(),
             task_id: built.task.id.clone(),
         };
-        let saved = outcome
-            .completed
-            .iter()
-            .filter(|f| matches!(f.origin, FunctionOrigin::Execution(_)))
-            .filter_map(|f| self.skill_of(f, &origin))
-            .collect();
+        let (used, saved) = used_and_saved(
+            &self.sandbox,
+            &outcome,
+            &episode.library,
+            &mut episode.redefined,
+            &origin,
+        );
         let mut observation = outcome.observation();
         if observation.is_empty() {
             observation = EMPTY_OUTPUT_OBSERVATION.to_owned();
         }
         Ok(StepResult {
             observation,
-            done,
+            done: episode.done,
             had_code: true,
             defined: outcome.defined,
             saved,

@@ -24,4 +24,6 @@ pub mod expert;
 pub mod prompt;
 pub mod sandbox;
 pub mod scenarios;
+pub mod tiny;
+mod turn;
 pub mod world;

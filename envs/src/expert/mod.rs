@@ -13,10 +13,11 @@
 //! Variety ([`Style`], `style.rs`): names, docstrings, login code, docs lookups,
 //! thoughts, and an occasional deliberate mistake fixed in the next turn. The code
 //! itself comes from `code.rs`; the trajectories export as chat JSON lines
-//! (`export.rs`).
+//! (`export.rs`); [`Metrics`] sums up runs (`metrics.rs`).
 
 mod code;
 mod export;
+mod metrics;
 mod style;
 
 use std::collections::BTreeSet;
@@ -29,6 +30,7 @@ use sage_core::skill::parse_response;
 use sage_core::{Environment, Evaluation, Skill};
 
 pub use export::{ChatMessage, TrajectoryRecord};
+pub use metrics::Metrics;
 pub use style::{Mistake, Style};
 
 use style::{hash_text, StyleRng};
@@ -223,6 +225,22 @@ impl Expert {
             mode: self.config.mode,
             tasks,
         })
+    }
+
+    /// Solves every scenario in turn; returns the runs and their metrics.
+    pub fn solve_all<'a>(
+        &self,
+        env: &mut WorldEnv,
+        scenarios: impl IntoIterator<Item = &'a BuiltScenario>,
+    ) -> Result<(Vec<ScenarioRun>, Metrics), ExpertError> {
+        let mut metrics = Metrics::default();
+        let mut runs = Vec::new();
+        for scenario in scenarios {
+            let run = self.solve(env, scenario)?;
+            metrics.add(&run);
+            runs.push(run);
+        }
+        Ok((runs, metrics))
     }
 
     fn solve_task(

@@ -22,6 +22,9 @@ const TEXTS: [&str; 6] = [
     "Thanks for the help today!",
 ];
 
+/// Times the user may move alarms to.
+const ALARM_TIMES: [&str; 5] = ["05:45", "06:15", "07:10", "07:40", "09:05"];
+
 /// The phone templates.
 pub(super) const TEMPLATES: &[Template] = &[
     Template {
@@ -221,58 +224,68 @@ pub(super) const TEMPLATES: &[Template] = &[
         },
     },
     Template {
-        name: "phone_disable_alarms_on",
+        name: "phone_move_alarms_on",
         apps: &["phone"],
         kind: TaskKind::Action,
         pick: |p| {
             let days: BTreeSet<String> = p
                 .db()
                 .alarms
-                .filter(|a| a.owner == USER && a.enabled)
+                .filter(|a| a.owner == USER)
                 .flat_map(|(_, a)| a.repeat_days.clone())
                 .collect();
             let days: Vec<String> = days.into_iter().collect();
-            Some(params([("weekday", json!(p.pick(&days)?))]))
+            let weekday = p.pick(&days)?;
+            let time = p.pick(&ALARM_TIMES)?;
+            Some(params([("weekday", json!(weekday)), ("time", json!(time))]))
         },
         instruction: |p| {
             format!(
-                "Turn off every alarm on my phone that repeats on {}.",
-                text(p, "weekday")
+                "Set every alarm on my phone that repeats on {} to ring at {} instead.",
+                text(p, "weekday"),
+                text(p, "time")
             )
         },
         reference: |r, p| {
-            let day = text(p, "weekday");
+            let (day, time) = (text(p, "weekday"), text(p, "time"));
             let ids: Vec<Id> = r
                 .db()
                 .alarms
-                .filter(|a| a.owner == USER && a.enabled && a.repeat_days.iter().any(|d| d == day))
+                .filter(|a| a.owner == USER && a.repeat_days.iter().any(|d| d == day))
                 .map(|(id, _)| id)
                 .collect();
             for id in ids {
                 r.call(
                     "phone",
                     "update_alarm",
-                    json!({"alarm_id": id, "enabled": false}),
+                    json!({"alarm_id": id, "time": time}),
                 )?;
             }
             Ok(Value::Null)
         },
         solution: Solution {
             names: &[
-                "disable_alarms_on_weekday",
-                "turn_off_alarms_for_day",
-                "switch_off_weekday_alarms",
+                "move_weekday_alarms",
+                "retime_alarms_on_day",
+                "set_alarm_time_for_weekday",
             ],
             summaries: &[
-                "Turns off every enabled alarm that repeats on a given weekday.",
-                "Disables the user's alarms that ring on one day of the week.",
+                "Sets a new time on every alarm that repeats on a given weekday.",
+                "Moves the user's alarms that ring on one day of the week to another time.",
             ],
-            params: &[SkillParam {
-                name: "weekday",
-                ty: "str",
-                doc: "the weekday in lower case, e.g. monday",
-            }],
-            returns: ("int", "how many alarms were turned off"),
+            params: &[
+                SkillParam {
+                    name: "weekday",
+                    ty: "str",
+                    doc: "the weekday in lower case, e.g. monday",
+                },
+                SkillParam {
+                    name: "time",
+                    ty: "str",
+                    doc: "the new time, HH:MM",
+                },
+            ],
+            returns: ("int", "how many alarms were changed"),
             docs: &[("phone", "show_alarms"), ("phone", "update_alarm")],
             body: r#"    alarms = []
     for page in range(100):
@@ -280,12 +293,12 @@ pub(super) const TEMPLATES: &[Template] = &[
         if not batch:
             break
         alarms.extend(batch)
-    turned_off = 0
+    changed = 0
     for alarm in alarms:
-        if alarm["enabled"] and weekday in alarm["repeat_days"]:
-            apis.phone.update_alarm(access_token=phone_token, alarm_id=alarm["alarm_id"], enabled=False)
-            turned_off += 1
-    return turned_off
+        if weekday in alarm["repeat_days"]:
+            apis.phone.update_alarm(access_token=phone_token, alarm_id=alarm["alarm_id"], time=time)
+            changed += 1
+    return changed
 "#,
         },
     },

@@ -141,7 +141,7 @@ const TEST_NORMAL: &[&str] = &[
     "tunes_plays_of_artist",
     "coinpay_cancel_requests_to",
     "todo_new_list_with_items",
-    "phone_disable_alarms_on",
+    "phone_move_alarms_on",
     "cross_pay_relation",
     "cross_emails_sent_to_contact",
 ];

@@ -1,0 +1,233 @@
+//! Tests of the scripted expert: it passes every task of every split in both modes
+//! (with and without its deliberate mistakes), reuses its skills in later tasks, writes
+//! abstract skills, varies its wording, and exports well-formed chat JSON lines.
+
+use std::collections::HashSet;
+use std::sync::{Arc, OnceLock};
+
+use sage_envs::environment::{EnvConfig, WorldEnv};
+use sage_envs::expert::{Expert, ExpertConfig, ExpertMode, ScenarioRun};
+use sage_envs::prompt::OBSERVATION_PREFIX;
+use sage_envs::scenarios::{BuiltScenario, Catalog, CatalogConfig, Split};
+use serde_json::Value;
+
+fn catalog() -> Arc<Catalog> {
+    static CATALOG: OnceLock<Arc<Catalog>> = OnceLock::new();
+    CATALOG
+        .get_or_init(|| {
+            Arc::new(Catalog::build(&CatalogConfig::default()).expect("the catalog builds"))
+        })
+        .clone()
+}
+
+fn solve(config: ExpertConfig, scenario: &BuiltScenario) -> ScenarioRun {
+    let mut env = WorldEnv::new(catalog(), EnvConfig::default());
+    Expert::new(config)
+        .solve(&mut env, scenario)
+        .unwrap_or_else(|e| panic!("{}: {e}", scenario.scenario.id))
+}
+
+#[test]
+fn the_expert_passes_every_task_of_every_split_in_both_modes() {
+    let catalog = catalog();
+    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default());
+    for split in Split::ALL {
+        let scenarios = catalog.split(split);
+        assert!(
+            scenarios.len() >= 25,
+            "{}: {} scenarios",
+            split.name(),
+            scenarios.len()
+        );
+        for mode in [ExpertMode::Skills, ExpertMode::Direct] {
+            for (variant, mistake_rate) in [(0, 0.2), (1, 1.0)] {
+                let expert = Expert::new(ExpertConfig {
+                    mode,
+                    variant,
+                    mistake_rate,
+                });
+                let (runs, metrics) = expert
+                    .solve_all(&mut env, scenarios.iter().map(|s| s.as_ref()))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                for task in runs.iter().flat_map(|r| &r.tasks) {
+                    assert!(
+                        task.evaluation.passed,
+                        "{} {mode:?}: {}",
+                        task.task_id,
+                        task.report.failures()
+                    );
+                }
+                assert_eq!((metrics.tgc(), metrics.sgc()), (100.0, 100.0));
+            }
+        }
+    }
+}
+
+#[test]
+fn later_tasks_reuse_the_skill_of_the_first() {
+    let config = ExpertConfig::new(ExpertMode::Skills);
+    for built in catalog().split(Split::TestNormal) {
+        let run = solve(config, built);
+        let first = &run.tasks[0];
+        assert!(first.library.is_empty());
+        assert_eq!(first.saved.len(), 1, "{}", first.task_id);
+        let skill = &first.saved[0];
+        for later in &run.tasks[1..] {
+            assert_eq!(later.library, [skill.name.clone()], "{}", later.task_id);
+            assert_eq!(later.used, [skill.name.clone()], "{}", later.task_id);
+            assert!(later.saved.is_empty(), "{}: no new skill", later.task_id);
+            assert!(
+                later.steps < first.steps,
+                "{}: reuse takes fewer turns",
+                later.task_id
+            );
+        }
+    }
+}
+
+#[test]
+fn skills_are_abstract_typed_and_documented() {
+    let config = ExpertConfig::new(ExpertMode::Skills);
+    for built in catalog().split(Split::Train) {
+        let run = solve(config, built);
+        let skill = &run.tasks[0].saved[0];
+        assert!(
+            skill
+                .docstring
+                .as_deref()
+                .is_some_and(|d| !d.trim().is_empty()),
+            "{}",
+            skill.name
+        );
+        assert!(!skill.params.is_empty());
+        assert!(
+            skill.params.iter().all(|p| p.annotation.is_some()),
+            "{}: typed",
+            skill.name
+        );
+        let code = skill
+            .source
+            .replace(skill.docstring.as_deref().unwrap_or_default(), "");
+        for task in &built.tasks {
+            for value in built.template.arguments(&task.params) {
+                if let Some(text) = value.as_str() {
+                    assert!(!code.contains(text), "{}: hard-codes {text:?}", skill.name);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_direct_mode_writes_no_functions() {
+    let config = ExpertConfig::new(ExpertMode::Direct);
+    for built in catalog().split(Split::Dev) {
+        for task in solve(config, built).tasks {
+            assert!(task.saved.is_empty() && task.library.is_empty() && task.used.is_empty());
+            let agent: Vec<&str> = task
+                .messages
+                .iter()
+                .filter(|m| m.role == "assistant")
+                .map(|m| m.content.as_str())
+                .collect();
+            assert!(
+                agent.iter().all(|t| !t.contains("\ndef ")),
+                "{}",
+                task.task_id
+            );
+        }
+    }
+}
+
+#[test]
+fn variants_word_the_same_scenario_differently() {
+    let built = catalog().split(Split::Train)[0].clone();
+    let texts: HashSet<String> = (0..8)
+        .map(|variant| {
+            let config = ExpertConfig {
+                variant,
+                ..ExpertConfig::new(ExpertMode::Skills)
+            };
+            let run = solve(config, &built);
+            run.tasks[0]
+                .messages
+                .iter()
+                .filter(|m| m.role == "assistant")
+                .map(|m| m.content.clone())
+                .collect()
+        })
+        .collect();
+    assert!(
+        texts.len() >= 5,
+        "only {} distinct trajectories",
+        texts.len()
+    );
+}
+
+#[test]
+fn a_deliberate_mistake_is_followed_by_a_fix() {
+    let config = ExpertConfig {
+        mistake_rate: 1.0,
+        ..ExpertConfig::new(ExpertMode::Skills)
+    };
+    let built = catalog().split(Split::Dev)[0].clone();
+    let first = &solve(config, &built).tasks[0];
+    let observations: Vec<&str> = first
+        .messages
+        .iter()
+        .filter(|m| m.content.starts_with(OBSERVATION_PREFIX))
+        .map(|m| m.content.as_str())
+        .collect();
+    assert!(
+        observations.iter().any(|o| o.contains("ApiError")),
+        "{observations:?}"
+    );
+    assert!(first.evaluation.passed);
+    assert_eq!(first.saved.len(), 1, "only the fixed skill is saved");
+}
+
+#[test]
+fn trajectories_export_as_chat_json_lines() {
+    let built = catalog().split(Split::TestChallenge)[0].clone();
+    let run = solve(ExpertConfig::new(ExpertMode::Skills), &built);
+    let again = solve(ExpertConfig::new(ExpertMode::Skills), &built);
+    for (record, same) in run.records().iter().zip(again.records()) {
+        let line = record.to_json_line();
+        assert!(!line.contains('\n'));
+        assert_eq!(line, same.to_json_line(), "the expert is deterministic");
+        let value: Value = serde_json::from_str(&line).unwrap();
+        for key in [
+            "task_id",
+            "scenario_id",
+            "split",
+            "template",
+            "mode",
+            "score",
+            "passed",
+            "scenario_passed",
+            "steps",
+            "messages",
+        ] {
+            assert!(value.get(key).is_some(), "missing {key}");
+        }
+        assert_eq!(value["split"], "test-challenge");
+        assert_eq!(value["passed"], true);
+        let messages = value["messages"].as_array().unwrap();
+        assert_eq!(messages[0]["role"], "system");
+        assert_eq!(messages[1]["role"], "user");
+        let task = built.task(record.task_id.as_str()).unwrap();
+        assert_eq!(messages[1]["content"], task.task.instruction);
+        for (i, m) in messages[2..].iter().enumerate() {
+            let role = if i % 2 == 0 { "assistant" } else { "user" };
+            assert_eq!(m["role"], role);
+            if role == "assistant" {
+                assert!(m["content"].as_str().unwrap().contains("```python\n"));
+            } else {
+                assert!(m["content"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(OBSERVATION_PREFIX));
+            }
+        }
+    }
+}
