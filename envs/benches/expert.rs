@@ -1,0 +1,129 @@
+//! Speed of the task layer against issue 4's targets: an episode's reset plus its first
+//! execution (under 1 ms), and the scripted expert solving a whole scenario, 3 tasks
+//! with evaluation included (under 10 ms); also the tiny environment's episode. Each
+//! figure is the median of timed batches.
+//! Run: `cargo bench -p sage-envs --bench expert`.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sage_core::Environment;
+use sage_envs::environment::{EnvConfig, WorldEnv};
+use sage_envs::expert::{Expert, ExpertConfig, ExpertMode};
+use sage_envs::scenarios::{BuiltScenario, Catalog, CatalogConfig, Split};
+use sage_envs::tiny::{tiny_scenarios, TinyEnv};
+
+/// The median time of one call of `f` over `batches` batches of about `batch_target`.
+fn median_time<R>(mut f: impl FnMut() -> R, batches: usize, batch_target: Duration) -> Duration {
+    let mut per_batch = 1u32;
+    loop {
+        let start = Instant::now();
+        for _ in 0..per_batch {
+            black_box(f());
+        }
+        let elapsed = start.elapsed();
+        if elapsed >= batch_target / 4 || per_batch >= 1 << 20 {
+            let scale = batch_target.as_secs_f64() / elapsed.as_secs_f64().max(1e-9);
+            per_batch = ((f64::from(per_batch) * scale).ceil() as u32).max(1);
+            break;
+        }
+        per_batch *= 2;
+    }
+    let mut times: Vec<Duration> = (0..batches)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..per_batch {
+                black_box(f());
+            }
+            start.elapsed() / per_batch
+        })
+        .collect();
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn row(name: &str, figure: Duration, target: Option<Duration>) {
+    let status = match target {
+        Some(t) if figure <= t => "met",
+        Some(_) => "NOT met",
+        None => "-",
+    };
+    let target = target.map_or("-".to_owned(), |t| format!("< {t:.0?}"));
+    println!("| {name:<62} | {:>10.3} ms | {target:<8} | {status} |", figure.as_secs_f64() * 1e3);
+}
+
+fn main() {
+    let config = CatalogConfig {
+        seeds: 1,
+        iid_seeds: 1,
+        ..CatalogConfig::default()
+    };
+    let catalog = Arc::new(Catalog::build(&config).expect("the catalog builds"));
+    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default());
+    let batch = Duration::from_millis(200);
+    println!("| {:<62} | {:>13} | {:<8} | status |", "benchmark", "figure", "target");
+    println!("|{}|{}|{}|--------|", "-".repeat(64), "-".repeat(15), "-".repeat(10));
+
+    let scenario = catalog.split(Split::Train)[0].clone();
+    let skills = Expert::new(ExpertConfig::new(ExpertMode::Skills))
+        .solve(&mut env, &scenario)
+        .expect("the expert solves it");
+    let library = skills.tasks[0].saved.clone();
+    let task = scenario.tasks[1].task.clone();
+    let trivial = median_time(
+        || {
+            env.reset(&task, &library).expect("reset");
+            env.step("```python\nprint(1)\n```").expect("step")
+        },
+        15,
+        batch,
+    );
+    row("reset (1 library skill) + first execution: print(1)", trivial, Some(Duration::from_millis(1)));
+    let login = "```python\npasswords = {p[\"account_name\"]: p[\"password\"] for p in apis.supervisor.show_account_passwords()}\nprofile = apis.supervisor.show_profile()\ntoken = apis.tunes.login(username=profile[\"email\"], password=passwords[\"tunes\"])[\"access_token\"]\nprint(apis.tunes.show_liked_songs(access_token=token, page_limit=20))\n```";
+    let first = median_time(
+        || {
+            env.reset(&task, &library).expect("reset");
+            env.step(login).expect("step")
+        },
+        15,
+        batch,
+    );
+    row("reset + first execution: log in, one page of 20 liked songs", first, Some(Duration::from_millis(1)));
+
+    let one_per_template: Vec<Arc<BuiltScenario>> = [Split::Train, Split::Dev, Split::TestNormal, Split::TestChallenge]
+        .into_iter()
+        .flat_map(|s| catalog.split(s).into_iter().cloned())
+        .collect();
+    for mode in [ExpertMode::Skills, ExpertMode::Direct] {
+        let expert = Expert::new(ExpertConfig::new(mode));
+        let mut times: Vec<(Duration, &str)> = one_per_template
+            .iter()
+            .map(|s| (median_time(|| expert.solve(&mut env, s).expect("solved"), 5, batch / 4), s.template.name))
+            .collect();
+        times.sort();
+        let median = times[times.len() / 2].0;
+        let (slowest, name) = times[times.len() - 1];
+        row(
+            &format!("expert ({}): a whole scenario, median over {} templates", mode.name(), times.len()),
+            median,
+            Some(Duration::from_millis(10)),
+        );
+        row(&format!("expert ({}): slowest template, {name}", mode.name()), slowest, Some(Duration::from_millis(10)));
+    }
+
+    let tiny = tiny_scenarios(0..1);
+    let mut tiny_env = TinyEnv::default();
+    let tiny_task = tiny[0].tasks[0].clone();
+    let response = TinyEnv::expert_response(&tiny_task, &[]).expect("a tiny task");
+    let episode = median_time(
+        || {
+            tiny_env.reset(&tiny_task, &[]).expect("reset");
+            tiny_env.step(&response).expect("step");
+            tiny_env.evaluate().expect("evaluate")
+        },
+        15,
+        batch,
+    );
+    row("tiny env: a whole episode (reset, one turn, evaluate)", episode, None);
+}
