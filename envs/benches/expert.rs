@@ -50,7 +50,10 @@ fn row(name: &str, figure: Duration, target: Option<Duration>) {
         None => "-",
     };
     let target = target.map_or("-".to_owned(), |t| format!("< {t:.0?}"));
-    println!("| {name:<62} | {:>10.3} ms | {target:<8} | {status} |", figure.as_secs_f64() * 1e3);
+    println!(
+        "| {name:<62} | {:>10.3} ms | {target:<8} | {status} |",
+        figure.as_secs_f64() * 1e3
+    );
 }
 
 fn main() {
@@ -62,8 +65,16 @@ fn main() {
     let catalog = Arc::new(Catalog::build(&config).expect("the catalog builds"));
     let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default());
     let batch = Duration::from_millis(200);
-    println!("| {:<62} | {:>13} | {:<8} | status |", "benchmark", "figure", "target");
-    println!("|{}|{}|{}|--------|", "-".repeat(64), "-".repeat(15), "-".repeat(10));
+    println!(
+        "| {:<62} | {:>13} | {:<8} | status |",
+        "benchmark", "figure", "target"
+    );
+    println!(
+        "|{}|{}|{}|--------|",
+        "-".repeat(64),
+        "-".repeat(15),
+        "-".repeat(10)
+    );
 
     let scenario = catalog.split(Split::Train)[0].clone();
     let skills = Expert::new(ExpertConfig::new(ExpertMode::Skills))
@@ -79,7 +90,11 @@ fn main() {
         15,
         batch,
     );
-    row("reset (1 library skill) + first execution: print(1)", trivial, Some(Duration::from_millis(1)));
+    row(
+        "reset (1 library skill) + first execution: print(1)",
+        trivial,
+        Some(Duration::from_millis(1)),
+    );
     let login = "```python\npasswords = {p[\"account_name\"]: p[\"password\"] for p in apis.supervisor.show_account_passwords()}\nprofile = apis.supervisor.show_profile()\ntoken = apis.tunes.login(username=profile[\"email\"], password=passwords[\"tunes\"])[\"access_token\"]\nprint(apis.tunes.show_liked_songs(access_token=token, page_limit=20))\n```";
     let first = median_time(
         || {
@@ -89,27 +104,49 @@ fn main() {
         15,
         batch,
     );
-    row("reset + first execution: log in, one page of 20 liked songs", first, Some(Duration::from_millis(1)));
+    row(
+        "reset + first execution: log in, one page of 20 liked songs",
+        first,
+        Some(Duration::from_millis(1)),
+    );
 
-    let one_per_template: Vec<Arc<BuiltScenario>> = [Split::Train, Split::Dev, Split::TestNormal, Split::TestChallenge]
-        .into_iter()
-        .flat_map(|s| catalog.split(s).into_iter().cloned())
-        .collect();
+    let one_per_template: Vec<Arc<BuiltScenario>> = [
+        Split::Train,
+        Split::Dev,
+        Split::TestNormal,
+        Split::TestChallenge,
+    ]
+    .into_iter()
+    .flat_map(|s| catalog.split(s).into_iter().cloned())
+    .collect();
     for mode in [ExpertMode::Skills, ExpertMode::Direct] {
         let expert = Expert::new(ExpertConfig::new(mode));
         let mut times: Vec<(Duration, &str)> = one_per_template
             .iter()
-            .map(|s| (median_time(|| expert.solve(&mut env, s).expect("solved"), 5, batch / 4), s.template.name))
+            .map(|s| {
+                (
+                    median_time(|| expert.solve(&mut env, s).expect("solved"), 5, batch / 4),
+                    s.template.name,
+                )
+            })
             .collect();
         times.sort();
         let median = times[times.len() / 2].0;
         let (slowest, name) = times[times.len() - 1];
         row(
-            &format!("expert ({}): a whole scenario, median over {} templates", mode.name(), times.len()),
+            &format!(
+                "expert ({}): a whole scenario, median over {} templates",
+                mode.name(),
+                times.len()
+            ),
             median,
             Some(Duration::from_millis(10)),
         );
-        row(&format!("expert ({}): slowest template, {name}", mode.name()), slowest, Some(Duration::from_millis(10)));
+        row(
+            &format!("expert ({}): slowest template, {name}", mode.name()),
+            slowest,
+            Some(Duration::from_millis(10)),
+        );
     }
 
     let tiny = tiny_scenarios(0..1);
@@ -125,5 +162,9 @@ fn main() {
         15,
         batch,
     );
-    row("tiny env: a whole episode (reset, one turn, evaluate)", episode, None);
+    row(
+        "tiny env: a whole episode (reset, one turn, evaluate)",
+        episode,
+        None,
+    );
 }

@@ -145,7 +145,7 @@ impl WorldEnv {
         let episode = self.episode.as_ref().ok_or(EnvError::NoEpisode)?;
         let built = episode.task.task();
         Ok(evaluate(
-            episode.task.scenario.template.kind,
+            episode.task.scenario().template.kind,
             &built.expected,
             &episode.world.diff_since(&episode.before),
             episode.world.completion(),
@@ -158,7 +158,7 @@ impl Environment for WorldEnv {
 
     fn reset(&mut self, task: &Task, library: &[Skill]) -> Result<Reset, EnvError> {
         let task_ref = self.catalog.task(&task.id).map_err(EnvError::UnknownTask)?;
-        let mut world = (*task_ref.scenario.world).clone();
+        let mut world = (*task_ref.scenario().world).clone();
         world.start_episode();
         let before = world.snapshot();
         self.sandbox.reset();

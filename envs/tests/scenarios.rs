@@ -128,7 +128,7 @@ fn ids_are_stable_unique_and_well_formed() {
             assert_eq!(task.scenario_id, s.id);
             assert!(seen.insert(task.id.clone()), "duplicate {}", task.id);
             assert_eq!(
-                catalog.task(&task.id).expect("tasks are found by id").index,
+                catalog.task(&task.id).expect("tasks are found by id").index(),
                 k
             );
         }

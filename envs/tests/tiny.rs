@@ -47,7 +47,7 @@ fn the_expert_response_passes_and_reuse_takes_one_turn() {
                 assert!(step.used.is_empty());
                 library = step.saved;
             } else {
-                assert_eq!(step.used, [library[0].name.clone()], "{}", task.id);
+                assert_eq!(step.used, [library[0].name.as_str()], "{}", task.id);
                 assert!(step.saved.is_empty());
             }
         }

@@ -306,7 +306,7 @@ impl Expert {
                 thoughts.pick(&[
                     "This task needs",
                     "To do this I will use",
-                    "The apps involved are"
+                    "The apps involved:"
                 ]),
                 thoughts.pick(&[
                     "First I will read the documentation of the APIs I plan to call.",

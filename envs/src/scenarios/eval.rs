@@ -102,17 +102,8 @@ pub fn evaluate(
     let mut collateral: Vec<String> = Vec::new();
     for table in &actual.tables {
         let wanted = expected.diff.table(table.table);
-        let mut used = vec![false; table.added.len()];
-        for row in wanted.map(|w| w.added.as_slice()).unwrap_or_default() {
-            let found = table
-                .added
-                .iter()
-                .enumerate()
-                .find(|(i, actual)| !used[*i] && values_match(&row.row, &actual.row));
-            if let Some((i, _)) = found {
-                used[i] = true;
-            }
-        }
+        let wanted_added = wanted.map(|w| w.added.as_slice()).unwrap_or_default();
+        let (_, used) = match_added(wanted_added, &table.added);
         for (row, used) in table.added.iter().zip(&used) {
             if !used {
                 collateral.push(format!("{} row {} added", table.table, row.id));
@@ -126,7 +117,7 @@ pub fn evaluate(
         for change in &table.changed {
             let expected_fields = wanted.and_then(|w| w.change(change.id));
             for field in &change.fields {
-                if !expected_fields.is_some_and(|e| e.field(&field.field).is_some()) {
+                if expected_fields.is_none_or(|e| e.field(&field.field).is_none()) {
                     collateral.push(format!(
                         "{} row {} field {} changed",
                         table.table, change.id, field.field
@@ -137,21 +128,13 @@ pub fn evaluate(
     }
     for table in &expected.diff.tables {
         let actual_table = actual.table(table.table);
-        let mut used = vec![false; actual_table.map_or(0, |t| t.added.len())];
-        for row in &table.added {
-            let found = actual_table.and_then(|t| {
-                t.added
-                    .iter()
-                    .enumerate()
-                    .find(|(i, actual)| !used[*i] && values_match(&row.row, &actual.row))
-            });
-            if let Some((i, _)) = found {
-                used[i] = true;
-            }
+        let actual_added = actual_table.map(|t| t.added.as_slice()).unwrap_or_default();
+        let (found, _) = match_added(&table.added, actual_added);
+        for (row, found) in table.added.iter().zip(found) {
             report.push(
                 format!("add {} row", table.table),
-                found.is_some(),
-                if found.is_some() {
+                found,
+                if found {
                     String::new()
                 } else {
                     format!("no added row matches {}", row.row)
@@ -225,6 +208,31 @@ pub fn evaluate(
     report
 }
 
+/// Pairs expected added rows with actual ones by content, each expected row taking the
+/// first unpaired actual row that matches. Returns which expected rows found a partner
+/// and which actual rows were taken.
+fn match_added(expected: &[RowImage], actual: &[RowImage]) -> (Vec<bool>, Vec<bool>) {
+    let mut taken = vec![false; actual.len()];
+    let found = expected
+        .iter()
+        .map(|row| pair_off(&mut taken, actual, |a| values_match(&row.row, &a.row)))
+        .collect();
+    (found, taken)
+}
+
+/// Takes the first untaken element of `items` that satisfies `fits`; returns whether
+/// there was one.
+fn pair_off<T>(taken: &mut [bool], items: &[T], fits: impl Fn(&T) -> bool) -> bool {
+    let slot = items
+        .iter()
+        .zip(taken.iter())
+        .position(|(item, &used)| !used && fits(item));
+    if let Some(i) = slot {
+        taken[i] = true;
+    }
+    slot.is_some()
+}
+
 fn removed_detail(row: &RowImage) -> String {
     format!("row {} is still there: {}", row.id, row.row)
 }
@@ -260,14 +268,10 @@ fn multiset_match(expected: &[Value], actual: &[Value], same: fn(&Value, &Value)
     if expected.len() != actual.len() {
         return false;
     }
-    let mut used = vec![false; actual.len()];
-    expected.iter().all(|e| {
-        let found = actual
-            .iter()
-            .enumerate()
-            .find(|(i, a)| !used[*i] && same(e, a));
-        found.map(|(i, _)| used[i] = true).is_some()
-    })
+    let mut taken = vec![false; actual.len()];
+    expected
+        .iter()
+        .all(|e| pair_off(&mut taken, actual, |a| same(e, a)))
 }
 
 fn numbers_match(expected: f64, actual: f64) -> bool {

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::Params;
-use crate::world::{Db, PersonId, USER};
+use crate::world::Db;
 
 /// The world's state and a deterministic random stream (SplitMix64).
 pub struct Picker<'a> {
@@ -63,23 +63,6 @@ impl<'a> Picker<'a> {
         } else {
             Some(items[self.below(items.len())].clone())
         }
-    }
-
-    /// A person's full name, email address and phone number.
-    pub fn person(&self, person: PersonId) -> Option<(String, String, String)> {
-        self.db
-            .people
-            .get(person)
-            .map(|p| (p.full_name(), p.email.clone(), p.phone_number.clone()))
-    }
-
-    /// Everyone related to the user, in id order.
-    pub fn acquaintances(&self) -> Vec<PersonId> {
-        self.db
-            .relations_of(USER)
-            .into_iter()
-            .map(|(p, _)| p)
-            .collect()
     }
 }
 

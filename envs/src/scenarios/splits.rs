@@ -181,13 +181,21 @@ impl Default for CatalogConfig {
 /// A task of the catalog: its scenario and its index there.
 #[derive(Clone, Debug)]
 pub struct TaskRef {
-    /// The scenario.
-    pub scenario: Arc<BuiltScenario>,
-    /// The task's index in the scenario.
-    pub index: usize,
+    scenario: Arc<BuiltScenario>,
+    index: usize,
 }
 
 impl TaskRef {
+    /// The scenario.
+    pub fn scenario(&self) -> &Arc<BuiltScenario> {
+        &self.scenario
+    }
+
+    /// The task's index in the scenario.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
     /// The task.
     pub fn task(&self) -> &BuiltTask {
         &self.scenario.tasks[self.index]
