@@ -128,7 +128,10 @@ fn ids_are_stable_unique_and_well_formed() {
             assert_eq!(task.scenario_id, s.id);
             assert!(seen.insert(task.id.clone()), "duplicate {}", task.id);
             assert_eq!(
-                catalog.task(&task.id).expect("tasks are found by id").index(),
+                catalog
+                    .task(&task.id)
+                    .expect("tasks are found by id")
+                    .index(),
                 k
             );
         }
@@ -283,4 +286,15 @@ fn solutions_are_well_formed() {
             );
         }
     }
+}
+
+#[test]
+fn catalogs_can_be_shared_across_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Catalog>();
+    let catalog = catalog();
+    let count = std::thread::spawn(move || catalog.split(Split::Dev).len())
+        .join()
+        .unwrap();
+    assert!(count > 0);
 }

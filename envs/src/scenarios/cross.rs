@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::notes::unique_titles;
 use super::phone::{contact_numbers, RELATIONS};
-use super::pick::{dollars, number, params, text};
+use super::pick::{dollars, number, params, text, value};
 use super::splitbill::{group_named, pick_group_threshold};
 use super::{SkillParam, Solution, TaskKind, Template};
 use crate::sandbox::ApiError;
@@ -60,7 +60,7 @@ pub(super) const TEMPLATES: &[Template] = &[
                 r.call(
                     "coinpay",
                     "request_payment",
-                    json!({"payer_email": email, "amount": p["amount"], "description": text(p, "reason")}),
+                    json!({"payer_email": email, "amount": value(p, "amount"), "description": text(p, "reason")}),
                 )?;
             }
             Ok(Value::Null)
@@ -165,7 +165,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             let emails = r.all_pages("mail", "show_emails", json!({"folder": "inbox", "query": text(p, "subject")}))?;
             let latest = emails
                 .iter()
-                .find(|e| e["subject"] == p["subject"])
+                .find(|e| e["subject"] == *value(p, "subject"))
                 .ok_or_else(|| ApiError::new("no such email"))?;
             r.call("mail", "forward_email", json!({"email_id": latest["email_id"], "recipients": [address]}))?;
             Ok(Value::Null)
@@ -401,7 +401,7 @@ pub(super) const TEMPLATES: &[Template] = &[
                 r.call(
                     "coinpay",
                     "send_payment",
-                    json!({"receiver_email": email, "amount": p["amount"], "description": text(p, "note")}),
+                    json!({"receiver_email": email, "amount": value(p, "amount"), "description": text(p, "note")}),
                 )?;
             }
             Ok(Value::Null)

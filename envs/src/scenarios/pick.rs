@@ -76,6 +76,21 @@ pub(super) fn text<'p>(params: &'p Params, key: &str) -> &'p str {
     params.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
+/// The parameter `key` (`null` when missing).
+pub(super) fn value<'p>(params: &'p Params, key: &str) -> &'p Value {
+    params.get(key).unwrap_or(&Value::Null)
+}
+
+/// The strings of the list parameter `key` (empty when missing).
+pub(super) fn texts<'p>(params: &'p Params, key: &str) -> Vec<&'p str> {
+    value(params, key)
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 /// The number parameter `key` (0 when missing).
 pub(super) fn number(params: &Params, key: &str) -> f64 {
     params.get(key).and_then(Value::as_f64).unwrap_or(0.0)

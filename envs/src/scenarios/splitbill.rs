@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::pick::{dollars, int, params, text, Picker};
+use super::pick::{dollars, int, number, params, text, value, Picker};
 use super::{SkillParam, Solution, TaskKind, Template};
 use crate::sandbox::ApiError;
 use crate::world::{Db, Id, Money, PersonId, USER};
@@ -145,7 +145,7 @@ pub(super) const TEMPLATES: &[Template] = &[
         instruction: |p| {
             format!(
                 "Add a {} expense \"{}\" to my splitbill group \"{}\", paid by me and split evenly among all its members.",
-                dollars(p["amount"].as_f64().unwrap_or(0.0)),
+                dollars(number(p, "amount")),
                 text(p, "description"),
                 text(p, "group")
             )
@@ -155,7 +155,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             r.call(
                 "splitbill",
                 "add_expense",
-                json!({"group_id": group, "description": text(p, "description"), "amount": p["amount"]}),
+                json!({"group_id": group, "description": text(p, "description"), "amount": value(p, "amount")}),
             )?;
             Ok(Value::Null)
         },

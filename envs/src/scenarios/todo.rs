@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::pick::{params, text};
+use super::pick::{params, text, texts};
 use super::{SkillParam, Solution, TaskKind, Template};
 use crate::world::records::Priority;
 use crate::world::{today, Date, Db, Id, USER};
@@ -163,7 +163,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             Some(params([("name", json!(name)), ("items", json!(items)), ("due_date", json!(due.to_string()))]))
         },
         instruction: |p| {
-            let items: Vec<&str> = p["items"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let items = texts(p, "items");
             format!(
                 "Create a to-do list named \"{}\" with these items, each high priority and due {}: {}.",
                 text(p, "name"),
@@ -173,7 +173,7 @@ pub(super) const TEMPLATES: &[Template] = &[
         },
         reference: |r, p| {
             let created = r.call("todo", "create_list", json!({"name": text(p, "name")}))?;
-            for item in p["items"].as_array().into_iter().flatten() {
+            for item in texts(p, "items") {
                 r.call(
                     "todo",
                     "add_item",
