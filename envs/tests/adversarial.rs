@@ -7,7 +7,9 @@ mod fake_host;
 use std::time::{Duration, Instant};
 
 use fake_host::FakeHost;
-use sage_envs::sandbox::{ExecErrorKind, ExecOutcome, LimitKind, Limits, Sandbox};
+use sage_envs::sandbox::{
+    ExecErrorKind, ExecOutcome, FunctionOrigin, FunctionRef, LimitKind, Limits, Sandbox,
+};
 
 /// The default limits. Debug builds run the interpreter many times slower and with far
 /// bigger stack frames (the sandbox's stack is sized for optimized builds), so there
@@ -248,6 +250,71 @@ fn self_multiplying_data_is_refused_when_converted_to_text() {
         "x = ()\nfor i in range(40):\n    x = (x, x)\ns = 'v=%s' % (x,)",
         ExecErrorKind::Limit(LimitKind::SequenceLength),
     );
+}
+
+#[test]
+fn string_builders_that_would_pass_the_memory_limit_in_one_call_are_refused() {
+    let heap = ExecErrorKind::Limit(LimitKind::Heap);
+    let big = "s = 'a' * 1000000\n";
+    for code in [
+        "t = s.replace('a', s)",
+        "t = (s).replace('', s)",
+        "t = ( # the receiver\n  s\n) . replace(\n  'a',\n  s + 'b')",
+        "t = s.replace('a', 'b').replace('b', s)",
+        "def f(u):\n    return u.replace('a', u)\nt = f(s)",
+        "t = ''.join([s] * 1000000)",
+        "t = '-'.join([s for i in range(1000)])",
+        "t = s.join(['ab'] * 100000)",
+        "t = ('{0}' * 100).format(s)",
+        "t = '{}{x}'.format(s, x=[s] * 100)",
+        "t = [s] * 1000\nu = f'{t}'",
+        "t = [s] * 1000\nprint(t)",
+        "t = 'v=%s' % ([s] * 100,)",
+        "t = repr([s] * 100)",
+    ] {
+        let code = format!("{big}{code}");
+        let outcome = attack(&code, heap);
+        let message = outcome.error.unwrap().message;
+        assert!(message.contains("bytes"), "{code}: {message}");
+    }
+    for code in [
+        "x = 'ab'\nfor i in range(40):\n    x = [x, x]\nt = '{}'.format(x)",
+        "x = 'ab'\nfor i in range(40):\n    x = [x, x]\nt = f'{x}!'",
+    ] {
+        attack(code, heap);
+    }
+}
+
+#[test]
+fn bounded_string_builders_behave_as_before() {
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
+    let code = "def shout(s):\n    return s.replace('a', 'A') # loud\n\n\
+        class_ = {'replace': 1}\n\
+        print(shout('banana'), 'aaa'.replace('a', 'b', 2), ('x' + 'y').replace('y', 'z'))\n\
+        print(', '.join(['a', 'b']), '-'.join(('c', 'd')), ''.join({'e': 1}))\n\
+        print('{} {b}'.format(*[1], **{'b': 2}), '{{}}{0!r}'.format('q'), f'{class_}')\n\
+        print([s.replace('a', 'o') for s in ['ab', 'ba']], (lambda t: t.format(3))('<{}>'))\n\
+        print('ab'\n    .replace(\n        'a', 'c'),\n    'ab'.join([]),\n)\n\
+        print(set([1]).union([2]) == set([1, 2]), 'x'.format())";
+    let outcome = sb.execute(code, &mut host);
+    assert_eq!(
+        outcome.observation(),
+        "bAnAnA bba xz\na, b c-d e\n1 2 {}\"q\" {\"replace\": 1}\n[\"ob\", \"bo\"] <3>\ncb \nTrue x\n"
+    );
+    let shout = FunctionRef {
+        name: "shout".into(),
+        origin: FunctionOrigin::Execution(0),
+    };
+    assert_eq!(
+        sb.function_source(&shout).unwrap(),
+        "def shout(s):\n    return s.replace('a', 'A') # loud"
+    );
+    let failed = sb.execute("x = 1\ny = 2\nz = 'a'.replace(1, 2)", &mut host);
+    let error = failed.error.unwrap();
+    assert_eq!(error.kind, ExecErrorKind::Runtime, "{}", error.traceback);
+    assert!(error.traceback.contains("line 3"), "{}", error.traceback);
+    let failed = sb.execute("z = (1).replace('a', 'b')", &mut host);
+    assert!(failed.error.unwrap().message.contains("replace"));
 }
 
 #[test]

@@ -2,7 +2,10 @@
 //! `print` redirected to the execution's output buffer, Python's `sum`, `range` bounded
 //! by [`Limits::max_sequence_len`](super::Limits::max_sequence_len), `print`, `str`,
 //! `repr` and string formatting with `%` checked by [`check_text_size`], the operators
-//! `a * b` and `a % b` (rewritten to call bounded built-ins), and the `apis` object.
+//! `a * b` and `a % b` (rewritten to call bounded built-ins), the string methods
+//! `replace`, `join` and `format` and f-strings (rewritten likewise, refused when they
+//! would build a string larger than the memory limit in one call), and the `apis`
+//! object.
 
 use std::num::NonZeroI32;
 use std::sync::OnceLock;
@@ -10,18 +13,19 @@ use std::sync::OnceLock;
 use starlark::environment::{Globals, GlobalsBuilder, LibraryExtension};
 use starlark::eval::Evaluator;
 use starlark::starlark_module;
+use starlark::values::dict::DictRef;
 use starlark::values::list::ListRef;
 use starlark::values::none::NoneType;
 use starlark::values::range::Range;
 use starlark::values::string::StarlarkStr;
 use starlark::values::tuple::{TupleRef, UnpackTuple};
-use starlark::values::Value;
+use starlark::values::{Heap, Value};
 
 use super::apis::Apis;
 use super::context::ExecContext;
 use super::error::ExecErrorKind;
 use super::limits::LimitKind;
-use super::text::check_text_size;
+use super::text::{check_text_bytes, check_text_size, text_bytes};
 
 /// The globals shared by every session (built once per process; they hold no state).
 pub(crate) fn globals() -> &'static Globals {
@@ -70,6 +74,48 @@ fn sequence_limit(ctx: &ExecContext, what: &str, length: u64) -> starlark::Error
             ctx.limits.max_sequence_len
         ),
     )
+}
+
+/// Length of `s.replace(old, new[, count])`, or `None` when the arguments are not
+/// what `replace` takes (the method itself then reports it).
+fn replaced_len(s: &str, args: &[Value<'_>]) -> Option<u64> {
+    let (old, new) = match args {
+        [old, new] | [old, new, _] => (old.unpack_str()?, new.unpack_str()?),
+        _ => return None,
+    };
+    let mut found = s.matches(old).count() as u64;
+    if let Some(count) = args.get(2) {
+        found = found.min(u64::try_from(count.unpack_i32()?).ok()?);
+    }
+    let kept = (s.len() as u64).saturating_sub(found.saturating_mul(old.len() as u64));
+    Some(kept.saturating_add(found.saturating_mul(new.len() as u64)))
+}
+
+/// Length of `sep.join(items)`, or `None` when `items` is not an iterable of strings
+/// (the method itself then reports it).
+fn joined_len<'v>(sep: &str, items: Value<'v>, heap: Heap<'v>) -> Option<u64> {
+    let (mut total, mut count) = (0u64, 0u64);
+    for item in items.iterate(heap).ok()? {
+        total = total.saturating_add(item.unpack_str()?.len() as u64);
+        count += 1;
+    }
+    Some(total.saturating_add(count.saturating_sub(1).saturating_mul(sep.len() as u64)))
+}
+
+/// Number of `{...}` fields in a format string (`{{` and `}}` are literal braces).
+fn format_fields(format: &str) -> u64 {
+    let mut fields = 0;
+    let mut chars = format.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '{' {
+            if chars.peek() == Some(&'{') {
+                chars.next();
+            } else {
+                fields += 1;
+            }
+        }
+    }
+    fields
 }
 
 #[starlark_module]
@@ -206,6 +252,63 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
         a.percent(b, eval.heap())
     }
 
+    /// `x.name(*args, **kwargs)` for the methods calls are rewritten for: on a string,
+    /// `replace`, `join` and `format` are refused when their result would be larger
+    /// than the memory limit.
+    fn _sandbox_method<'v>(
+        #[starlark(require = pos)] this: Value<'v>,
+        #[starlark(require = pos)] name: &str,
+        #[starlark(args)] args: UnpackTuple<Value<'v>>,
+        #[starlark(kwargs)] kwargs: DictRef<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        let heap = eval.heap();
+        let named: Vec<(String, Value<'v>)> = kwargs
+            .iter()
+            .map(|(k, v)| (k.unpack_str().unwrap_or_default().to_owned(), v))
+            .collect();
+        drop(kwargs);
+        if let Some(s) = this.unpack_str() {
+            let ctx = ExecContext::of(eval)?;
+            let length = match name {
+                "replace" => replaced_len(s, &args.items),
+                "join" => args
+                    .items
+                    .first()
+                    .and_then(|items| joined_len(s, *items, heap)),
+                "format" => {
+                    let mut widest = 0u64;
+                    for value in args.items.iter().chain(named.iter().map(|(_, v)| v)) {
+                        widest = widest.max(text_bytes(ctx, *value, heap, false)?);
+                    }
+                    Some((s.len() as u64).saturating_add(format_fields(s).saturating_mul(widest)))
+                }
+                _ => None,
+            };
+            if let Some(length) = length {
+                check_text_bytes(ctx, &format!("this {name}()"), length)?;
+            }
+        }
+        let method = this.get_attr_error(name, heap)?;
+        let named: Vec<(&str, Value<'v>)> = named.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        eval.eval_function(method, &args.items, &named)
+    }
+
+    /// Checks that the string an f-string builds from these values would fit in the
+    /// memory limit; returns `None`, which the rewritten f-string is or-ed with.
+    fn _sandbox_fstring<'v>(
+        #[starlark(args)] args: UnpackTuple<Value<'v>>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<NoneType> {
+        let ctx = ExecContext::of(eval)?;
+        let mut total = 0u64;
+        for value in &args.items {
+            total = total.saturating_add(text_bytes(ctx, *value, eval.heap(), false)?);
+        }
+        check_text_bytes(ctx, "this f-string", total)?;
+        Ok(NoneType)
+    }
+
     /// `a * b`, refusing repetitions longer than the sandbox's maximum sequence length.
     fn _sandbox_mul<'v>(
         #[starlark(require = pos)] a: Value<'v>,
@@ -234,11 +337,16 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
 #[cfg(test)]
 mod tests {
     use super::{globals, range_len};
-    use crate::sandbox::source::{BOUNDED_MUL, BOUNDED_PERCENT};
+    use crate::sandbox::source::{BOUNDED_METHOD, BOUNDED_MUL, BOUNDED_PERCENT, CHECKED_FSTRING};
 
     #[test]
     fn the_rewritten_operators_have_their_builtins() {
-        for builtin in [BOUNDED_MUL, BOUNDED_PERCENT] {
+        for builtin in [
+            BOUNDED_MUL,
+            BOUNDED_PERCENT,
+            BOUNDED_METHOD,
+            CHECKED_FSTRING,
+        ] {
             assert!(globals().names().any(|name| name.as_str() == builtin));
         }
     }

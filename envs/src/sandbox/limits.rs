@@ -15,7 +15,9 @@ pub struct Limits {
     /// Bytes the session's Starlark heap may hold, checked before every statement and
     /// every 1,000 ticks (values persist across executions, so this bounds the episode).
     /// Executions run on a stack of 16 bytes per heap byte (at least 256 MiB), reserved
-    /// but only used as deep as the code and data go.
+    /// but only used as deep as the code and data go. A single string larger than this
+    /// (from `replace`, `join`, `format`, an f-string, `%` or a conversion to text) is
+    /// refused before it is built.
     pub max_heap_bytes: usize,
     /// Nested function calls (Starlark and built-in) one execution may reach.
     pub max_call_depth: usize,

@@ -1,11 +1,13 @@
 //! Turning source text into something the sandbox can run: the Starlark dialect agent
 //! code is written in, parsing, the checks made before anything runs, and the
-//! rewriting of the `*` and `%` operators into their bounded built-ins.
+//! rewriting of the `*` and `%` operators, of the string methods that can build a huge
+//! string in one call (`replace`, `join`, `format`) and of f-strings into their bounded
+//! built-ins.
 
 use std::collections::HashMap;
 
 use starlark::codemap::{CodeMap, Span};
-use starlark::syntax::ast::{AssignOp, AstStmt, Stmt};
+use starlark::syntax::ast::{AssignOp, AstExpr, AstStmt, Expr, Stmt};
 use starlark::syntax::{AstModule, Dialect, DialectTypes};
 
 /// Name of the built-in that `a * b` is rewritten to (see `builtins.rs`).
@@ -13,6 +15,18 @@ pub(crate) const BOUNDED_MUL: &str = "_sandbox_mul";
 
 /// Name of the built-in that `a % b` is rewritten to (see `builtins.rs`).
 pub(crate) const BOUNDED_PERCENT: &str = "_sandbox_percent";
+
+/// Name of the built-in that calls of the methods in [`BOUNDED_METHODS`] are rewritten
+/// to: `x.replace(a, b)` runs as `_sandbox_method(x, "replace", a, b)`.
+pub(crate) const BOUNDED_METHOD: &str = "_sandbox_method";
+
+/// Name of the built-in that checks the values an f-string interpolates:
+/// `f"{x}"` runs as `(_sandbox_fstring(x) or f"{x}")`.
+pub(crate) const CHECKED_FSTRING: &str = "_sandbox_fstring";
+
+/// Methods whose calls are routed through [`BOUNDED_METHOD`], whatever the value they
+/// are called on (string methods that can build a string far larger than their inputs).
+pub(crate) const BOUNDED_METHODS: [&str; 3] = ["replace", "join", "format"];
 
 /// The dialect agent code is written in: Starlark with top-level statements, lambdas,
 /// keyword-only arguments, type annotations (parsed, not checked) and simple
@@ -39,11 +53,16 @@ pub(crate) struct TopLevelDef {
     pub name: String,
     /// The span of the whole `def` statement, body included.
     pub span: Span,
+    /// The statement's source as the agent wrote it (before any rewriting).
+    pub source: String,
 }
 
 /// Parsed code, checked and rewritten, ready to evaluate.
 pub(crate) struct Prepared {
-    /// The module, with `*` and `%` rewritten to [`BOUNDED_MUL`] and [`BOUNDED_PERCENT`].
+    /// The module, with `*` and `%` rewritten to [`BOUNDED_MUL`] and [`BOUNDED_PERCENT`],
+    /// and string-building method calls and f-strings to [`BOUNDED_METHOD`] and
+    /// [`CHECKED_FSTRING`] (its code map holds the rewritten text, with every line where
+    /// it was).
     pub ast: AstModule,
     /// The file's code map (shared with the module; kept for tracing and source lookup).
     pub codemap: CodeMap,
@@ -69,7 +88,7 @@ pub(crate) enum PrepareError {
 
 /// Parses `source` as the file `file_name` and prepares it to run.
 pub(crate) fn prepare(file_name: &str, source: &str) -> Result<Prepared, PrepareError> {
-    let mut ast =
+    let ast =
         AstModule::parse(file_name, source.to_owned(), &dialect()).map_err(PrepareError::Syntax)?;
     let codemap = ast.file_span(Span::default()).file;
     if let Some((span, op)) = find_refused_assign(ast.statement()) {
@@ -81,22 +100,271 @@ pub(crate) fn prepare(file_name: &str, source: &str) -> Result<Prepared, Prepare
             ),
         });
     }
-    let defs = top_level_statements(ast.statement())
-        .into_iter()
-        .filter_map(|stmt| match &stmt.node {
-            Stmt::Def(def) => Some(TopLevelDef {
-                name: def.name.ident.clone(),
-                span: stmt.span,
-            }),
-            _ => None,
-        })
-        .collect();
+    let original = top_level_defs(&ast, &codemap);
+    // Rewriting never adds, removes or moves top-level statements, so the definitions
+    // of the rewritten module pair up with the original ones.
+    let (mut ast, codemap, defs) = match bound_text_builders(&ast, source)
+        .and_then(|text| AstModule::parse(file_name, text, &dialect()).ok())
+    {
+        Some(rewritten) => {
+            let rewritten_map = rewritten.file_span(Span::default()).file;
+            let defs = top_level_defs(&rewritten, &rewritten_map);
+            if defs.len() == original.len() {
+                let defs = defs
+                    .into_iter()
+                    .zip(original)
+                    .map(|(def, orig)| TopLevelDef {
+                        source: orig.source,
+                        ..def
+                    })
+                    .collect();
+                (rewritten, rewritten_map, defs)
+            } else {
+                (ast, codemap, original)
+            }
+        }
+        None => (ast, codemap, original),
+    };
     let rewrites = HashMap::from([
         ("*".to_owned(), BOUNDED_MUL.to_owned()),
         ("%".to_owned(), BOUNDED_PERCENT.to_owned()),
     ]);
     ast.replace_binary_operators(&rewrites);
     Ok(Prepared { ast, codemap, defs })
+}
+
+/// The top-level function definitions of `ast`, in source order.
+fn top_level_defs(ast: &AstModule, codemap: &CodeMap) -> Vec<TopLevelDef> {
+    top_level_statements(ast.statement())
+        .into_iter()
+        .filter_map(|stmt| match &stmt.node {
+            Stmt::Def(def) => Some(TopLevelDef {
+                name: def.name.ident.clone(),
+                span: stmt.span,
+                source: codemap.source_span(stmt.span).to_owned(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The byte range of a span.
+fn range(span: Span) -> (usize, usize) {
+    (span.begin().get() as usize, span.end().get() as usize)
+}
+
+/// One change to the source text: `text` replaces the bytes `begin..end` (inserted
+/// there when they are equal). `order` is the pre-order position of the node that made
+/// it, outer nodes first.
+struct Edit {
+    begin: usize,
+    end: usize,
+    text: String,
+    order: usize,
+}
+
+/// Where the parser put things in the source: comments and literals, whose text is not
+/// code and may hold any character.
+struct Layout<'a> {
+    source: &'a [u8],
+    /// Comment spans, sorted.
+    comments: Vec<(usize, usize)>,
+    /// End of each comment or literal, by its start.
+    opaque: HashMap<usize, usize>,
+}
+
+impl Layout<'_> {
+    /// The start of the comment holding byte `pos`, if one does.
+    fn comment_start(&self, pos: usize) -> Option<usize> {
+        let after = self.comments.partition_point(|&(begin, _)| begin <= pos);
+        let &(begin, end) = self.comments.get(after.checked_sub(1)?)?;
+        (pos < end).then_some(begin)
+    }
+
+    /// The last `.` of code in `from..to`.
+    fn last_dot(&self, from: usize, to: usize) -> Option<usize> {
+        let mut dot = None;
+        let mut i = from;
+        while i < to {
+            if let Some(&end) = self.opaque.get(&i) {
+                i = end.max(i + 1);
+                continue;
+            }
+            if self.source[i] == b'.' {
+                dot = Some(i);
+            }
+            i += 1;
+        }
+        dot
+    }
+
+    /// Where the receiver of a method really starts. The parser's span of an expression
+    /// leaves out parentheses around it (or around its first part), so the `)` found
+    /// between `begin` and the method's `.` without an `(` there are matched by going
+    /// back from `begin`.
+    fn receiver_start(&self, begin: usize, dot: usize) -> Option<usize> {
+        let (mut depth, mut lowest) = (0i64, 0i64);
+        let mut i = begin;
+        while i < dot {
+            if let Some(&end) = self.opaque.get(&i) {
+                i = end.max(i + 1);
+                continue;
+            }
+            match self.source[i] {
+                b'(' => depth += 1,
+                b')' => {
+                    depth -= 1;
+                    lowest = lowest.min(depth);
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        let mut start = begin;
+        for _ in 0..-lowest {
+            loop {
+                let before = start.checked_sub(1)?;
+                if let Some(comment) = self.comment_start(before) {
+                    start = comment;
+                } else if self.source[before].is_ascii_whitespace() || self.source[before] == b'\\'
+                {
+                    start = before;
+                } else {
+                    break;
+                }
+            }
+            let before = start.checked_sub(1)?;
+            if self.source[before] != b'(' {
+                return None;
+            }
+            start = before;
+        }
+        Some(start)
+    }
+}
+
+/// Every expression of the module, each before its children.
+fn all_expressions(stmt: &AstStmt) -> Vec<&AstExpr> {
+    let mut found = Vec::new();
+    let mut pending = Vec::new();
+    stmt.visit_expr(|expr| pending.push(expr));
+    pending.reverse();
+    while let Some(expr) = pending.pop() {
+        found.push(expr);
+        let mut children = Vec::new();
+        expr.visit_expr(|child| children.push(child));
+        pending.extend(children.into_iter().rev());
+    }
+    found
+}
+
+/// `source` rewritten so that calls of [`BOUNDED_METHODS`] go through
+/// [`BOUNDED_METHOD`] and f-strings through [`CHECKED_FSTRING`], with every line where
+/// it was; `None` when nothing needs rewriting. A call whose receiver cannot be located
+/// in the text is left as it is.
+fn bound_text_builders(ast: &AstModule, source: &str) -> Option<String> {
+    let expressions = all_expressions(ast.statement());
+    let mut comments: Vec<(usize, usize)> = ast.comments().iter().map(|&s| range(s)).collect();
+    comments.sort_unstable();
+    let mut opaque: HashMap<usize, usize> = comments.iter().copied().collect();
+    for expr in &expressions {
+        if matches!(expr.node, Expr::Literal(_) | Expr::FString(_)) {
+            let (begin, end) = range(expr.span);
+            opaque.insert(begin, end);
+        }
+    }
+    let layout = Layout {
+        source: source.as_bytes(),
+        comments,
+        opaque,
+    };
+    let mut edits = Vec::new();
+    for (order, expr) in expressions.iter().enumerate() {
+        match &expr.node {
+            Expr::Call(callee, call) => {
+                let Expr::Dot(receiver, name) = &callee.node else {
+                    continue;
+                };
+                if !BOUNDED_METHODS.contains(&name.node.as_str()) {
+                    continue;
+                }
+                let (receiver_begin, receiver_end) = range(receiver.span);
+                let Some(dot) = layout.last_dot(receiver_end, range(name.span).0) else {
+                    continue;
+                };
+                let Some(start) = layout.receiver_start(receiver_begin, dot) else {
+                    continue;
+                };
+                let args_begin = match call.args.first() {
+                    Some(arg) => range(arg.span).0,
+                    None => range(expr.span).1 - 1,
+                };
+                let mut text = format!(", \"{}\"", name.node);
+                if !call.args.is_empty() {
+                    text.push_str(", ");
+                }
+                let newlines = source[dot..args_begin].matches('\n').count();
+                text.push_str(&"\n".repeat(newlines));
+                edits.push(Edit {
+                    begin: start,
+                    end: start,
+                    text: format!("{BOUNDED_METHOD}("),
+                    order,
+                });
+                edits.push(Edit {
+                    begin: dot,
+                    end: args_begin,
+                    text,
+                    order,
+                });
+            }
+            Expr::FString(fstring) => {
+                let names: Vec<&str> = fstring
+                    .node
+                    .expressions
+                    .iter()
+                    .filter_map(|e| match &e.node {
+                        Expr::Identifier(ident) => Some(ident.node.ident.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                if names.is_empty() {
+                    continue;
+                }
+                let (begin, end) = range(expr.span);
+                edits.push(Edit {
+                    begin,
+                    end: begin,
+                    text: format!("({CHECKED_FSTRING}({}) or ", names.join(", ")),
+                    order,
+                });
+                edits.push(Edit {
+                    begin: end,
+                    end,
+                    text: ")".to_owned(),
+                    order,
+                });
+            }
+            _ => {}
+        }
+    }
+    if edits.is_empty() {
+        return None;
+    }
+    // From the end backwards, so earlier positions stay valid. At one position a
+    // replacement goes first (its text ends up after the insertions there), then
+    // insertions from the innermost node out (the outermost ends up first).
+    edits.sort_by(|a, b| {
+        b.begin
+            .cmp(&a.begin)
+            .then_with(|| (b.end > b.begin).cmp(&(a.end > a.begin)))
+            .then_with(|| b.order.cmp(&a.order))
+    });
+    let mut text = source.to_owned();
+    for edit in edits {
+        text.replace_range(edit.begin..edit.end, &edit.text);
+    }
+    Some(text)
 }
 
 /// The statements at the top level of a module, in order.
@@ -144,4 +412,36 @@ pub(crate) fn skill_name(source: &str) -> Option<&str> {
         .find(|c: char| !(c.is_alphanumeric() || c == '_'))
         .unwrap_or(name.len());
     (end > 0).then(|| &name[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bound_text_builders, dialect};
+    use starlark::syntax::AstModule;
+
+    fn rewrite(source: &str) -> Option<String> {
+        let ast = AstModule::parse("t.star", source.to_owned(), &dialect()).unwrap();
+        bound_text_builders(&ast, source)
+    }
+
+    #[test]
+    fn string_builders_are_rewritten_in_place() {
+        assert_eq!(rewrite("x = a.upper()"), None);
+        assert_eq!(
+            rewrite("x = a.replace(b, c)").unwrap(),
+            "x = _sandbox_method(a, \"replace\", b, c)"
+        );
+        assert_eq!(
+            rewrite("x = ((a) + \")\").join(b.format()) # (").unwrap(),
+            "x = _sandbox_method(((a) + \")\"), \"join\", _sandbox_method(b, \"format\")) # ("
+        );
+        assert_eq!(
+            rewrite("x = f'{y}'.replace(\n  'a', y)").unwrap(),
+            "x = _sandbox_method((_sandbox_fstring(y) or f'{y}'), \"replace\", \n'a', y)"
+        );
+        assert_eq!(
+            rewrite("x = a.replace(b, c).join(d)").unwrap(),
+            "x = _sandbox_method(_sandbox_method(a, \"replace\", b, c), \"join\", d)"
+        );
+    }
 }

@@ -4,12 +4,17 @@
 //! the stack or memory inside a single built-in call. [`check_text_size`] walks the
 //! value first, without recursion, and refuses it when it is nested deeper than
 //! [`Limits::max_value_depth`](super::Limits::max_value_depth) or would spell out more
-//! than [`Limits::max_sequence_len`](super::Limits::max_sequence_len) elements.
+//! than [`Limits::max_sequence_len`](super::Limits::max_sequence_len) elements, or
+//! when its text would take more bytes than
+//! [`Limits::max_heap_bytes`](super::Limits::max_heap_bytes) (a shared string repeated
+//! many times). [`check_text_bytes`] refuses any single string built larger than that.
+
+use std::collections::HashMap;
 
 use starlark::values::dict::DictRef;
 use starlark::values::list::ListRef;
 use starlark::values::tuple::TupleRef;
-use starlark::values::{Heap, Value};
+use starlark::values::{Heap, Value, ValueIdentity};
 
 use super::context::ExecContext;
 use super::error::ExecErrorKind;
@@ -32,20 +37,52 @@ fn elements<'v>(value: Value<'v>, heap: Heap<'v>) -> Option<Vec<Value<'v>>> {
     None
 }
 
-/// Fails when the text of `value` would nest deeper or spell out more elements than
-/// the limits allow; cheap for scalars.
-pub(crate) fn check_text_size<'v>(
+/// Bytes the text of a value that shows no elements takes, about; cached by identity
+/// because a shared value may appear many times.
+fn scalar_bytes<'v>(value: Value<'v>, cache: &mut HashMap<ValueIdentity<'v>, u64>) -> u64 {
+    if let Some(s) = value.unpack_str() {
+        // The quotes of its `repr`.
+        return s.len() as u64 + 2;
+    }
+    match value.get_type() {
+        "int" if value.unpack_i32().is_some() => 11,
+        "float" => 32,
+        "bool" | "NoneType" => 5,
+        _ => *cache
+            .entry(value.identity())
+            .or_insert_with(|| value.to_repr().len() as u64),
+    }
+}
+
+/// About how many bytes the text of `value` takes (an upper estimate for `str`, close
+/// for `repr`); fails when that passes the memory limit (the walk stops there, so it
+/// stays short for self-multiplying data) and, when `nesting` is set, when the value
+/// nests deeper or spells out more elements than the limits allow (for conversions
+/// that recurse once per level). Cheap for scalars.
+pub(crate) fn text_bytes<'v>(
     ctx: &ExecContext,
     value: Value<'v>,
     heap: Heap<'v>,
-) -> starlark::Result<()> {
+    nesting: bool,
+) -> starlark::Result<u64> {
     let limits = &ctx.limits;
     let mut pending = vec![(value, 0usize)];
     let mut spelled = 0usize;
+    let mut bytes = 0u64;
+    let mut cache = HashMap::new();
     while let Some((value, depth)) = pending.pop() {
         let Some(items) = elements(value, heap) else {
+            bytes = bytes.saturating_add(scalar_bytes(value, &mut cache));
+            check_text_bytes(ctx, "converting this value to text", bytes)?;
             continue;
         };
+        // Brackets, and a separator after each element.
+        bytes = bytes.saturating_add(2 + 2 * items.len() as u64);
+        check_text_bytes(ctx, "converting this value to text", bytes)?;
+        if !nesting {
+            pending.extend(items.into_iter().map(|item| (item, depth)));
+            continue;
+        }
         if depth >= limits.max_value_depth {
             let kind = LimitKind::ValueDepth;
             return Err(ctx.raise(
@@ -68,5 +105,32 @@ pub(crate) fn check_text_size<'v>(
         }
         pending.extend(items.into_iter().map(|item| (item, depth + 1)));
     }
+    Ok(bytes)
+}
+
+/// Fails when building a string of `bytes` bytes in one step would pass the sandbox's
+/// memory limit; `what` names the operation for the message.
+pub(crate) fn check_text_bytes(ctx: &ExecContext, what: &str, bytes: u64) -> starlark::Result<()> {
+    let limits = &ctx.limits;
+    if bytes > limits.max_heap_bytes as u64 {
+        let kind = LimitKind::Heap;
+        return Err(ctx.raise(
+            ExecErrorKind::Limit(kind),
+            format!(
+                "{what} would build a string of about {bytes} bytes: {}",
+                kind.describe(limits)
+            ),
+        ));
+    }
     Ok(())
+}
+
+/// Fails when the text of `value` would nest deeper, spell out more elements or take
+/// more bytes than the limits allow; cheap for scalars.
+pub(crate) fn check_text_size<'v>(
+    ctx: &ExecContext,
+    value: Value<'v>,
+    heap: Heap<'v>,
+) -> starlark::Result<()> {
+    text_bytes(ctx, value, heap, true).map(|_| ())
 }

@@ -105,7 +105,7 @@ impl FileTable {
                     .iter()
                     .rev()
                     .find(|d| d.name == function.name)
-                    .map(|d| f.codemap.source_span(d.span).trim_end())
+                    .map(|d| d.source.trim_end())
             })
             .next_back()
     }
