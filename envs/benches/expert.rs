@@ -4,44 +4,19 @@
 //! figure is the median of timed batches.
 //! Run: `cargo bench -p sage-envs --bench expert`.
 
-use std::hint::black_box;
+/// Shared with the core benchmarks: median of timed batches.
+#[path = "../../core/benches/harness.rs"]
+#[allow(dead_code)] // its table printers are used by the core benchmarks only
+mod harness;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sage_core::Environment;
 use sage_envs::environment::{EnvConfig, WorldEnv};
 use sage_envs::expert::{Expert, ExpertConfig, ExpertMode};
 use sage_envs::scenarios::{BuiltScenario, Catalog, CatalogConfig, Split};
 use sage_envs::tiny::{tiny_scenarios, TinyEnv};
-
-/// The median time of one call of `f` over `batches` batches of about `batch_target`.
-fn median_time<R>(mut f: impl FnMut() -> R, batches: usize, batch_target: Duration) -> Duration {
-    let mut per_batch = 1u32;
-    loop {
-        let start = Instant::now();
-        for _ in 0..per_batch {
-            black_box(f());
-        }
-        let elapsed = start.elapsed();
-        if elapsed >= batch_target / 4 || per_batch >= 1 << 20 {
-            let scale = batch_target.as_secs_f64() / elapsed.as_secs_f64().max(1e-9);
-            per_batch = ((f64::from(per_batch) * scale).ceil() as u32).max(1);
-            break;
-        }
-        per_batch *= 2;
-    }
-    let mut times: Vec<Duration> = (0..batches)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..per_batch {
-                black_box(f());
-            }
-            start.elapsed() / per_batch
-        })
-        .collect();
-    times.sort();
-    times[times.len() / 2]
-}
 
 fn row(name: &str, figure: Duration, target: Option<Duration>) {
     let status = match target {
@@ -82,7 +57,7 @@ fn main() {
         .expect("the expert solves it");
     let library = skills.tasks[0].saved.clone();
     let task = scenario.tasks[1].task.clone();
-    let trivial = median_time(
+    let trivial = harness::median_time(
         || {
             env.reset(&task, &library).expect("reset");
             env.step("```python\nprint(1)\n```").expect("step")
@@ -96,7 +71,7 @@ fn main() {
         Some(Duration::from_millis(1)),
     );
     let login = "```python\npasswords = {p[\"account_name\"]: p[\"password\"] for p in apis.supervisor.show_account_passwords()}\nprofile = apis.supervisor.show_profile()\ntoken = apis.tunes.login(username=profile[\"email\"], password=passwords[\"tunes\"])[\"access_token\"]\nprint(apis.tunes.show_liked_songs(access_token=token, page_limit=20))\n```";
-    let first = median_time(
+    let first = harness::median_time(
         || {
             env.reset(&task, &library).expect("reset");
             env.step(login).expect("step")
@@ -125,7 +100,11 @@ fn main() {
             .iter()
             .map(|s| {
                 (
-                    median_time(|| expert.solve(&mut env, s).expect("solved"), 5, batch / 4),
+                    harness::median_time(
+                        || expert.solve(&mut env, s).expect("solved"),
+                        5,
+                        batch / 4,
+                    ),
                     s.template.name,
                 )
             })
@@ -153,7 +132,7 @@ fn main() {
     let mut tiny_env = TinyEnv::default();
     let tiny_task = tiny[0].tasks[0].clone();
     let response = TinyEnv::expert_response(&tiny_task, &[]).expect("a tiny task");
-    let episode = median_time(
+    let episode = harness::median_time(
         || {
             tiny_env.reset(&tiny_task, &[]).expect("reset");
             tiny_env.step(&response).expect("step");

@@ -2,11 +2,15 @@
 //! under 1 ms, and at least 50,000 API calls per second through the sandbox. Each
 //! figure is the median of timed batches. Run: `cargo bench -p sage-envs --bench sandbox`.
 
+/// Shared with the core benchmarks: median of timed batches.
+#[path = "../../core/benches/harness.rs"]
+#[allow(dead_code)] // its table printers are used by the core benchmarks only
+mod harness;
+
 #[path = "../tests/fake_host/mod.rs"]
 mod fake_host;
 
-use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fake_host::FakeHost;
 use sage_envs::sandbox::{Limits, Sandbox};
@@ -29,35 +33,6 @@ const SKILLS: [&str; 3] = [
 ];
 
 const CALLS: usize = 10_000;
-
-/// The median time of one call of `f` over `batches` batches of about `batch_target`.
-fn median_time<R>(mut f: impl FnMut() -> R, batches: usize, batch_target: Duration) -> Duration {
-    let mut per_batch = 1u32;
-    loop {
-        let start = Instant::now();
-        for _ in 0..per_batch {
-            black_box(f());
-        }
-        let elapsed = start.elapsed();
-        if elapsed >= batch_target / 4 || per_batch >= 1 << 20 {
-            let scale = batch_target.as_secs_f64() / elapsed.as_secs_f64().max(1e-9);
-            per_batch = ((f64::from(per_batch) * scale).ceil() as u32).max(1);
-            break;
-        }
-        per_batch *= 2;
-    }
-    let mut times: Vec<Duration> = (0..batches)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..per_batch {
-                black_box(f());
-            }
-            start.elapsed() / per_batch
-        })
-        .collect();
-    times.sort();
-    times[times.len() / 2]
-}
 
 fn row(name: &str, figure: String, target: &str, met: Option<bool>) {
     let status = match met {
@@ -89,7 +64,7 @@ fn main() {
         "-".repeat(14)
     );
 
-    let first = median_time(
+    let first = harness::median_time(
         || {
             sandbox.reset();
             let outcome = sandbox.execute(FIRST_TURN, &mut host);
@@ -106,7 +81,7 @@ fn main() {
         Some(us < 1000.0),
     );
 
-    let with_library = median_time(
+    let with_library = harness::median_time(
         || {
             sandbox.reset();
             for skill in SKILLS {
@@ -129,7 +104,7 @@ fn main() {
         Some(us < 1000.0),
     );
 
-    let trivial = median_time(
+    let trivial = harness::median_time(
         || {
             sandbox.reset();
             sandbox.execute("x = 1", &mut host)
@@ -145,7 +120,7 @@ fn main() {
     );
 
     let echo_loop = format!("for i in range({CALLS}):\n    apis.util.echo(value=i)");
-    let echo = median_time(
+    let echo = harness::median_time(
         || {
             sandbox.reset();
             let outcome = sandbox.execute(&echo_loop, &mut host);
@@ -167,7 +142,7 @@ fn main() {
         CALLS - 1
     );
     host.token_lifetime = u64::MAX / 2;
-    let listing = median_time(
+    let listing = harness::median_time(
         || {
             sandbox.reset();
             let outcome = sandbox.execute(&listing_loop, &mut host);
@@ -184,7 +159,7 @@ fn main() {
         Some(rate >= 50_000.0),
     );
 
-    let loop_only = median_time(
+    let loop_only = harness::median_time(
         || {
             sandbox.reset();
             sandbox.execute(

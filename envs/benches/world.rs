@@ -3,8 +3,12 @@
 //! least 50,000 per second. Each figure is the median of timed batches.
 //! Run: `cargo bench -p sage-envs --bench world`.
 
-use std::hint::black_box;
-use std::time::{Duration, Instant};
+/// Shared with the core benchmarks: median of timed batches.
+#[path = "../../core/benches/harness.rs"]
+#[allow(dead_code)] // its table printers are used by the core benchmarks only
+mod harness;
+
+use std::time::Duration;
 
 use sage_envs::sandbox::{bind_args, ApiHost, Limits, Sandbox};
 use sage_envs::world::{registry, World, WorldConfig, USER};
@@ -12,35 +16,6 @@ use serde_json::{json, Map, Value};
 
 /// API calls per sandbox execution in the through-the-sandbox figures.
 const CALLS: usize = 10_000;
-
-/// The median time of one call of `f` over `batches` batches of about `batch_target`.
-fn median_time<R>(mut f: impl FnMut() -> R, batches: usize, batch_target: Duration) -> Duration {
-    let mut per_batch = 1u32;
-    loop {
-        let start = Instant::now();
-        for _ in 0..per_batch {
-            black_box(f());
-        }
-        let elapsed = start.elapsed();
-        if elapsed >= batch_target / 4 || per_batch >= 1 << 20 {
-            let scale = batch_target.as_secs_f64() / elapsed.as_secs_f64().max(1e-9);
-            per_batch = ((f64::from(per_batch) * scale).ceil() as u32).max(1);
-            break;
-        }
-        per_batch *= 2;
-    }
-    let mut times: Vec<Duration> = (0..batches)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..per_batch {
-                black_box(f());
-            }
-            start.elapsed() / per_batch
-        })
-        .collect();
-    times.sort();
-    times[times.len() / 2]
-}
 
 fn row(name: &str, figure: String, target: &str, met: Option<bool>) {
     let status = match met {
@@ -78,7 +53,7 @@ fn main() {
     );
 
     let mut seed = 0;
-    let generate = median_time(
+    let generate = harness::median_time(
         || {
             seed += 1;
             World::generate_with(seed, config.clone())
@@ -94,7 +69,7 @@ fn main() {
         None,
     );
 
-    let snapshot = median_time(|| world.snapshot(), 15, batch);
+    let snapshot = harness::median_time(|| world.snapshot(), 15, batch);
     row(
         "snapshot (clone of the whole state)",
         format!("{:.2} us", snapshot.as_secs_f64() * 1e6),
@@ -115,7 +90,7 @@ fn main() {
     );
     host.call("coinpay", "send_payment", payment)
         .expect("payment");
-    let diff = median_time(|| host.diff_since(&before), 15, batch);
+    let diff = harness::median_time(|| host.diff_since(&before), 15, batch);
     row(
         "diff after one payment (2 tables written)",
         format!("{:.2} us", diff.as_secs_f64() * 1e6),
@@ -123,7 +98,7 @@ fn main() {
         None,
     );
     let fresh = World::generate_with(7, config.clone());
-    let full = median_time(|| fresh.db().diff(world.db()), 9, batch);
+    let full = harness::median_time(|| fresh.db().diff(world.db()), 9, batch);
     row(
         "diff of two equal, unshared worlds (every row compared)",
         format!("{:.2} ms", full.as_secs_f64() * 1e3),
@@ -159,7 +134,7 @@ fn main() {
     ];
     for (name, app, api, args) in calls {
         let args = bound(app, api, args);
-        let time = median_time(
+        let time = harness::median_time(
             || host.call(app, api, args.clone()).expect("call succeeds"),
             9,
             batch,
@@ -182,7 +157,7 @@ fn main() {
         "unlike_song",
         json!({"access_token": tunes, "song_id": 3}),
     );
-    let pair = median_time(
+    let pair = harness::median_time(
         || {
             host.call("tunes", "like_song", like.clone()).ok();
             host.call("tunes", "unlike_song", unlike.clone()).ok()
@@ -219,7 +194,7 @@ fn main() {
         ),
     ];
     for (name, code) in loops {
-        let time = median_time(
+        let time = harness::median_time(
             || {
                 sandbox.reset();
                 let outcome = sandbox.execute(&code, &mut host);
