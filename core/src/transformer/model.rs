@@ -394,40 +394,30 @@ impl Transformer {
         for (lp, la) in p.layers.iter().zip(&a.layers).rev() {
             // d_residual holds d(layer output); it passes through both skips unchanged.
             // MLP block.
-            k.matmul(
-                t(a.d_swiglu), // [N, I] = d_out[N, D] · down[D, I]
-                t(a.d_residual),
-                w(lp.down_weight),
-                mm(n, i, d, false, false, false),
-            )
-            .map_err(kerr)?;
-            k.matmul(
-                g(lp.down_weight), // [D, I] += d_out^T · swiglu[N, I]
-                t(a.d_residual),
-                t(la.swiglu),
-                mm(d, i, n, true, false, true),
-            )
-            .map_err(kerr)?;
+            let down = Linear {
+                weight: w(lp.down_weight),
+                d_weight: g(lp.down_weight),
+                rows: n,
+                in_dim: i,
+                out_dim: d,
+            };
+            // d_swiglu[N, I] = d_out[N, D] · down[D, I]
+            linear_backward(k, down, t(a.d_swiglu), t(a.d_residual), t(la.swiglu), false)?;
             k.swiglu_backward(t(a.d_gate), t(a.d_up), t(a.d_swiglu), t(la.gate), t(la.up))
                 .map_err(kerr)?;
-            for (d_proj, weight, first) in [
-                (a.d_gate, lp.gate_weight, true),
-                (a.d_up, lp.up_weight, false),
+            // d_norm[N, D] = d_gate · gate[I, D] + d_up · up[I, D]
+            for (d_proj, weight, accumulate) in [
+                (a.d_gate, lp.gate_weight, false),
+                (a.d_up, lp.up_weight, true),
             ] {
-                k.matmul(
-                    t(a.d_norm), // [N, D] (+)= d_proj[N, I] · W[I, D]
-                    t(d_proj),
-                    w(weight),
-                    mm(n, d, i, false, false, !first),
-                )
-                .map_err(kerr)?;
-                k.matmul(
-                    g(weight), // [I, D] += d_proj^T · post_norm[N, D]
-                    t(d_proj),
-                    t(la.post_norm),
-                    mm(i, d, n, true, false, true),
-                )
-                .map_err(kerr)?;
+                let proj = Linear {
+                    weight: w(weight),
+                    d_weight: g(weight),
+                    rows: n,
+                    in_dim: d,
+                    out_dim: i,
+                };
+                linear_backward(k, proj, t(a.d_norm), t(d_proj), t(la.post_norm), accumulate)?;
             }
             k.rmsnorm_backward(
                 t(a.d_residual),
@@ -441,20 +431,15 @@ impl Transformer {
             .map_err(kerr)?;
 
             // Attention block.
-            k.matmul(
-                t(a.d_attn), // [N, H*hd] = d_out[N, D] · o[D, H*hd]
-                t(a.d_residual),
-                w(lp.o_weight),
-                mm(n, qd, d, false, false, false),
-            )
-            .map_err(kerr)?;
-            k.matmul(
-                g(lp.o_weight), // [D, H*hd] += d_out^T · attn[N, H*hd]
-                t(a.d_residual),
-                t(la.attn),
-                mm(d, qd, n, true, false, true),
-            )
-            .map_err(kerr)?;
+            let o_proj = Linear {
+                weight: w(lp.o_weight),
+                d_weight: g(lp.o_weight),
+                rows: n,
+                in_dim: qd,
+                out_dim: d,
+            };
+            // d_attn[N, H*hd] = d_out[N, D] · o[D, H*hd]
+            linear_backward(k, o_proj, t(a.d_attn), t(a.d_residual), t(la.attn), false)?;
             k.attention_backward(
                 t(a.d_q),
                 t(a.d_k),
@@ -494,20 +479,15 @@ impl Transformer {
                 if let Some(bias) = bias {
                     k.bias_backward(g(bias), t(d_proj)).map_err(kerr)?;
                 }
-                k.matmul(
-                    t(a.d_norm), // [N, D] (+)= d_proj[N, width] · W[width, D]
-                    t(d_proj),
-                    w(weight),
-                    mm(n, d, width, false, false, j > 0),
-                )
-                .map_err(kerr)?;
-                k.matmul(
-                    g(weight), // [width, D] += d_proj^T · input_norm[N, D]
-                    t(d_proj),
-                    t(la.input_norm),
-                    mm(width, d, n, true, false, true),
-                )
-                .map_err(kerr)?;
+                // d_norm[N, D] = sum over q, k, v of d_proj[N, width] · W[width, D]
+                let proj = Linear {
+                    weight: w(weight),
+                    d_weight: g(weight),
+                    rows: n,
+                    in_dim: d,
+                    out_dim: width,
+                };
+                linear_backward(k, proj, t(a.d_norm), t(d_proj), t(la.input_norm), j > 0)?;
             }
             k.rmsnorm_backward(
                 t(a.d_residual),
@@ -523,6 +503,50 @@ impl Transformer {
         k.embedding_backward(g(p.embed), t(a.d_residual), acts.tokens(), d)
             .map_err(kerr)
     }
+}
+
+/// A bias-free linear layer `y[rows, out_dim] = x[rows, in_dim] · weight[out_dim,
+/// in_dim]^T`, with the gradient slot of its weight.
+struct Linear {
+    weight: Tensor,
+    d_weight: Tensor,
+    rows: usize,
+    in_dim: usize,
+    out_dim: usize,
+}
+
+/// Backward of a [`Linear`] layer: `dx[rows, in] (+)= dy[rows, out] · weight` (added
+/// into `dx` when `accumulate_dx`, for inputs that feed several layers) and
+/// `d_weight[out, in] += dy^T · x`.
+fn linear_backward<K: Kernels>(
+    k: &mut K,
+    layer: Linear,
+    dx: Tensor,
+    dy: Tensor,
+    x: Tensor,
+    accumulate_dx: bool,
+) -> Result<(), K> {
+    let Linear {
+        weight,
+        d_weight,
+        rows,
+        in_dim,
+        out_dim,
+    } = layer;
+    k.matmul(
+        dx,
+        dy,
+        weight,
+        mm(rows, in_dim, out_dim, false, false, accumulate_dx),
+    )
+    .map_err(backend)?;
+    k.matmul(
+        d_weight,
+        dy,
+        x,
+        mm(out_dim, in_dim, rows, true, false, true),
+    )
+    .map_err(backend)
 }
 
 /// The shape of one matmul call (see [`MatmulShape`]).
