@@ -24,8 +24,9 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Demo => {
             eprintln!(
-                "sage demo: not yet available. The built-in world and the trainer are still \
-                 being built (see README.md, \"Status\"); the core library is usable today."
+                "sage demo: not yet available. The trainer's SFT, evaluation and demo pipeline \
+                 are still being built (see README.md, \"Status\"); the core library and the \
+                 built-in world are usable today."
             );
             ExitCode::from(2)
         }
