@@ -67,6 +67,9 @@ pub struct UpdateStats {
     pub grad_norm: f32,
     /// Learning rate used for the step.
     pub learning_rate: f32,
+    /// The gradient was not finite, so nothing was applied (the step does not count).
+    #[serde(default)]
+    pub skipped: bool,
 }
 
 /// A trainable (or generation-only) language model. Implementations must guarantee:

@@ -127,15 +127,17 @@ impl AdamW {
         }
         let grad_norm = k.sum_squares(grads).map_err(OptimError::Backend)?.sqrt();
         let learning_rate = self.config.schedule.learning_rate(u64::from(self.step));
+        let skipped = !grad_norm.is_finite();
         let mut report = StepReport {
             stats: UpdateStats {
                 grad_norm,
                 learning_rate,
+                skipped,
             },
             clipped: false,
-            skipped: !grad_norm.is_finite(),
+            skipped,
         };
-        if !report.skipped {
+        if !skipped {
             let next = self.step.checked_add(1).ok_or(OptimError::StepLimit)?;
             if let Some(max) = self.config.max_grad_norm.filter(|&max| grad_norm > max) {
                 let factor = f64::from(max) / (f64::from(grad_norm) + CLIP_EPS);

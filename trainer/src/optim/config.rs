@@ -65,3 +65,22 @@ impl AdamWConfig {
         }
     }
 }
+
+impl AdamWConfig {
+    /// [`AdamWConfig::validate`], reading a `warmup_cosine` `total_steps` of 0 as "the
+    /// run's length", which is filled in when the run starts.
+    pub fn validate_ignoring_auto_length(&self) -> Result<(), ConfigError> {
+        let mut resolved = self.clone();
+        resolved.resolve_total_steps(u64::MAX);
+        resolved.validate()
+    }
+
+    /// Sets a `warmup_cosine` `total_steps` of 0 to `steps`.
+    pub fn resolve_total_steps(&mut self, steps: u64) {
+        if let LrSchedule::WarmupCosine { total_steps, .. } = &mut self.schedule {
+            if *total_steps == 0 {
+                *total_steps = steps.max(1);
+            }
+        }
+    }
+}
