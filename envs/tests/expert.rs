@@ -45,11 +45,12 @@ fn the_expert_passes_every_task_of_every_split_in_both_modes() {
             scenarios.len()
         );
         for mode in [ExpertMode::Skills, ExpertMode::Direct] {
-            for (variant, mistake_rate) in [(0, 0.2), (1, 1.0)] {
+            for (variant, mistake_rate, read_docs) in [(0, 0.2, true), (1, 1.0, true), (2, 0.2, false)] {
                 let expert = Expert::new(ExpertConfig {
                     mode,
                     variant,
                     mistake_rate,
+                    read_docs,
                 });
                 let (runs, metrics) = expert
                     .solve_all(&mut env, scenarios.iter().map(|s| s.as_ref()))
@@ -235,4 +236,27 @@ fn trajectories_export_as_chat_json_lines() {
             }
         }
     }
+}
+
+#[test]
+fn without_docs_the_first_task_skips_the_lookup_turn() {
+    let built = catalog().split(Split::Dev)[0].clone();
+    let with_docs = solve(ExpertConfig::new(ExpertMode::Skills), &built);
+    let without = solve(
+        ExpertConfig {
+            read_docs: false,
+            mistake_rate: 0.0,
+            ..ExpertConfig::new(ExpertMode::Skills)
+        },
+        &built,
+    );
+    let reads_docs = |task: &sage_envs::expert::TaskRun| {
+        task.messages
+            .iter()
+            .any(|m| m.role == "assistant" && m.content.contains("apis.api_docs."))
+    };
+    assert!(reads_docs(&with_docs.tasks[0]));
+    assert!(without.tasks.iter().all(|t| !reads_docs(t)));
+    assert!(without.passed());
+    assert!(without.tasks[0].steps < with_docs.tasks[0].steps);
 }

@@ -72,15 +72,21 @@ pub struct ExpertConfig {
     pub variant: u64,
     /// Probability that a scenario's first attempt holds a deliberate mistake.
     pub mistake_rate: f64,
+    /// Whether a task that writes new code first reads the docs of the APIs it calls
+    /// (an agent that knows the APIs skips that turn: shorter trajectories, which the
+    /// CPU demo trains on).
+    pub read_docs: bool,
 }
 
 impl ExpertConfig {
-    /// The default settings for `mode`: variant 0, mistakes in 20% of scenarios.
+    /// The default settings for `mode`: variant 0, mistakes in 20% of scenarios, docs
+    /// read before new code.
     pub fn new(mode: ExpertMode) -> ExpertConfig {
         ExpertConfig {
             mode,
             variant: 0,
             mistake_rate: 0.2,
+            read_docs: true,
         }
     }
 }
@@ -300,23 +306,28 @@ impl Expert {
             }
             session.run(&code::turn(&thought, &call), false)?;
         } else {
-            let apps = template.apps.join(" and ");
-            let thought = format!(
-                "{} {apps}. {}",
+            let apps = format!(
+                "{} {}.",
                 thoughts.pick(&[
                     "This task needs",
                     "To do this I will use",
                     "The apps involved:"
                 ]),
+                template.apps.join(" and ")
+            );
+            let thought = format!(
+                "{apps} {}",
                 thoughts.pick(&[
                     "First I will read the documentation of the APIs I plan to call.",
                     "Let me look up how their APIs work before writing code.",
                 ])
             );
-            session.run(
-                &code::turn(&thought, &code::docs_lookup(template, style)),
-                false,
-            )?;
+            if self.config.read_docs {
+                session.run(
+                    &code::turn(&thought, &code::docs_lookup(template, style)),
+                    false,
+                )?;
+            }
             let work = |mistake| match self.config.mode {
                 ExpertMode::Skills => format!(
                     "{}\n\n{}",
@@ -325,7 +336,7 @@ impl Expert {
                 ),
                 ExpertMode::Direct => code::direct(template, style, &built.params, mistake),
             };
-            let intro = match self.config.mode {
+            let mut intro = match self.config.mode {
                 ExpertMode::Skills => format!(
                     "{} `{}` {}",
                     thoughts.pick(&["I'll write a reusable skill", "Let me define a general function", "I will write a skill"]),
@@ -342,6 +353,9 @@ impl Expert {
                     ])
                     .to_owned(),
             };
+            if !self.config.read_docs {
+                intro = format!("{apps} {intro}");
+            }
             if index == 0 || self.config.mode == ExpertMode::Direct {
                 if let Some(mistake) = style.mistake {
                     session.run(&code::turn(&intro, &work(Some(mistake))), true)?;
