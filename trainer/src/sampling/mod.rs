@@ -14,4 +14,5 @@ mod sampler;
 
 pub use error::SamplingError;
 pub use generate::generate;
+pub use rng::SequenceRng;
 pub use sampler::ParamsError;
