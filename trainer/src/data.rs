@@ -1,0 +1,174 @@
+//! Expert data: the built-in world's scripted expert run over a split, kept by
+//! rejection sampling (scenarios whose tasks all pass) and written as chat JSON lines
+//! that [`SftData`](crate::sft::SftData) reads.
+
+use std::fmt;
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use sage_envs::environment::{EnvConfig, WorldEnv};
+use sage_envs::expert::{Expert, ExpertConfig, ExpertMode, TrajectoryRecord};
+use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
+
+/// Most seeds per template: the splits' seed ranges start 1000 apart.
+pub const MAX_SEEDS: u64 = 1000;
+
+/// Which trajectories to produce.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExpertDataConfig {
+    /// The split whose scenarios the expert solves (`train`, `dev`, ...).
+    pub split: String,
+    /// Scenario seeds per template (more seeds: more worlds, people and values).
+    pub seeds: u64,
+    /// Style variants per scenario (different wordings, names and mistakes).
+    pub variants: u64,
+    /// `skills` (SAGE's format) or `direct` (plain API calls, the no-skill baseline).
+    pub mode: String,
+    /// Share of scenarios whose first attempt holds a deliberate mistake, fixed in the
+    /// next turn.
+    pub mistake_rate: f64,
+    /// Whether the expert reads the API docs before writing new code (off: shorter
+    /// trajectories, for small models trained on a CPU).
+    pub read_docs: bool,
+}
+
+impl Default for ExpertDataConfig {
+    fn default() -> ExpertDataConfig {
+        ExpertDataConfig {
+            split: "train".to_owned(),
+            seeds: 5,
+            variants: 1,
+            mode: "skills".to_owned(),
+            mistake_rate: 0.2,
+            read_docs: true,
+        }
+    }
+}
+
+/// Why expert data could not be produced.
+#[derive(Debug)]
+pub enum DataError {
+    /// A setting is out of range.
+    Config(String),
+    /// The world or the expert failed.
+    World(String),
+    /// Writing the file failed.
+    Io(String),
+}
+
+impl fmt::Display for DataError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DataError::Config(e) => write!(f, "expert data config: {e}"),
+            DataError::World(e) => write!(f, "expert data: {e}"),
+            DataError::Io(e) => write!(f, "writing expert data: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DataError {}
+
+/// The kept trajectories and the count of rejected scenarios.
+#[derive(Clone, Debug, Default)]
+pub struct ExpertData {
+    /// One record per task of every kept scenario.
+    pub records: Vec<TrajectoryRecord>,
+    /// Scenarios kept.
+    pub kept: usize,
+    /// Scenarios dropped because a task failed.
+    pub dropped: usize,
+}
+
+impl ExpertDataConfig {
+    /// The split, checked.
+    pub fn split(&self) -> Result<Split, DataError> {
+        Split::parse(&self.split).ok_or_else(|| {
+            DataError::Config(format!(
+                "unknown split {:?} (train, iid, dev, test-normal, test-challenge)",
+                self.split
+            ))
+        })
+    }
+
+    /// The expert mode, checked.
+    pub fn mode(&self) -> Result<ExpertMode, DataError> {
+        match self.mode.as_str() {
+            "skills" => Ok(ExpertMode::Skills),
+            "direct" => Ok(ExpertMode::Direct),
+            other => Err(DataError::Config(format!(
+                "unknown mode {other:?} (skills or direct)"
+            ))),
+        }
+    }
+}
+
+/// Runs the expert over the configured split.
+pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
+    let split = config.split()?;
+    let mode = config.mode()?;
+    if config.seeds == 0 || config.variants == 0 {
+        return Err(DataError::Config("seeds and variants must be at least 1".into()));
+    }
+    if config.seeds > MAX_SEEDS {
+        return Err(DataError::Config(format!(
+            "seeds must be at most {MAX_SEEDS} (more would reach the held-out seeds of iid)"
+        )));
+    }
+    if !(0.0..=1.0).contains(&config.mistake_rate) {
+        return Err(DataError::Config("mistake_rate must be in [0, 1]".into()));
+    }
+    let catalog_config = CatalogConfig {
+        seeds: config.seeds,
+        iid_seeds: config.seeds,
+        ..CatalogConfig::default()
+    };
+    let catalog = Catalog::build_splits(&catalog_config, &[split])
+        .map_err(|e| DataError::World(e.to_string()))?;
+    let catalog = Arc::new(catalog);
+    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default());
+    let mut data = ExpertData::default();
+    for variant in 0..config.variants {
+        let expert = Expert::new(ExpertConfig {
+            mode,
+            variant,
+            mistake_rate: config.mistake_rate,
+            read_docs: config.read_docs,
+        });
+        for scenario in catalog.scenarios() {
+            let run = expert
+                .solve(&mut env, scenario)
+                .map_err(|e| DataError::World(e.to_string()))?;
+            if run.passed() {
+                data.kept += 1;
+                data.records.extend(run.records());
+            } else {
+                data.dropped += 1;
+            }
+        }
+    }
+    Ok(data)
+}
+
+/// Writes `records` as JSON lines to `path` (through a temporary file, renamed into
+/// place, so a killed process leaves no half-written file).
+pub fn write_records(path: &Path, records: &[TrajectoryRecord]) -> Result<(), DataError> {
+    let io = |e: std::io::Error| DataError::Io(format!("{}: {e}", path.display()));
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(io)?;
+    }
+    let temporary = path.with_extension("jsonl.partial");
+    let mut file = std::io::BufWriter::new(fs::File::create(&temporary).map_err(io)?);
+    for record in records {
+        writeln!(file, "{}", record.to_json_line()).map_err(io)?;
+    }
+    file.into_inner()
+        .map_err(|e| io(e.into_error()))?
+        .sync_all()
+        .map_err(io)?;
+    fs::rename(&temporary, path).map_err(io)
+}

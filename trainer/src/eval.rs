@@ -1,0 +1,385 @@
+//! Evaluation of a policy on the built-in world: per split and per retrieval mode, the
+//! metrics of SAGE.md (TGC, SGC, average steps and generated tokens per task, skill
+//! usage and success skill usage rates, library size, distinct skills used).
+//!
+//! Tasks run in waves: the first task of every scenario together, then every second
+//! task, and so on, so a task sees the skills saved by the earlier tasks (of its own
+//! scenario for `same-scenario`, of any scenario for the query modes, none for
+//! `none`). Skills enter the library when the task that defined them ran them without
+//! error, whether or not the task passed.
+
+use std::fmt::{self, Write as _};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use sage_core::retrieval::{RetrievalMode, Retriever};
+use sage_core::skill::{HashSkillLibrary, SkillLibrary};
+use sage_core::{Policy, Skill};
+use sage_envs::environment::{EnvConfig, WorldEnv};
+use sage_envs::prompt::{system_prompt, PromptMode};
+use sage_envs::scenarios::{BuiltScenario, Catalog, Split};
+
+use crate::chat::ChatTemplate;
+use crate::rollout::{run_episodes, EpisodeRequest, RolloutConfig, RolloutEpisode, RolloutError};
+
+/// The metrics of one split under one retrieval mode.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvalMetrics {
+    /// The split.
+    pub split: String,
+    /// The retrieval mode.
+    pub mode: String,
+    /// Tasks run.
+    pub tasks: usize,
+    /// Scenarios run.
+    pub scenarios: usize,
+    /// Task goal completion: % of tasks whose checks all pass.
+    pub tgc: f64,
+    /// Scenario goal completion: % of scenarios whose tasks all pass.
+    pub sgc: f64,
+    /// Agent turns per task.
+    pub avg_steps: f64,
+    /// Generated tokens per task.
+    pub avg_tokens: f64,
+    /// % of tasks with a non-empty library that called one of its skills.
+    pub skill_usage: f64,
+    /// % of those tasks (with a library, using a skill) that passed.
+    pub success_skill_usage: f64,
+    /// % of tasks that ended on a response without code.
+    pub no_code: f64,
+    /// Skills in the library at the end (summed over scenarios for same-scenario).
+    pub library_size: usize,
+    /// Distinct skill names ever called from a library.
+    pub distinct_skills_used: usize,
+}
+
+/// One task's outcome, for the JSON report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskOutcome {
+    /// The task's id.
+    pub task_id: String,
+    /// Passed all checks.
+    pub passed: bool,
+    /// Fraction of checks passed.
+    pub score: f32,
+    /// Agent turns.
+    pub steps: usize,
+    /// Generated tokens.
+    pub tokens: u64,
+    /// Skills it was given.
+    pub library: Vec<String>,
+    /// Library skills it called.
+    pub used: Vec<String>,
+    /// Skills it saved.
+    pub saved: Vec<String>,
+}
+
+/// Settings of an evaluation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Splits to evaluate (`iid`, `test-normal`, ...).
+    pub splits: Vec<String>,
+    /// Retrieval modes (`same-scenario`, `query-ngram`, `none`, ...).
+    pub modes: Vec<String>,
+    /// Skills shown per task.
+    pub top_k: usize,
+    /// `skills` (SAGE's prompt) or `direct` (the no-skill baseline's).
+    pub prompt: String,
+    /// Rollout settings (greedy by default).
+    pub rollout: RolloutConfig,
+    /// Seed of sampling (when the temperature is above 0).
+    pub seed: u64,
+}
+
+impl Default for EvalConfig {
+    fn default() -> EvalConfig {
+        EvalConfig {
+            splits: vec!["iid".to_owned(), "test-normal".to_owned()],
+            modes: vec!["same-scenario".to_owned()],
+            top_k: 5,
+            prompt: "skills".to_owned(),
+            rollout: RolloutConfig {
+                temperature: 0.0,
+                ..RolloutConfig::default()
+            },
+            seed: 0,
+        }
+    }
+}
+
+/// Why an evaluation failed.
+#[derive(Debug)]
+pub enum EvalError {
+    /// A setting names no split, mode or prompt.
+    Config(String),
+    /// A rollout failed.
+    Rollout(RolloutError),
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EvalError::Config(e) => write!(f, "evaluation config: {e}"),
+            EvalError::Rollout(e) => write!(f, "evaluation: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+impl From<RolloutError> for EvalError {
+    fn from(e: RolloutError) -> Self {
+        EvalError::Rollout(e)
+    }
+}
+
+impl EvalConfig {
+    /// The splits, checked.
+    pub fn parsed_splits(&self) -> Result<Vec<Split>, EvalError> {
+        self.splits
+            .iter()
+            .map(|s| {
+                Split::parse(s).ok_or_else(|| {
+                    EvalError::Config(format!(
+                        "unknown split {s:?} (train, iid, dev, test-normal, test-challenge)"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// The retrieval modes, checked.
+    pub fn parsed_modes(&self) -> Result<Vec<RetrievalMode>, EvalError> {
+        self.modes
+            .iter()
+            .map(|m| m.parse().map_err(|e| EvalError::Config(format!("{e}"))))
+            .collect()
+    }
+
+    /// The prompt mode, checked.
+    pub fn prompt_mode(&self) -> Result<PromptMode, EvalError> {
+        match self.prompt.as_str() {
+            "skills" => Ok(PromptMode::Skills),
+            "direct" => Ok(PromptMode::Direct),
+            other => Err(EvalError::Config(format!(
+                "unknown prompt {other:?} (skills or direct)"
+            ))),
+        }
+    }
+}
+
+/// The libraries of an evaluation: one per scenario for same-scenario retrieval, one
+/// shared otherwise.
+struct Libraries {
+    per_scenario: bool,
+    libraries: Vec<HashSkillLibrary>,
+    retriever: Retriever,
+}
+
+impl Libraries {
+    fn new(mode: RetrievalMode, scenarios: usize, top_k: usize) -> Result<Libraries, EvalError> {
+        let per_scenario = mode == RetrievalMode::SameScenario;
+        let count = if per_scenario { scenarios } else { 1 };
+        let retriever = Retriever::new(mode, top_k, Default::default())
+            .map_err(|e| EvalError::Config(format!("retrieval: {e}")))?;
+        Ok(Libraries {
+            per_scenario,
+            libraries: (0..count).map(|_| HashSkillLibrary::new()).collect(),
+            retriever,
+        })
+    }
+
+    fn library(&mut self, scenario: usize) -> &mut HashSkillLibrary {
+        let index = if self.per_scenario { scenario } else { 0 };
+        &mut self.libraries[index]
+    }
+
+    /// The skills task `task` of scenario `scenario` sees, best first.
+    fn select(&mut self, scenario: usize, task: &sage_core::Task) -> Vec<Skill> {
+        let index = if self.per_scenario { scenario } else { 0 };
+        let library = &mut self.libraries[index];
+        let hits = self.retriever.retrieve(library, task).unwrap_or_default();
+        hits.iter()
+            .filter_map(|hit| library.get(&hit.name).cloned())
+            .collect()
+    }
+
+    /// Adds the skills an episode saved, and counts the library skills it used.
+    fn record(&mut self, scenario: usize, episode: &RolloutEpisode) {
+        let passed = episode.episode.evaluation.passed;
+        let instruction = episode.episode.task.instruction.clone();
+        for name in episode.episode.used_skills() {
+            let _ = self.library(scenario).record_used(name, passed);
+        }
+        for skill in episode.episode.saved_skills() {
+            let skill = skill.clone();
+            if self.library(scenario).insert(skill.clone()).is_ok() {
+                let _ = self.retriever.add(&skill, &instruction);
+            }
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.libraries.iter().map(|l| l.skills().len()).sum()
+    }
+}
+
+/// Runs `split` under `mode` and returns its metrics and every task's outcome.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_split<P: Policy>(
+    policy: &mut P,
+    catalog: &Arc<Catalog>,
+    template: &ChatTemplate<'_>,
+    split: Split,
+    mode: RetrievalMode,
+    config: &EvalConfig,
+    on_wave: &mut dyn FnMut(usize, usize),
+) -> Result<(EvalMetrics, Vec<TaskOutcome>), EvalError> {
+    let prompt_mode = config.prompt_mode()?;
+    let scenarios: Vec<&Arc<BuiltScenario>> = catalog.split(split);
+    let mut libraries = Libraries::new(mode, scenarios.len(), config.top_k)?;
+    let env_config = EnvConfig {
+        max_turns: config.rollout.max_turns.max(1),
+        ..EnvConfig::default()
+    };
+    let waves = scenarios.iter().map(|s| s.tasks.len()).max().unwrap_or(0);
+    let mut outcomes: Vec<Vec<RolloutEpisode>> = (0..scenarios.len()).map(|_| Vec::new()).collect();
+    let prompt = |skills: &[Skill]| system_prompt(prompt_mode, skills);
+    for wave in 0..waves {
+        on_wave(wave, waves);
+        let members: Vec<usize> = (0..scenarios.len())
+            .filter(|&s| wave < scenarios[s].tasks.len())
+            .collect();
+        let given: Vec<Vec<Skill>> = members
+            .iter()
+            .map(|&s| libraries.select(s, &scenarios[s].tasks[wave].task))
+            .collect();
+        let requests: Vec<EpisodeRequest<'_>> = members
+            .iter()
+            .zip(&given)
+            .map(|(&s, library)| EpisodeRequest {
+                task: &scenarios[s].tasks[wave].task,
+                library,
+            })
+            .collect();
+        let mut envs: Vec<WorldEnv> = (0..requests.len())
+            .map(|_| WorldEnv::new(catalog.clone(), env_config.clone()))
+            .collect();
+        let seed = config.seed ^ (wave as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let episodes = run_episodes(
+            policy,
+            &mut envs,
+            template,
+            &prompt,
+            &requests,
+            &config.rollout,
+            seed,
+        )?;
+        for (&s, episode) in members.iter().zip(episodes) {
+            libraries.record(s, &episode);
+            outcomes[s].push(episode);
+        }
+    }
+    let metrics = summarize(split, mode, &outcomes, libraries.size());
+    let tasks = outcomes
+        .iter()
+        .flatten()
+        .map(|e| TaskOutcome {
+            task_id: e.episode.task.id.clone(),
+            passed: e.episode.evaluation.passed,
+            score: e.episode.evaluation.score,
+            steps: e.episode.steps(),
+            tokens: e.episode.generated_tokens(),
+            library: e.episode.library.clone(),
+            used: e.episode.used_skills().into_iter().map(str::to_owned).collect(),
+            saved: e.episode.saved_skills().into_iter().map(|s| s.name.clone()).collect(),
+        })
+        .collect();
+    Ok((metrics, tasks))
+}
+
+/// The metrics of finished scenarios (each a list of its tasks' episodes).
+fn summarize(
+    split: Split,
+    mode: RetrievalMode,
+    scenarios: &[Vec<RolloutEpisode>],
+    library_size: usize,
+) -> EvalMetrics {
+    let episodes: Vec<&RolloutEpisode> = scenarios.iter().flatten().collect();
+    let tasks = episodes.len();
+    let percent = |count: usize, of: usize| 100.0 * count as f64 / of.max(1) as f64;
+    let passed = episodes.iter().filter(|e| e.episode.evaluation.passed).count();
+    let scenarios_passed = scenarios
+        .iter()
+        .filter(|s| !s.is_empty() && s.iter().all(|e| e.episode.evaluation.passed))
+        .count();
+    let with_library: Vec<&&RolloutEpisode> = episodes
+        .iter()
+        .filter(|e| !e.episode.library.is_empty())
+        .collect();
+    let using: Vec<&&&RolloutEpisode> = with_library
+        .iter()
+        .filter(|e| !e.episode.used_skills().is_empty())
+        .collect();
+    let using_passed = using.iter().filter(|e| e.episode.evaluation.passed).count();
+    let mut distinct: Vec<&str> = episodes.iter().flat_map(|e| e.episode.used_skills()).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    EvalMetrics {
+        split: split.name().to_owned(),
+        mode: mode.to_string(),
+        tasks,
+        scenarios: scenarios.len(),
+        tgc: percent(passed, tasks),
+        sgc: percent(scenarios_passed, scenarios.len()),
+        avg_steps: episodes.iter().map(|e| e.episode.steps()).sum::<usize>() as f64
+            / tasks.max(1) as f64,
+        avg_tokens: episodes
+            .iter()
+            .map(|e| e.episode.generated_tokens())
+            .sum::<u64>() as f64
+            / tasks.max(1) as f64,
+        skill_usage: percent(using.len(), with_library.len()),
+        success_skill_usage: percent(using_passed, using.len()),
+        no_code: percent(
+            episodes
+                .iter()
+                .filter(|e| e.episode.end == sage_core::env::EpisodeEnd::NoCode)
+                .count(),
+            tasks,
+        ),
+        library_size,
+        distinct_skills_used: distinct.len(),
+    }
+}
+
+/// The metrics as an aligned text table, one row per split and mode.
+pub fn metrics_table(rows: &[EvalMetrics]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<15} {:<15} {:>6} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9} {:>8} {:>8}",
+        "split", "retrieval", "tasks", "TGC %", "SGC %", "steps", "tokens", "usage %",
+        "succ.use %", "no-code%", "library"
+    );
+    for m in rows {
+        let _ = writeln!(
+            out,
+            "{:<15} {:<15} {:>6} {:>7.1} {:>7.1} {:>6.2} {:>7.0} {:>7.1} {:>9.1} {:>8.1} {:>8}",
+            m.split,
+            m.mode,
+            m.tasks,
+            m.tgc,
+            m.sgc,
+            m.avg_steps,
+            m.avg_tokens,
+            m.skill_usage,
+            m.success_skill_usage,
+            m.no_code,
+            m.library_size
+        );
+    }
+    out
+}

@@ -1,0 +1,306 @@
+//! The rollout engine: multi-turn episodes of a [`Policy`] against any
+//! [`Environment`], many at once.
+//!
+//! Each episode has its own environment. Every turn, the episodes still running are
+//! generated together (in batches under a token budget), each agent turn is appended
+//! to its [`ChatEpisode`] token-exactly, its decoded text is executed by the
+//! environment, and the observation is appended as the next message. An episode ends
+//! when the environment says so, when it reaches the turn limit, or when its chat
+//! cannot hold another turn; then it is evaluated.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use sage_core::env::{DroppedSkill, Episode, EpisodeEnd, Turn};
+use sage_core::policy::{Policy, SamplingParams};
+use sage_core::{Environment, Skill, Task};
+
+use crate::chat::{ChatEpisode, ChatError, ChatTemplate};
+
+/// Settings of a rollout.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RolloutConfig {
+    /// Agent turns an episode may take.
+    pub max_turns: u32,
+    /// New tokens per agent turn.
+    pub max_new_tokens: u32,
+    /// Tokens an episode's chat may hold (prompt, turns and observations).
+    pub max_episode_tokens: usize,
+    /// Sampling temperature (0: greedy).
+    pub temperature: f32,
+    /// Top-k filter (0: off).
+    pub top_k: u32,
+    /// Top-p filter (1: off).
+    pub top_p: f32,
+    /// Token budget of one generation batch (prompts plus new tokens).
+    pub batch_tokens: usize,
+}
+
+impl Default for RolloutConfig {
+    fn default() -> RolloutConfig {
+        RolloutConfig {
+            max_turns: 8,
+            max_new_tokens: 512,
+            max_episode_tokens: 4096,
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            batch_tokens: 65_536,
+        }
+    }
+}
+
+/// Why a rollout failed (the agent's mistakes never fail it: they end its episode).
+#[derive(Debug)]
+pub enum RolloutError {
+    /// The policy failed.
+    Policy(String),
+    /// An environment failed.
+    Environment(String),
+    /// A chat could not be started (the prompt is over the episode limit, or does not
+    /// tokenise).
+    Chat(ChatError),
+    /// Fewer environments than episodes.
+    Environments {
+        /// Episodes asked for.
+        episodes: usize,
+        /// Environments given.
+        environments: usize,
+    },
+}
+
+impl fmt::Display for RolloutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RolloutError::Policy(e) => write!(f, "policy: {e}"),
+            RolloutError::Environment(e) => write!(f, "environment: {e}"),
+            RolloutError::Chat(e) => write!(f, "chat: {e}"),
+            RolloutError::Environments {
+                episodes,
+                environments,
+            } => write!(
+                f,
+                "{episodes} episodes need as many environments, got {environments}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RolloutError {}
+
+/// One episode to run: the task and the library skills it is given.
+#[derive(Clone, Copy, Debug)]
+pub struct EpisodeRequest<'a> {
+    /// The task.
+    pub task: &'a Task,
+    /// The skills loaded into the interpreter and shown in the system prompt.
+    pub library: &'a [Skill],
+}
+
+/// A finished episode: its record, its tokens and the sampled log-probs.
+#[derive(Clone, Debug)]
+pub struct RolloutEpisode {
+    /// Turns, outcome and evaluation.
+    pub episode: Episode,
+    /// The chat's tokens and agent mask.
+    pub chat: ChatEpisode,
+    /// Log-prob under the sampling policy of each agent token, in chat order.
+    pub logprobs: Vec<f32>,
+    /// Library skills the environment refused to load.
+    pub dropped: Vec<DroppedSkill>,
+}
+
+/// An episode in progress.
+struct Running {
+    chat: ChatEpisode,
+    turns: Vec<Turn>,
+    logprobs: Vec<f32>,
+    dropped: Vec<DroppedSkill>,
+    library: Vec<String>,
+    end: Option<EpisodeEnd>,
+}
+
+/// Runs one episode per request, `envs[i]` running request `i`, and returns them in
+/// order. `system_prompt` renders the system message from the skills that loaded.
+/// Sampling is seeded by `seed`, the turn and the batch, so a run is reproducible on a
+/// deterministic backend.
+pub fn run_episodes<P: Policy, E: Environment>(
+    policy: &mut P,
+    envs: &mut [E],
+    template: &ChatTemplate<'_>,
+    system_prompt: &dyn Fn(&[Skill]) -> String,
+    requests: &[EpisodeRequest<'_>],
+    config: &RolloutConfig,
+    seed: u64,
+) -> Result<Vec<RolloutEpisode>, RolloutError> {
+    if envs.len() < requests.len() {
+        return Err(RolloutError::Environments {
+            episodes: requests.len(),
+            environments: envs.len(),
+        });
+    }
+    let template = template.clone().with_max_len(config.max_episode_tokens);
+    let mut running = Vec::with_capacity(requests.len());
+    for (env, request) in envs.iter_mut().zip(requests) {
+        let reset = env
+            .reset(request.task, request.library)
+            .map_err(|e| RolloutError::Environment(e.to_string()))?;
+        let loaded: Vec<Skill> = request
+            .library
+            .iter()
+            .filter(|s| !reset.dropped.iter().any(|d| d.name == s.name))
+            .cloned()
+            .collect();
+        let chat = template
+            .start(&system_prompt(&loaded), &request.task.instruction)
+            .map_err(RolloutError::Chat)?;
+        running.push(Running {
+            chat,
+            turns: Vec::new(),
+            logprobs: Vec::new(),
+            dropped: reset.dropped,
+            library: loaded.into_iter().map(|s| s.name).collect(),
+            end: None,
+        });
+    }
+    for turn in 0..config.max_turns {
+        let active: Vec<usize> = (0..running.len())
+            .filter(|&i| running[i].end.is_none())
+            .collect();
+        if active.is_empty() {
+            break;
+        }
+        for (batch_index, batch) in batches(&running, &active, config).into_iter().enumerate() {
+            let batch_seed = seed ^ (u64::from(turn) << 32) ^ batch_index as u64;
+            run_turn(
+                policy, envs, &template, &mut running, &batch, config, turn, batch_seed,
+            )?;
+        }
+    }
+    let mut out = Vec::with_capacity(running.len());
+    for ((env, request), episode) in envs.iter_mut().zip(requests).zip(running) {
+        let evaluation = env
+            .evaluate()
+            .map_err(|e| RolloutError::Environment(e.to_string()))?;
+        out.push(RolloutEpisode {
+            episode: Episode {
+                task: request.task.clone(),
+                library: episode.library,
+                turns: episode.turns,
+                end: episode.end.unwrap_or(EpisodeEnd::TurnLimit),
+                evaluation,
+            },
+            chat: episode.chat,
+            logprobs: episode.logprobs,
+            dropped: episode.dropped,
+        });
+    }
+    Ok(out)
+}
+
+/// Splits the active episodes into generation batches under the token budget, longest
+/// chats first so that similar lengths share a batch.
+fn batches(running: &[Running], active: &[usize], config: &RolloutConfig) -> Vec<Vec<usize>> {
+    let mut order = active.to_vec();
+    order.sort_by_key(|&i| std::cmp::Reverse(running[i].chat.len()));
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut tokens = 0;
+    for i in order {
+        let cost = running[i].chat.len() + config.max_new_tokens as usize;
+        match out.last_mut() {
+            Some(batch) if tokens + cost <= config.batch_tokens => {
+                batch.push(i);
+                tokens += cost;
+            }
+            _ => {
+                out.push(vec![i]);
+                tokens = cost;
+            }
+        }
+    }
+    out
+}
+
+/// Generates one agent turn for the episodes of `batch`, executes them, and appends
+/// what came back.
+#[allow(clippy::too_many_arguments)]
+fn run_turn<P: Policy, E: Environment>(
+    policy: &mut P,
+    envs: &mut [E],
+    template: &ChatTemplate<'_>,
+    running: &mut [Running],
+    batch: &[usize],
+    config: &RolloutConfig,
+    turn: u32,
+    seed: u64,
+) -> Result<(), RolloutError> {
+    let room = batch
+        .iter()
+        .map(|&i| template.max_len().saturating_sub(running[i].chat.len() + 1))
+        .min()
+        .unwrap_or(0);
+    let max_new_tokens = config.max_new_tokens.min(room as u32);
+    if max_new_tokens == 0 {
+        for &i in batch {
+            running[i].end = Some(EpisodeEnd::TurnLimit);
+        }
+        return Ok(());
+    }
+    let special = template.special_tokens();
+    let params = SamplingParams {
+        temperature: config.temperature,
+        top_k: config.top_k,
+        top_p: config.top_p,
+        max_new_tokens,
+        stop_tokens: vec![special.im_end, special.end_of_text],
+        seed,
+    };
+    let prompts: Vec<&[u32]> = batch.iter().map(|&i| running[i].chat.tokens()).collect();
+    let generations = policy
+        .generate(&prompts, &params)
+        .map_err(|e| RolloutError::Policy(e.to_string()))?;
+    for (&i, generation) in batch.iter().zip(generations) {
+        let episode = &mut running[i];
+        let mut tokens = generation.tokens;
+        let mut logprobs = generation.logprobs;
+        // <|endoftext|> closes a turn like <|im_end|>: the chat keeps ChatML's end.
+        if tokens.last() == Some(&special.end_of_text) {
+            tokens.pop();
+            logprobs.pop();
+        }
+        if episode.chat.push_agent(template, &tokens).is_err() {
+            episode.end = Some(EpisodeEnd::TurnLimit);
+            continue;
+        }
+        episode.logprobs.extend_from_slice(&logprobs);
+        let text = episode
+            .chat
+            .last_agent_text(template)
+            .map_err(RolloutError::Chat)?
+            .unwrap_or_default();
+        let result = envs[i]
+            .step(&text)
+            .map_err(|e| RolloutError::Environment(e.to_string()))?;
+        let (done, had_code) = (result.done, result.had_code);
+        let observation = result.observation.clone();
+        episode.turns.push(Turn {
+            agent_text: text,
+            generated_tokens: tokens.len() as u32,
+            result,
+        });
+        if done {
+            episode.end = Some(if had_code {
+                EpisodeEnd::Completed
+            } else {
+                EpisodeEnd::NoCode
+            });
+        } else if turn + 1 >= config.max_turns
+            || episode.chat.push_observation(template, &observation).is_err()
+        {
+            episode.end = Some(EpisodeEnd::TurnLimit);
+        }
+    }
+    Ok(())
+}
