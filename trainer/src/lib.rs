@@ -19,8 +19,16 @@
 //! the rollout engine, evaluation, checkpoints, SAGE RL and the `sage demo` pipeline.
 
 pub mod chat;
+pub mod config;
+pub mod data;
+pub mod eval;
+pub mod init;
 pub mod optim;
+pub mod pipeline;
+pub mod policy;
+pub mod rollout;
 pub mod sampling;
+pub mod sft;
 pub mod tokenizer;
 pub mod weights;
 

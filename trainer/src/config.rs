@@ -1,0 +1,250 @@
+//! Run configuration: one TOML file whose sections configure each stage of the
+//! pipeline (expert data, tokenizer, model, optimizer, SFT, evaluation). Every field
+//! has a default, and `sage config --print` writes them all out; a file only needs
+//! the fields it changes. Unknown fields are errors, so a typo never goes unnoticed.
+
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use sage_core::transformer::ModelConfig;
+
+use crate::data::ExpertDataConfig;
+use crate::eval::EvalConfig;
+use crate::optim::{AdamWConfig, LrSchedule};
+use crate::sft::SftConfig;
+use crate::tokenizer::TrainConfig;
+
+/// The whole configuration of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunConfig {
+    /// Where the run writes, which backend it uses, seeds and checkpoints.
+    pub run: RunSection,
+    /// The expert data SFT trains on.
+    pub data: ExpertDataConfig,
+    /// The tokenizer trained for a model built from scratch.
+    pub tokenizer: TokenizerSection,
+    /// The model built from scratch (ignored when starting from a checkpoint).
+    pub model: ModelConfig,
+    /// AdamW and its learning-rate schedule. A `warmup_cosine` schedule with
+    /// `total_steps = 0` decays over the run's whole length.
+    pub optimizer: AdamWConfig,
+    /// Supervised fine-tuning.
+    pub sft: SftConfig,
+    /// Evaluation.
+    pub eval: EvalConfig,
+}
+
+/// Where and how a run happens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunSection {
+    /// The run directory: data, tokenizer, checkpoints, metrics, plots, reports.
+    pub dir: PathBuf,
+    /// The compute backend: `cpu`, `cuda` or `wgpu` (compiled in by cargo feature).
+    pub backend: String,
+    /// Seed of model initialisation.
+    pub seed: u64,
+    /// Save a checkpoint every this many optimizer steps (0: only at the end).
+    pub checkpoint_every: u64,
+    /// Checkpoints kept (the newest ones); at least 1.
+    pub keep_checkpoints: usize,
+    /// Token budget of one packed forward/backward pass (bounds activation memory).
+    pub max_batch_tokens: usize,
+}
+
+impl Default for RunSection {
+    fn default() -> RunSection {
+        RunSection {
+            dir: PathBuf::from("runs/demo"),
+            backend: "cpu".to_owned(),
+            seed: 0,
+            checkpoint_every: 100,
+            keep_checkpoints: 2,
+            max_batch_tokens: 8192,
+        }
+    }
+}
+
+/// Tokenizer training settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TokenizerSection {
+    /// Vocabulary size, special and byte tokens included.
+    pub vocab_size: usize,
+    /// Least frequency of a merged pair.
+    pub min_frequency: u64,
+}
+
+impl Default for TokenizerSection {
+    fn default() -> TokenizerSection {
+        TokenizerSection {
+            vocab_size: 4096,
+            min_frequency: 2,
+        }
+    }
+}
+
+impl TokenizerSection {
+    /// The tokenizer trainer's settings.
+    pub fn train_config(&self) -> TrainConfig {
+        TrainConfig {
+            vocab_size: self.vocab_size,
+            min_frequency: self.min_frequency,
+        }
+    }
+}
+
+/// The demo's model: a small Qwen2-style decoder that trains on two CPU cores in
+/// minutes (about 5M parameters besides the embeddings).
+pub fn demo_model() -> ModelConfig {
+    ModelConfig {
+        vocab_size: 4096,
+        hidden_size: 256,
+        intermediate_size: 768,
+        num_hidden_layers: 6,
+        num_attention_heads: 8,
+        num_key_value_heads: 2,
+        rope_theta: 10_000.0,
+        rms_norm_eps: 1e-6,
+        max_position_embeddings: 4096,
+        tie_word_embeddings: true,
+        qkv_bias: true,
+    }
+}
+
+impl Default for RunConfig {
+    /// The `sage demo` settings: expert trajectories without docs lookups over 20 seeds
+    /// of every training template, a 4096-token BPE, the [`demo_model`], one epoch of
+    /// SFT at a warmup-cosine learning rate, greedy evaluation on iid and test-normal
+    /// with same-scenario retrieval.
+    fn default() -> RunConfig {
+        RunConfig {
+            run: RunSection::default(),
+            data: ExpertDataConfig {
+                seeds: 20,
+                mistake_rate: 0.1,
+                read_docs: false,
+                ..ExpertDataConfig::default()
+            },
+            tokenizer: TokenizerSection::default(),
+            model: demo_model(),
+            optimizer: AdamWConfig {
+                schedule: LrSchedule::WarmupCosine {
+                    peak_lr: 3e-3,
+                    min_lr: 3e-4,
+                    warmup_steps: 20,
+                    total_steps: 0,
+                },
+                ..AdamWConfig::default()
+            },
+            sft: SftConfig {
+                epochs: 1,
+                batch_tokens: 4096,
+                seed: 0,
+            },
+            eval: EvalConfig::default(),
+        }
+    }
+}
+
+/// A configuration that cannot be used: the file, and what is wrong.
+#[derive(Debug)]
+pub struct ConfigFileError {
+    /// The file (empty for a configuration built in code).
+    pub path: PathBuf,
+    /// What is wrong, naming the section and field.
+    pub problem: String,
+}
+
+impl fmt::Display for ConfigFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.as_os_str().is_empty() {
+            write!(f, "configuration: {}", self.problem)
+        } else {
+            write!(f, "{}: {}", self.path.display(), self.problem)
+        }
+    }
+}
+
+impl std::error::Error for ConfigFileError {}
+
+impl RunConfig {
+    /// Reads a TOML file; missing fields take their defaults, then the whole is
+    /// checked.
+    pub fn from_file(path: &Path) -> Result<RunConfig, ConfigFileError> {
+        let error = |problem: String| ConfigFileError {
+            path: path.to_owned(),
+            problem,
+        };
+        let text = fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+        let config = RunConfig::from_toml(&text).map_err(|e| error(e.problem))?;
+        Ok(config)
+    }
+
+    /// Parses TOML text and checks it.
+    pub fn from_toml(text: &str) -> Result<RunConfig, ConfigFileError> {
+        let config: RunConfig = toml::from_str(text).map_err(|e| ConfigFileError {
+            path: PathBuf::new(),
+            problem: e.to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The configuration as TOML, every field written out.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
+    }
+
+    /// Checks every section; the error names the first bad field.
+    pub fn validate(&self) -> Result<(), ConfigFileError> {
+        let bad = |problem: String| {
+            Err(ConfigFileError {
+                path: PathBuf::new(),
+                problem,
+            })
+        };
+        if let Err(e) = self.model.validate() {
+            return bad(format!("[model]: {e}"));
+        }
+        if let Err(e) = self.optimizer.validate_ignoring_auto_length() {
+            return bad(format!("[optimizer]: {e}"));
+        }
+        if let Err(e) = self.tokenizer.train_config().validate() {
+            return bad(format!("[tokenizer]: {e}"));
+        }
+        if let Err(e) = self.data.split().and(self.data.mode()) {
+            return bad(format!("[data]: {e}"));
+        }
+        if let Err(e) = self
+            .eval
+            .parsed_splits()
+            .and(self.eval.parsed_modes())
+            .and(self.eval.prompt_mode())
+        {
+            return bad(format!("[eval]: {e}"));
+        }
+        if self.sft.batch_tokens == 0 {
+            return bad("[sft] batch_tokens must be at least 1".into());
+        }
+        if self.run.keep_checkpoints == 0 {
+            return bad("[run] keep_checkpoints must be at least 1".into());
+        }
+        if self.run.max_batch_tokens == 0 {
+            return bad("[run] max_batch_tokens must be at least 1".into());
+        }
+        if !crate::compiled_backends().contains(&self.run.backend.as_str()) {
+            return bad(format!(
+                "[run] backend {:?} is not compiled into this binary (compiled: {}; \
+                 others need `--features cuda` or `--features wgpu`)",
+                self.run.backend,
+                crate::compiled_backends().join(", ")
+            ));
+        }
+        Ok(())
+    }
+}
