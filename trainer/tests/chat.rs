@@ -1,13 +1,11 @@
 //! `chat`: ChatML token layout and agent masks checked by hand, incremental assembly
 //! from sampled tokens equal to `from_messages`, forced turn ends, special tokens
-//! spelled in message text, length limits, turn order, SFT JSON lines and the system
-//! prompt builder.
+//! spelled in message text, length limits, turn order and SFT JSON lines.
 
-use sage_core::skill::parse_code;
-use sage_core::{Origin, Skill};
+use sage_envs::prompt::{system_prompt, PromptMode};
 use sage_trainer::chat::{
-    messages_from_json_line, render_chatml, ChatError, ChatTemplate, Message, Role, SkillView,
-    SystemPrompt, AGENT_RULES, OBSERVATION_PREFIX,
+    messages_from_json_line, render_chatml, ChatError, ChatTemplate, Message, Role,
+    OBSERVATION_PREFIX,
 };
 use sage_trainer::tokenizer::{Tokenizer, TrainConfig};
 
@@ -119,7 +117,7 @@ fn layout_and_mask_checked_by_hand() {
 /// A three-turn conversation in SFT form, observations already prefixed.
 fn conversation() -> Vec<Message> {
     vec![
-        Message::new(Role::System, SystemPrompt::default().render(&[])),
+        Message::new(Role::System, system_prompt(PromptMode::Skills, &[])),
         Message::new(Role::User, "Pay Ana 5 dollars, then tell me my balance."),
         Message::new(
             Role::Assistant,
@@ -367,56 +365,4 @@ fn reads_sft_json_lines() {
     let err = messages_from_json_line(tool).unwrap_err();
     assert!(err.to_string().contains("tool"), "{err}");
     assert!(messages_from_json_line("{not json").is_err());
-}
-
-/// Skills parsed from `code`.
-fn skills(code: &str) -> Vec<Skill> {
-    parse_code(code)
-        .defs
-        .iter()
-        .map(|def| Skill::from_def(def, code, Origin::default()))
-        .collect()
-}
-
-#[test]
-fn system_prompt_states_the_rules_and_shows_skills() {
-    let code = "def total_received(sender: str, month: int) -> float:\n    \"\"\"Sum the payments from sender in month.\n\n    Reads every page.\n    \"\"\"\n    return 0.0\n\ndef ping():\n    return 1\n";
-    let library = skills(code);
-    assert_eq!(library.len(), 2);
-
-    let empty = SystemPrompt::default().render(&[]);
-    assert!(empty.starts_with(AGENT_RULES));
-    assert!(empty.ends_with("\n(empty)"));
-    for rule in [
-        "```python",
-        "Starlark",
-        "no while, try, class or import",
-        "break",
-        "call it right away",
-        "Never write a duplicate",
-        "typed parameters and a docstring",
-        "apis.supervisor.complete_task(answer=...)",
-    ] {
-        assert!(AGENT_RULES.contains(rule), "rules lack {rule:?}");
-    }
-
-    let summary = SystemPrompt::new(SkillView::Summary).render(&library);
-    assert!(summary.ends_with(
-        "\n- total_received(sender: str, month: int): Sum the payments from sender in month.\n- ping()"
-    ));
-    let documented = SystemPrompt::new(SkillView::Docstring).render(&library);
-    assert!(documented.contains(
-        "- total_received(sender: str, month: int)\n    Sum the payments from sender in month.\n    \n    Reads every page."
-    ));
-    let source = SystemPrompt::new(SkillView::Source).render(&library);
-    assert!(source.contains(&format!("```python\n{}\n```", library[0].source.trim_end())));
-    assert!(source.contains("return 0.0"));
-
-    let custom = SystemPrompt::default()
-        .with_rules("Rules.")
-        .render(&library[1..]);
-    assert_eq!(
-        custom,
-        "Rules.\n\nSkill library (already defined in the interpreter):\n- ping()"
-    );
 }
