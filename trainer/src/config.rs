@@ -151,6 +151,21 @@ impl Default for RunConfig {
     }
 }
 
+/// Overwrites `base` with `given`, table by table, so the fields `given` leaves out keep
+/// their values in `base`.
+fn merge_into(base: &mut toml::Table, given: toml::Table) {
+    for (key, value) in given {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(inner)), toml::Value::Table(value)) => {
+                merge_into(inner, value)
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
 /// A configuration that cannot be used: the file, and what is wrong.
 #[derive(Debug)]
 pub struct ConfigFileError {
@@ -173,6 +188,40 @@ impl fmt::Display for ConfigFileError {
 impl std::error::Error for ConfigFileError {}
 
 impl RunConfig {
+    /// A run small enough for a test or a CI smoke run (under a minute on two cores):
+    /// one seed of expert data, a 512-token BPE, a two-layer model of width 64 trained
+    /// for 3 epochs, and an evaluation of the first 4 scenarios of each split with
+    /// short episodes.
+    pub fn tiny(dir: impl Into<PathBuf>) -> RunConfig {
+        let mut config = RunConfig::default();
+        config.run.dir = dir.into();
+        config.run.checkpoint_every = 0;
+        config.data.seeds = 1;
+        config.tokenizer.vocab_size = 512;
+        config.model = ModelConfig {
+            vocab_size: 512,
+            hidden_size: 64,
+            intermediate_size: 128,
+            num_hidden_layers: 2,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            max_position_embeddings: 4096,
+            ..demo_model()
+        };
+        config.optimizer.schedule = LrSchedule::WarmupCosine {
+            peak_lr: 3e-3,
+            min_lr: 3e-4,
+            warmup_steps: 2,
+            total_steps: 0,
+        };
+        config.sft.epochs = 3;
+        config.sft.batch_tokens = 4096;
+        config.eval.max_scenarios = 4;
+        config.eval.rollout.max_turns = 3;
+        config.eval.rollout.max_new_tokens = 96;
+        config
+    }
+
     /// Reads a TOML file; missing fields take their defaults, then the whole is
     /// checked.
     pub fn from_file(path: &Path) -> Result<RunConfig, ConfigFileError> {
@@ -185,12 +234,18 @@ impl RunConfig {
         Ok(config)
     }
 
-    /// Parses TOML text and checks it.
+    /// Parses TOML text and checks it. A field the text leaves out keeps its value in
+    /// [`RunConfig::default`], also inside a section the text does give.
     pub fn from_toml(text: &str) -> Result<RunConfig, ConfigFileError> {
-        let config: RunConfig = toml::from_str(text).map_err(|e| ConfigFileError {
+        let problem = |problem: String| ConfigFileError {
             path: PathBuf::new(),
-            problem: e.to_string(),
-        })?;
+            problem,
+        };
+        let given: toml::Table = toml::from_str(text).map_err(|e| problem(e.to_string()))?;
+        let mut merged =
+            toml::Table::try_from(RunConfig::default()).map_err(|e| problem(e.to_string()))?;
+        merge_into(&mut merged, given);
+        let config = RunConfig::deserialize(merged).map_err(|e| problem(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }
@@ -227,6 +282,12 @@ impl RunConfig {
             .and(self.eval.prompt_mode())
         {
             return bad(format!("[eval]: {e}"));
+        }
+        if self.eval.rollout.max_episode_tokens > self.model.max_position_embeddings {
+            return bad(format!(
+                "[eval.rollout] max_episode_tokens ({}) exceeds [model] max_position_embeddings ({})",
+                self.eval.rollout.max_episode_tokens, self.model.max_position_embeddings
+            ));
         }
         if self.sft.batch_tokens == 0 {
             return bad("[sft] batch_tokens must be at least 1".into());

@@ -73,6 +73,17 @@ pub struct TaskOutcome {
     pub used: Vec<String>,
     /// Skills it saved.
     pub saved: Vec<String>,
+    /// The agent's turns and what came back, in order.
+    pub turns: Vec<TurnText>,
+}
+
+/// One turn of an evaluated task, as text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnText {
+    /// What the agent wrote.
+    pub agent: String,
+    /// The observation it got back.
+    pub observation: String,
 }
 
 /// Settings of an evaluation.
@@ -83,6 +94,8 @@ pub struct EvalConfig {
     pub splits: Vec<String>,
     /// Retrieval modes (`same-scenario`, `query-ngram`, `none`, ...).
     pub modes: Vec<String>,
+    /// Scenarios evaluated per split, in catalog order (0: all of them).
+    pub max_scenarios: usize,
     /// Skills shown per task.
     pub top_k: usize,
     /// `skills` (SAGE's prompt) or `direct` (the no-skill baseline's).
@@ -98,6 +111,7 @@ impl Default for EvalConfig {
         EvalConfig {
             splits: vec!["iid".to_owned(), "test-normal".to_owned()],
             modes: vec!["same-scenario".to_owned()],
+            max_scenarios: 0,
             top_k: 5,
             prompt: "skills".to_owned(),
             rollout: RolloutConfig {
@@ -238,7 +252,10 @@ pub fn evaluate_split<P: Policy>(
     on_wave: &mut dyn FnMut(usize, usize),
 ) -> Result<(EvalMetrics, Vec<TaskOutcome>), EvalError> {
     let prompt_mode = config.prompt_mode()?;
-    let scenarios: Vec<&Arc<BuiltScenario>> = catalog.split(split);
+    let mut scenarios: Vec<&Arc<BuiltScenario>> = catalog.split(split);
+    if config.max_scenarios > 0 {
+        scenarios.truncate(config.max_scenarios);
+    }
     let mut libraries = Libraries::new(mode, scenarios.len(), config.top_k)?;
     let env_config = EnvConfig {
         max_turns: config.rollout.max_turns.max(1),
@@ -293,8 +310,27 @@ pub fn evaluate_split<P: Policy>(
             steps: e.episode.steps(),
             tokens: e.episode.generated_tokens(),
             library: e.episode.library.clone(),
-            used: e.episode.used_skills().into_iter().map(str::to_owned).collect(),
-            saved: e.episode.saved_skills().into_iter().map(|s| s.name.clone()).collect(),
+            used: e
+                .episode
+                .used_skills()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            saved: e
+                .episode
+                .saved_skills()
+                .into_iter()
+                .map(|s| s.name.clone())
+                .collect(),
+            turns: e
+                .episode
+                .turns
+                .iter()
+                .map(|t| TurnText {
+                    agent: t.agent_text.clone(),
+                    observation: t.result.observation.clone(),
+                })
+                .collect(),
         })
         .collect();
     Ok((metrics, tasks))
@@ -310,7 +346,10 @@ fn summarize(
     let episodes: Vec<&RolloutEpisode> = scenarios.iter().flatten().collect();
     let tasks = episodes.len();
     let percent = |count: usize, of: usize| 100.0 * count as f64 / of.max(1) as f64;
-    let passed = episodes.iter().filter(|e| e.episode.evaluation.passed).count();
+    let passed = episodes
+        .iter()
+        .filter(|e| e.episode.evaluation.passed)
+        .count();
     let scenarios_passed = scenarios
         .iter()
         .filter(|s| !s.is_empty() && s.iter().all(|e| e.episode.evaluation.passed))
@@ -324,7 +363,10 @@ fn summarize(
         .filter(|e| !e.episode.used_skills().is_empty())
         .collect();
     let using_passed = using.iter().filter(|e| e.episode.evaluation.passed).count();
-    let mut distinct: Vec<&str> = episodes.iter().flat_map(|e| e.episode.used_skills()).collect();
+    let mut distinct: Vec<&str> = episodes
+        .iter()
+        .flat_map(|e| e.episode.used_skills())
+        .collect();
     distinct.sort_unstable();
     distinct.dedup();
     EvalMetrics {
@@ -361,8 +403,17 @@ pub fn metrics_table(rows: &[EvalMetrics]) -> String {
     let _ = writeln!(
         out,
         "{:<15} {:<15} {:>6} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9} {:>8} {:>8}",
-        "split", "retrieval", "tasks", "TGC %", "SGC %", "steps", "tokens", "usage %",
-        "succ.use %", "no-code%", "library"
+        "split",
+        "retrieval",
+        "tasks",
+        "TGC %",
+        "SGC %",
+        "steps",
+        "tokens",
+        "usage %",
+        "succ.use %",
+        "no-code%",
+        "library"
     );
     for m in rows {
         let _ = writeln!(

@@ -43,7 +43,7 @@ impl fmt::Display for PipelineError {
 impl std::error::Error for PipelineError {}
 
 /// Wraps any displayable error as a failure of `stage`.
-pub(crate) fn failed<E: fmt::Display>(stage: &'static str) -> impl Fn(E) -> PipelineError {
+pub fn failed<E: fmt::Display>(stage: &'static str) -> impl Fn(E) -> PipelineError {
     move |e| PipelineError {
         stage,
         message: e.to_string(),
@@ -155,7 +155,11 @@ pub fn train_tokenizer(
         message: format!("{}: {e}", train.display()),
     })?;
     let mut contents = Vec::new();
-    for (index, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    for (index, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
         let messages = crate::chat::messages_from_json_line(line).map_err(|e| PipelineError {
             stage: "tokenizer",
             message: format!("{}, line {}: {e}", train.display(), index + 1),
@@ -236,7 +240,11 @@ pub fn run_sft<K: Kernels>(
     dev: Option<&SftData>,
     state: SftState,
     reporter: &mut dyn Reporter,
-    on_step: &mut dyn FnMut(&mut TransformerPolicy<K>, &SftStep, SftState) -> Result<(), PipelineError>,
+    on_step: &mut dyn FnMut(
+        &mut TransformerPolicy<K>,
+        &SftStep,
+        SftState,
+    ) -> Result<(), PipelineError>,
 ) -> Result<(SftSummary, SftState), PipelineError> {
     reporter.stage("sft");
     let mut trainer = SftTrainer::new(config.sft.clone(), train, state);
@@ -295,7 +303,9 @@ pub fn run_eval<P: Policy>(
     let catalog = Arc::new(
         Catalog::build_splits(&CatalogConfig::default(), &splits).map_err(failed("eval"))?,
     );
-    let template = template.clone().with_max_len(eval.rollout.max_episode_tokens);
+    let template = template
+        .clone()
+        .with_max_len(eval.rollout.max_episode_tokens);
     let mut reports = Vec::new();
     for &split in &splits {
         for &mode in &modes {
@@ -341,20 +351,26 @@ pub struct DemoReport {
 }
 
 /// The whole demo on backend `k`: expert data, tokenizer, a fresh model, SFT, then
-/// evaluation, everything under `config.run.dir`. `on_step` sees every SFT step (the
-/// CLI saves checkpoints and metrics there).
+/// evaluation, everything under `config.run.dir`. `on_step` sees every SFT step with
+/// the run's tokenizer (the CLI saves checkpoints and metrics there).
 pub fn run_demo<K: Kernels>(
     mut k: K,
     config: &RunConfig,
     reporter: &mut dyn Reporter,
-    on_step: &mut dyn FnMut(&mut TransformerPolicy<K>, &SftStep, SftState) -> Result<(), PipelineError>,
+    on_step: &mut dyn FnMut(
+        &mut TransformerPolicy<K>,
+        &Tokenizer,
+        &SftStep,
+        SftState,
+    ) -> Result<(), PipelineError>,
 ) -> Result<(DemoReport, TransformerPolicy<K>, Tokenizer), PipelineError> {
     let started = Instant::now();
     let dir = config.run.dir.clone();
     let files = prepare_data(&config.data, &dir, reporter)?;
     let tokenizer = train_tokenizer(config, &files.train, &dir, reporter)?;
-    let template =
-        ChatTemplate::new(&tokenizer).map_err(failed("tokenizer"))?.with_max_len(config.model.max_position_embeddings);
+    let template = ChatTemplate::new(&tokenizer)
+        .map_err(failed("tokenizer"))?
+        .with_max_len(config.model.max_position_embeddings);
     let train = load_sft_data(&files.train, &template, reporter)?;
     let dev = load_sft_data(&files.dev, &template, reporter)?;
     let model = fresh_model(&mut k, config, &tokenizer)?;
@@ -369,17 +385,38 @@ pub fn run_demo<K: Kernels>(
         policy.model().params().len,
         train.examples.len(),
         train.tokens(),
-        train.examples.iter().map(|e| e.agent_tokens()).sum::<usize>(),
+        train
+            .examples
+            .iter()
+            .map(|e| e.agent_tokens())
+            .sum::<usize>(),
         total
     ));
-    let (sft, _) = run_sft(&mut policy, config, &train, Some(&dev), SftState::default(), reporter, on_step)?;
+    let mut with_tokenizer = |policy: &mut TransformerPolicy<K>, step: &SftStep, state| {
+        on_step(policy, &tokenizer, step, state)
+    };
+    let (sft, _) = run_sft(
+        &mut policy,
+        config,
+        &train,
+        Some(&dev),
+        SftState::default(),
+        reporter,
+        &mut with_tokenizer,
+    )?;
     reporter.info(&format!(
         "sft: final loss {:.4}, dev loss {:.4}, {:.0} tokens/s",
         sft.final_loss,
         sft.dev_loss.unwrap_or(f64::NAN),
         sft.tokens_per_second
     ));
-    let eval = run_eval(&mut policy, config, &template, Some(&dir.join("eval.json")), reporter)?;
+    let eval = run_eval(
+        &mut policy,
+        config,
+        &template,
+        Some(&dir.join("eval.json")),
+        reporter,
+    )?;
     Ok((
         DemoReport {
             sft,

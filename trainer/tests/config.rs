@@ -1,0 +1,57 @@
+//! `config`: the printed defaults read back unchanged, partial sections keep the other
+//! defaults, and every kind of bad configuration fails with a message naming its field.
+
+use sage_trainer::config::{demo_model, RunConfig};
+
+#[test]
+fn printed_defaults_read_back_unchanged() {
+    let defaults = RunConfig::default();
+    let text = defaults.to_toml();
+    for section in [
+        "[run]",
+        "[data]",
+        "[tokenizer]",
+        "[model]",
+        "[optimizer]",
+        "[sft]",
+        "[eval]",
+    ] {
+        assert!(text.contains(section), "{section} missing from\n{text}");
+    }
+    assert_eq!(RunConfig::from_toml(&text).unwrap(), defaults);
+    assert_eq!(RunConfig::from_toml("").unwrap(), defaults);
+    RunConfig::tiny("runs/tiny").validate().unwrap();
+}
+
+#[test]
+fn a_partial_section_keeps_the_other_defaults_of_the_run() {
+    let config = RunConfig::from_toml("[data]\nseeds = 3\n[model]\nhidden_size = 128\n").unwrap();
+    let defaults = RunConfig::default();
+    assert_eq!(config.data.seeds, 3);
+    assert_eq!(config.data.read_docs, defaults.data.read_docs);
+    assert_eq!(config.data.mistake_rate, defaults.data.mistake_rate);
+    assert_eq!(config.model.hidden_size, 128);
+    assert_eq!(
+        config.model.num_hidden_layers,
+        demo_model().num_hidden_layers
+    );
+    assert_eq!(config.optimizer, defaults.optimizer);
+}
+
+/// The error `text` gives.
+fn problem(text: &str) -> String {
+    RunConfig::from_toml(text).unwrap_err().to_string()
+}
+
+#[test]
+fn bad_configurations_name_their_field() {
+    assert!(problem("[sft]\nepoch = 2\n").contains("epoch"));
+    assert!(problem("[run]\nkeep_checkpoints = 0\n").contains("keep_checkpoints"));
+    assert!(problem("[run]\nbackend = \"tpu\"\n").contains("not compiled"));
+    assert!(problem("[data]\nsplit = \"nowhere\"\n").contains("[data]"));
+    assert!(problem("[eval]\nmodes = [\"psychic\"]\n").contains("[eval]"));
+    assert!(problem("[model]\nnum_attention_heads = 3\n").contains("[model]"));
+    assert!(problem("[eval.rollout]\nmax_episode_tokens = 100000\n").contains("max_episode_tokens"));
+    assert!(problem("[sft]\nbatch_tokens = \"many\"\n").contains("batch_tokens"));
+    assert!(problem("[run\n").contains("TOML") || problem("[run\n").contains("expected"));
+}

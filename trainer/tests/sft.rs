@@ -1,0 +1,221 @@
+//! `sft`: loss masks on the agent's tokens only (checked by decoding them), malformed
+//! lines named by number, length-bucketed batches that cover every example once within
+//! the budget, the policy's log-probs against a direct forward pass, and a run resumed
+//! from its state that takes exactly the steps of an uninterrupted one.
+
+use sage_backend_cpu::CpuBackend;
+use sage_core::transformer::{ModelConfig, Transformer};
+use sage_core::Policy;
+use sage_trainer::chat::ChatTemplate;
+use sage_trainer::init::init_params;
+use sage_trainer::optim::{AdamWConfig, LrSchedule};
+use sage_trainer::policy::TransformerPolicy;
+use sage_trainer::sft::{
+    dev_loss, epoch_batches, nll_coefficients, SftConfig, SftData, SftState, SftTrainer,
+};
+use sage_trainer::tokenizer::{Tokenizer, TrainConfig};
+
+/// One chat per line: two agent turns, with an observation between them.
+fn jsonl(count: usize) -> String {
+    (0..count)
+        .map(|i| {
+            let agent_one = format!("I pay.\n```python\npay(\"Ana\", {i})\n```");
+            let agent_two = "Done.\n```python\napis.supervisor.complete_task()\n```";
+            let messages = serde_json::json!([
+                {"role": "system", "content": "Rules."},
+                {"role": "user", "content": format!("Pay Ana {i} dollars.")},
+                {"role": "assistant", "content": agent_one},
+                {"role": "user", "content": "Observation:\nNone"},
+                {"role": "assistant", "content": agent_two},
+            ]);
+            format!("{messages}\n")
+        })
+        .collect()
+}
+
+/// A tokenizer trained on the chats of [`jsonl`].
+fn tokenizer() -> Tokenizer {
+    let texts: Vec<String> = jsonl(200).lines().map(str::to_owned).collect();
+    let config = TrainConfig {
+        vocab_size: 400,
+        ..TrainConfig::default()
+    };
+    Tokenizer::train(texts, &config).unwrap()
+}
+
+#[test]
+fn loss_mask_covers_exactly_the_agent_turns_and_their_ends() {
+    let tk = tokenizer();
+    let template = ChatTemplate::new(&tk).unwrap();
+    let data = SftData::parse(&jsonl(3), &template).unwrap();
+    assert_eq!(data.examples.len(), 3);
+    for (i, example) in data.examples.iter().enumerate() {
+        assert_eq!(example.loss_mask.len(), example.tokens.len() - 1);
+        // The targets the loss sees, decoded: both agent turns, each closed by its end
+        // token, and nothing of the system prompt, the task or the observation.
+        let targets: Vec<u32> = example
+            .loss_mask
+            .iter()
+            .enumerate()
+            .filter(|(_, &m)| m)
+            .map(|(p, _)| example.tokens[p + 1])
+            .collect();
+        let ends = targets.iter().filter(|&&t| t == tk.im_end()).count();
+        assert_eq!(ends, 2, "each agent turn's end is trained");
+        let text: String = tk
+            .decode(
+                &targets
+                    .iter()
+                    .copied()
+                    .filter(|&t| t != tk.im_end())
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "I pay.\n```python\npay(\"Ana\", {i})\n```Done.\n```python\napis.supervisor.complete_task()\n```"
+            )
+        );
+    }
+}
+
+#[test]
+fn malformed_lines_are_named_and_agentless_chats_counted() {
+    let tk = tokenizer();
+    let template = ChatTemplate::new(&tk).unwrap();
+    let text = format!("{}\n{{\"messages\": 3}}\n", jsonl(1));
+    let (line, _) = SftData::parse(&text, &template).unwrap_err();
+    assert_eq!(line, 3, "the blank line counts; the bad line is the third");
+
+    let no_agent = r#"[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]"#;
+    let data = SftData::parse(&format!("{no_agent}\n{}", jsonl(2)), &template).unwrap();
+    assert_eq!((data.examples.len(), data.no_agent_turn), (2, 1));
+
+    let short = ChatTemplate::new(&tk).unwrap().with_max_len(10);
+    let data = SftData::parse(&jsonl(2), &short).unwrap();
+    assert_eq!((data.examples.len(), data.too_long), (0, 2));
+}
+
+#[test]
+fn epoch_batches_cover_every_example_once_within_the_budget() {
+    let tk = tokenizer();
+    let template = ChatTemplate::new(&tk).unwrap();
+    let data = SftData::parse(&jsonl(40), &template).unwrap();
+    let budget = 3 * data.examples[0].tokens.len();
+    let batches = epoch_batches(&data.examples, budget, 7, 0);
+    let mut seen: Vec<usize> = batches.concat();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..40).collect::<Vec<_>>());
+    for batch in &batches {
+        let tokens: usize = batch.iter().map(|&i| data.examples[i].tokens.len()).sum();
+        assert!(tokens <= budget || batch.len() == 1, "{tokens} > {budget}");
+    }
+    assert_eq!(batches, epoch_batches(&data.examples, budget, 7, 0));
+    assert_ne!(
+        batches,
+        epoch_batches(&data.examples, budget, 7, 1),
+        "epochs reshuffle"
+    );
+
+    // The coefficients of a batch: -1/n on each of its n agent tokens.
+    let batch: Vec<_> = batches[0].iter().map(|&i| &data.examples[i]).collect();
+    let n: usize = batch.iter().map(|e| e.agent_tokens()).sum();
+    let coefficients = nll_coefficients(&batch);
+    let total: f32 = coefficients.iter().flatten().sum();
+    assert!(
+        (total + 1.0).abs() < 1e-5,
+        "coefficients sum to -1, got {total}"
+    );
+    assert_eq!(
+        coefficients.iter().flatten().filter(|&&c| c != 0.0).count(),
+        n
+    );
+}
+
+/// A tiny trainable policy over `vocab` tokens, initialised from `seed`.
+fn policy(vocab: usize, seed: u64) -> TransformerPolicy<CpuBackend> {
+    let mut k = CpuBackend::new();
+    let config = ModelConfig {
+        vocab_size: vocab,
+        hidden_size: 32,
+        intermediate_size: 64,
+        num_hidden_layers: 2,
+        num_attention_heads: 4,
+        num_key_value_heads: 2,
+        rope_theta: 10_000.0,
+        rms_norm_eps: 1e-6,
+        max_position_embeddings: 256,
+        tie_word_embeddings: true,
+        qkv_bias: true,
+    };
+    let model = Transformer::new(&mut k, config).unwrap();
+    init_params(&mut k, &model, seed).unwrap();
+    let optimizer = AdamWConfig {
+        schedule: LrSchedule::Constant { lr: 3e-3 },
+        ..AdamWConfig::default()
+    };
+    TransformerPolicy::trainable(k, model, optimizer).unwrap()
+}
+
+#[test]
+fn policy_log_probs_match_a_direct_forward_pass_in_any_batching() {
+    let tk = tokenizer();
+    let template = ChatTemplate::new(&tk).unwrap();
+    let data = SftData::parse(&jsonl(4), &template).unwrap();
+    let sequences: Vec<&[u32]> = data.examples.iter().map(|e| e.tokens.as_slice()).collect();
+    let mut together = policy(tk.vocab_size(), 1);
+    let batched = together.log_probs(&sequences).unwrap();
+    // A budget of one sequence per pass must give the same numbers (f32 sums over the
+    // same values in the same order per sequence: 1e-5 absolute covers reordering of
+    // the GEMM tiles).
+    let mut apart = policy(tk.vocab_size(), 1).with_max_batch_tokens(1);
+    let separate = apart.log_probs(&sequences).unwrap();
+    for (a, b) in batched.iter().zip(&separate) {
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() < 1e-5, "{x} vs {y}");
+            assert!(*x < 0.0 && x.is_finite());
+        }
+    }
+}
+
+#[test]
+fn sft_lowers_the_loss_and_resumes_exactly_from_its_state() {
+    let tk = tokenizer();
+    let template = ChatTemplate::new(&tk).unwrap();
+    let data = SftData::parse(&jsonl(24), &template).unwrap();
+    let config = SftConfig {
+        epochs: 2,
+        batch_tokens: 4 * data.examples[0].tokens.len(),
+        seed: 3,
+    };
+
+    let mut straight = policy(tk.vocab_size(), 5);
+    let before = dev_loss(&mut straight, &data.examples).unwrap();
+    let mut trainer = SftTrainer::new(config.clone(), &data, SftState::default());
+    let total = trainer.total_steps();
+    assert!(total >= 8, "{total} steps");
+    let mut losses = Vec::new();
+    while let Some(step) = trainer.next_step(&mut straight, &data).unwrap() {
+        losses.push(step.loss);
+    }
+    assert_eq!(losses.len() as u64, total);
+    let after = dev_loss(&mut straight, &data.examples).unwrap();
+    assert!(after < 0.7 * before, "loss {before} -> {after}");
+
+    // Stop half-way, rebuild the trainer from its state: the same steps follow.
+    let mut resumed = policy(tk.vocab_size(), 5);
+    let mut first = SftTrainer::new(config.clone(), &data, SftState::default());
+    let mut resumed_losses = Vec::new();
+    for _ in 0..total / 2 {
+        resumed_losses.push(first.next_step(&mut resumed, &data).unwrap().unwrap().loss);
+    }
+    let state = first.state();
+    assert_eq!(state.step, total / 2);
+    let mut second = SftTrainer::new(config, &data, state);
+    while let Some(step) = second.next_step(&mut resumed, &data).unwrap() {
+        resumed_losses.push(step.loss);
+    }
+    assert_eq!(resumed_losses, losses, "bit-identical on the CPU backend");
+}
