@@ -45,7 +45,9 @@ fn the_expert_passes_every_task_of_every_split_in_both_modes() {
             scenarios.len()
         );
         for mode in [ExpertMode::Skills, ExpertMode::Direct] {
-            for (variant, mistake_rate, read_docs) in [(0, 0.2, true), (1, 1.0, true), (2, 0.2, false)] {
+            for (variant, mistake_rate, read_docs) in
+                [(0, 0.2, true), (1, 1.0, true), (2, 0.2, false)]
+            {
                 let expert = Expert::new(ExpertConfig {
                     mode,
                     variant,

@@ -112,7 +112,9 @@ pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
     let split = config.split()?;
     let mode = config.mode()?;
     if config.seeds == 0 || config.variants == 0 {
-        return Err(DataError::Config("seeds and variants must be at least 1".into()));
+        return Err(DataError::Config(
+            "seeds and variants must be at least 1".into(),
+        ));
     }
     if config.seeds > MAX_SEEDS {
         return Err(DataError::Config(format!(

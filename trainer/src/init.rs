@@ -12,11 +12,7 @@ use crate::sampling::SequenceRng;
 pub const INIT_STD: f64 = 0.02;
 
 /// Writes freshly drawn parameters into `model`; the same seed gives the same model.
-pub fn init_params<K: Kernels>(
-    k: &mut K,
-    model: &Transformer,
-    seed: u64,
-) -> Result<(), K::Error> {
+pub fn init_params<K: Kernels>(k: &mut K, model: &Transformer, seed: u64) -> Result<(), K::Error> {
     let layers = model.config().num_hidden_layers.max(1) as f64;
     let residual_scale = 1.0 / (2.0 * layers).sqrt();
     let mut values = vec![0.0f32; model.params().len];
@@ -28,7 +24,11 @@ pub fn init_params<K: Kernels>(
             target.fill(0.0);
         } else {
             let residual = name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight");
-            let std = if residual { INIT_STD * residual_scale } else { INIT_STD };
+            let std = if residual {
+                INIT_STD * residual_scale
+            } else {
+                INIT_STD
+            };
             let mut rng = SequenceRng::new(seed, index as u64);
             for value in target.iter_mut() {
                 *value = (std * standard_normal(&mut rng)) as f32;

@@ -55,7 +55,10 @@ impl<E: fmt::Display> fmt::Display for PolicyError<E> {
             PolicyError::Sampling(e) => write!(f, "generation: {e}"),
             PolicyError::Optimizer(e) => write!(f, "optimizer: {e}"),
             PolicyError::NoOptimizer => {
-                write!(f, "this policy has no optimizer: it was built for inference")
+                write!(
+                    f,
+                    "this policy has no optimizer: it was built for inference"
+                )
             }
             PolicyError::TooShort { index } => {
                 write!(f, "sequence {index} has fewer than 2 tokens")
@@ -216,7 +219,12 @@ impl<K: Kernels> Policy for TransformerPolicy<K> {
         prompts: &[&[u32]],
         params: &SamplingParams,
     ) -> Result<Vec<Generation>, Self::Error> {
-        Ok(generate(&mut self.kernels, &mut self.model, prompts, params)?)
+        Ok(generate(
+            &mut self.kernels,
+            &mut self.model,
+            prompts,
+            params,
+        )?)
     }
 
     fn log_probs(&mut self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>, Self::Error> {

@@ -175,7 +175,14 @@ pub fn run_episodes<P: Policy, E: Environment>(
         for (batch_index, batch) in batches(&running, &active, config).into_iter().enumerate() {
             let batch_seed = seed ^ (u64::from(turn) << 32) ^ batch_index as u64;
             run_turn(
-                policy, envs, &template, &mut running, &batch, config, turn, batch_seed,
+                policy,
+                envs,
+                &template,
+                &mut running,
+                &batch,
+                config,
+                turn,
+                batch_seed,
             )?;
         }
     }
@@ -297,7 +304,10 @@ fn run_turn<P: Policy, E: Environment>(
                 EpisodeEnd::NoCode
             });
         } else if turn + 1 >= config.max_turns
-            || episode.chat.push_observation(template, &observation).is_err()
+            || episode
+                .chat
+                .push_observation(template, &observation)
+                .is_err()
         {
             episode.end = Some(EpisodeEnd::TurnLimit);
         }

@@ -123,7 +123,12 @@ pub struct SftTrainer {
 impl SftTrainer {
     /// A run over `data` from `state` (the default state starts at the beginning).
     pub fn new(config: SftConfig, data: &SftData, state: SftState) -> SftTrainer {
-        let batches = epoch_batches(&data.examples, config.batch_tokens, config.seed, state.epoch);
+        let batches = epoch_batches(
+            &data.examples,
+            config.batch_tokens,
+            config.seed,
+            state.epoch,
+        );
         SftTrainer {
             batches_per_epoch: batches.len(),
             config,
