@@ -260,6 +260,74 @@ impl Transformer {
         self.read_logits(k, cache)
     }
 
+    /// Keeps the sequences of `cache` whose `keep` flag is set, in order, in a new,
+    /// smaller cache (their keys, values and lengths unchanged) and frees the old one:
+    /// sequences that finished stop costing decoding steps. The old cache is freed on
+    /// error too.
+    pub fn retain_sequences<K: Kernels>(
+        &self,
+        k: &mut K,
+        cache: KvCache,
+        keep: &[bool],
+    ) -> Result<KvCache, K> {
+        let kept: Vec<usize> = (0..keep.len()).filter(|&i| keep[i]).collect();
+        if keep.len() != cache.batch || kept.is_empty() {
+            let error = if kept.is_empty() {
+                InputError::Empty
+            } else {
+                InputError::LengthMismatch {
+                    what: "kept sequences",
+                    expected: cache.batch,
+                    got: keep.len(),
+                }
+            };
+            cache.free(k)?;
+            return Err(input(error));
+        }
+        if kept.len() == cache.batch {
+            return Ok(cache);
+        }
+        let mut smaller = match KvCache::new(k, self, kept.len(), cache.capacity) {
+            Ok(smaller) => smaller,
+            Err(e) => {
+                cache.free(k)?;
+                return Err(e);
+            }
+        };
+        let kvd = self.config.kv_dim();
+        let mut copied = Ok(());
+        'layers: for layer in 0..self.config.num_hidden_layers {
+            for which in 0..2 {
+                let (from, to) = (
+                    cache.layer_cache(layer, which, kvd),
+                    smaller.layer_cache(layer, which, kvd),
+                );
+                for (row, &seq) in kept.iter().enumerate() {
+                    let len = cache.lengths[seq] as usize;
+                    if len == 0 {
+                        continue;
+                    }
+                    copied = k.copy(
+                        smaller.rows(to, row, 0, len, kvd),
+                        cache.rows(from, seq, 0, len, kvd),
+                    );
+                    if copied.is_err() {
+                        break 'layers;
+                    }
+                }
+            }
+        }
+        smaller.lengths = kept.iter().map(|&seq| cache.lengths[seq]).collect();
+        cache.free(k)?;
+        match copied {
+            Ok(()) => Ok(smaller),
+            Err(e) => {
+                smaller.free(k)?;
+                Err(backend(e))
+            }
+        }
+    }
+
     /// logits[B, V] of the hidden states in `cache.last_hidden`, read to the host.
     fn read_logits<K: Kernels>(&self, k: &mut K, cache: &KvCache) -> Result<Vec<f32>, K> {
         let logits = at(cache.scratch, cache.logits);

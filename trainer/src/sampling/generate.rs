@@ -1,10 +1,10 @@
 //! [`generate`]: batched generation for a [`Transformer`] with one KV cache.
 //!
-//! All prompts are prefilled together; then every decoding step extends the whole
-//! batch by one token until each sequence has stopped. A sequence that has stopped
-//! stays in the batch (the cache cannot drop rows): it is fed its own last token again
-//! and its output is frozen, which costs a little compute and never changes another
-//! sequence's result, since attention never crosses sequences.
+//! All prompts are prefilled together; then every decoding step extends the running
+//! sequences by one token until each has stopped. Once a quarter of the cache's rows
+//! have stopped, the cache is compacted to the running ones, so finished sequences
+//! stop costing compute; attention never crosses sequences, so this changes no
+//! sequence's result.
 
 use sage_core::policy::{Generation, SamplingParams, StopReason};
 use sage_core::transformer::{Kernels, KvCache, Transformer};
@@ -50,12 +50,8 @@ pub fn generate<K: Kernels>(
     if prompts.is_empty() || max_new_tokens == 0 {
         return Ok(prompts.iter().map(|_| empty_generation(0)).collect());
     }
-    let mut cache = KvCache::new(k, model, prompts.len(), capacity)?;
-    let generations = decode(k, model, &mut cache, prompts, params, sampler);
-    let freed = cache.free(k);
-    let generations = generations?;
-    freed?;
-    Ok(generations)
+    let cache = KvCache::new(k, model, prompts.len(), capacity)?;
+    decode(k, model, cache, prompts, params, sampler)
 }
 
 /// A generation with no tokens yet and room for `capacity`.
@@ -67,11 +63,12 @@ fn empty_generation(capacity: usize) -> Generation {
     }
 }
 
-/// Prefills `cache` with `prompts` and decodes until every sequence has stopped.
+/// Prefills `cache` with `prompts`, decodes until every sequence has stopped, and
+/// frees the cache (also on error).
 fn decode<K: Kernels>(
     k: &mut K,
     model: &mut Transformer,
-    cache: &mut KvCache,
+    mut cache: KvCache,
     prompts: &[&[u32]],
     params: &SamplingParams,
     sampler: Sampler,
@@ -85,40 +82,59 @@ fn decode<K: Kernels>(
         .iter()
         .map(|_| empty_generation(max_new_tokens))
         .collect();
-    let mut running = vec![true; prompts.len()];
-    let mut logits = model.prefill(k, cache, prompts)?;
+    // rows[r]: the sequence in row r of the cache.
+    let mut rows: Vec<usize> = (0..prompts.len()).collect();
+    let mut logits = match model.prefill(k, &mut cache, prompts) {
+        Ok(logits) => logits,
+        Err(e) => {
+            cache.free(k)?;
+            return Err(e.into());
+        }
+    };
+    let mut done = vec![false; prompts.len()];
     loop {
-        let rows = logits.chunks_exact(vocab);
-        for (sequence, (((row, generation), rng), running)) in rows
-            .zip(&mut generations)
-            .zip(&mut rngs)
-            .zip(&mut running)
-            .enumerate()
-        {
-            if !*running {
+        for (r, row) in logits.chunks_exact(vocab).enumerate() {
+            let sequence = rows[r];
+            if done[sequence] {
                 continue;
             }
+            let generation = &mut generations[sequence];
             let position = generation.tokens.len();
-            let choice = sampler
-                .choose(row, rng)
-                .ok_or(SamplingError::NonFiniteLogits { sequence, position })?;
+            let Some(choice) = sampler.choose(row, &mut rngs[sequence]) else {
+                cache.free(k)?;
+                return Err(SamplingError::NonFiniteLogits { sequence, position });
+            };
             generation.tokens.push(choice.token);
             generation.logprobs.push(choice.logprob);
             if params.stop_tokens.contains(&choice.token) {
                 generation.stop = StopReason::StopToken;
-                *running = false;
+                done[sequence] = true;
             } else if generation.tokens.len() == max_new_tokens {
-                *running = false;
+                done[sequence] = true;
             }
         }
-        if !running.contains(&true) {
+        let running: Vec<bool> = rows.iter().map(|&sequence| !done[sequence]).collect();
+        let still = running.iter().filter(|&&r| r).count();
+        if still == 0 {
+            cache.free(k)?;
             return Ok(generations);
         }
-        // Every sequence holds at least one token after the first round.
-        let next: Vec<u32> = generations
+        if 4 * (rows.len() - still) >= rows.len() {
+            cache = model.retain_sequences(k, cache, &running)?;
+            rows.retain(|&sequence| !done[sequence]);
+        }
+        // A finished row still in the cache (too few finished to compact) is fed its
+        // last token again; its output stays frozen.
+        let next: Vec<u32> = rows
             .iter()
-            .map(|g| g.tokens.last().copied().unwrap_or(0))
+            .map(|&sequence| generations[sequence].tokens.last().copied().unwrap_or(0))
             .collect();
-        logits = model.decode_step(k, cache, &next)?;
+        logits = match model.decode_step(k, &mut cache, &next) {
+            Ok(logits) => logits,
+            Err(e) => {
+                cache.free(k)?;
+                return Err(e.into());
+            }
+        };
     }
 }
