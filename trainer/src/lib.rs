@@ -13,16 +13,21 @@
 //!   learning-rate schedules;
 //! - [`tokenizer`]: loading any `tokenizer.json` and training a byte-level BPE with the
 //!   ChatML special tokens;
+//! - [`checkpoint`]: atomic, resumable checkpoints (model, tokenizer, optimizer, trainer
+//!   state, skill library) with pruning to the newest few;
+//! - [`metrics`]: metrics as JSON lines and CSV, resumable, and PNG line charts;
 //! - backend selection by cargo feature, which the CLI reports.
 //!
 //! Still to come (issues 5 and 6): chat episodes, the `Policy` implementation, SFT,
-//! the rollout engine, evaluation, checkpoints, SAGE RL and the `sage demo` pipeline.
+//! the rollout engine, evaluation, SAGE RL and the `sage demo` pipeline.
 
 pub mod chat;
+pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod eval;
 pub mod init;
+pub mod metrics;
 pub mod optim;
 pub mod pipeline;
 pub mod policy;

@@ -4,7 +4,7 @@
 
 use sage_backend_cpu::CpuBackend;
 use sage_core::transformer::{Kernels, ModelConfig, Transformer};
-use sage_trainer::optim::{AdamW, AdamWConfig, LrSchedule, OptimError};
+use sage_trainer::optim::{AdamW, AdamWConfig, AdamWState, LrSchedule, OptimError};
 
 /// A deterministic xorshift generator for test inputs.
 struct Rng(u64);
@@ -434,5 +434,48 @@ fn a_model_of_another_size_is_refused() {
     assert!(matches!(
         opt.update(&mut k, &other),
         Err(OptimError::SlabMismatch { .. })
+    ));
+}
+
+/// `export_state` then `from_state` gives an optimizer whose next update equals the
+/// original's; a state of another length is refused.
+#[test]
+fn exported_state_rebuilds_the_optimizer() {
+    let mut k = CpuBackend::new();
+    let model = tiny_model(&mut k);
+    let n = model.params().len;
+    let mut rng = Rng(33);
+    k.write(model.params(), &rng.vec(n, 1.0)).unwrap();
+    let mut original = AdamW::new(&mut k, &model, config(1e-2, 0.1, Some(1.0))).unwrap();
+    for _ in 0..2 {
+        k.write(model.grads(), &rng.vec(n, 1.0)).unwrap();
+        original.update(&mut k, &model).unwrap();
+    }
+    let state = original.export_state(&mut k).unwrap();
+    assert_eq!(state.step, 2);
+    assert_eq!((state.m.len(), state.v.len()), (n, n));
+    assert!(state.v.iter().all(|&v| v > 0.0));
+    let mut rebuilt = AdamW::from_state(&mut k, &model, &state).unwrap();
+    assert_eq!(rebuilt.export_state(&mut k).unwrap(), state);
+
+    let params = read(&mut k, model.params());
+    let grads = rng.vec(n, 1.0);
+    let mut next = Vec::new();
+    for opt in [&mut original, &mut rebuilt] {
+        k.write(model.params(), &params).unwrap();
+        k.write(model.grads(), &grads).unwrap();
+        opt.update(&mut k, &model).unwrap();
+        next.push(read(&mut k, model.params()));
+    }
+    assert_eq!(next[0], next[1]);
+    assert_ne!(next[0], params);
+
+    let short = AdamWState {
+        m: state.m[1..].to_vec(),
+        ..state
+    };
+    assert!(matches!(
+        AdamW::from_state(&mut k, &model, &short),
+        Err(OptimError::SlabMismatch { expected, got }) if expected == n - 1 && got == n
     ));
 }

@@ -35,6 +35,19 @@ pub struct StepReport {
     pub skipped: bool,
 }
 
+/// Everything an [`AdamW`] holds, copied to the host: what a checkpoint stores.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdamWState {
+    /// The hyper-parameters.
+    pub config: AdamWConfig,
+    /// Updates applied so far (see [`AdamW::step`]).
+    pub step: u32,
+    /// First moments, laid out like the parameters.
+    pub m: Vec<f32>,
+    /// Second moments, laid out like the parameters.
+    pub v: Vec<f32>,
+}
+
 /// AdamW state for one model: moments in the backend, the step counter, the config.
 #[derive(Debug)]
 pub struct AdamW {
@@ -104,6 +117,55 @@ impl AdamW {
             Tensor::whole(self.m, self.len),
             Tensor::whole(self.v, self.len),
         )
+    }
+
+    /// Copies the config, step counter and both moments out of the backend.
+    pub fn export_state<K: Kernels>(&self, k: &mut K) -> Result<AdamWState, OptimError<K::Error>> {
+        let (m_tensor, v_tensor) = self.moments();
+        let mut m = vec![0.0f32; self.len];
+        let mut v = vec![0.0f32; self.len];
+        k.read(m_tensor, &mut m).map_err(OptimError::Backend)?;
+        k.read(v_tensor, &mut v).map_err(OptimError::Backend)?;
+        Ok(AdamWState {
+            config: self.config.clone(),
+            step: self.step,
+            m,
+            v,
+        })
+    }
+
+    /// An optimizer for `model` that continues from `state` (the config is checked and
+    /// the moments are copied into the backend). Fails with
+    /// [`OptimError::SlabMismatch`] when a moment's length differs from the model's
+    /// parameter count.
+    pub fn from_state<K: Kernels>(
+        k: &mut K,
+        model: &Transformer,
+        state: &AdamWState,
+    ) -> Result<AdamW, OptimError<K::Error>> {
+        let len = model.params().len;
+        for moment in [&state.m, &state.v] {
+            if moment.len() != len {
+                return Err(OptimError::SlabMismatch {
+                    expected: moment.len(),
+                    got: len,
+                });
+            }
+        }
+        let mut optimizer = AdamW::new(k, model, state.config.clone())?;
+        let (m, v) = optimizer.moments();
+        let copied = k
+            .write(m, &state.m)
+            .and_then(|()| k.write(v, &state.v))
+            .map_err(OptimError::Backend);
+        if let Err(e) = copied {
+            // The copy failure is the error worth reporting; releasing the fresh
+            // moments is best effort.
+            let _ = optimizer.free(k);
+            return Err(e);
+        }
+        optimizer.step = state.step;
+        Ok(optimizer)
     }
 
     /// Applies the accumulated gradient of `model` and zeroes it.

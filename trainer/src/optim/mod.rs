@@ -2,7 +2,7 @@
 //! matrices, global-norm gradient clipping, and learning-rate schedules.
 //!
 //! - [`AdamW`]: moments in the backend, one update per call, state exposed for
-//!   checkpoints;
+//!   checkpoints as an [`AdamWState`];
 //! - [`AdamWConfig`]: its serde-able hyper-parameters;
 //! - [`LrSchedule`]: constant, or linear warmup then cosine decay to a floor;
 //! - [`OptimError`], [`ConfigError`]: what can go wrong.
@@ -12,7 +12,7 @@ mod config;
 mod error;
 mod schedule;
 
-pub use adamw::{AdamW, StepReport};
+pub use adamw::{AdamW, AdamWState, StepReport};
 pub use config::AdamWConfig;
 pub use error::{ConfigError, OptimError};
 pub use schedule::LrSchedule;
