@@ -50,12 +50,25 @@ pub fn failed<E: fmt::Display>(stage: &'static str) -> impl Fn(E) -> PipelineErr
     }
 }
 
+/// Called after every SFT step with the policy, the step and the trainer's state from
+/// which the run would resume (the CLI logs metrics and saves checkpoints there).
+pub type SftHook<'a, K> =
+    dyn FnMut(&mut TransformerPolicy<K>, &SftStep, SftState) -> Result<(), PipelineError> + 'a;
+
+/// An [`SftHook`] of the demo, which also gets the tokenizer the demo trained.
+pub type DemoHook<'a, K> = dyn FnMut(&mut TransformerPolicy<K>, &Tokenizer, &SftStep, SftState) -> Result<(), PipelineError>
+    + 'a;
+
 /// Where a run reports progress (a terminal with progress bars, a log, a test).
 pub trait Reporter {
     /// A stage begins.
     fn stage(&mut self, name: &str);
     /// A line worth showing.
     fn info(&mut self, message: &str);
+    /// A result the run exists for (the metrics table): standard output.
+    fn result(&mut self, text: &str) {
+        println!("{text}");
+    }
     /// SFT begins with this many optimizer steps to go (of `total`).
     fn sft_started(&mut self, done: u64, total: u64);
     /// One SFT step finished; `tokens_per_second` over the run so far.
@@ -240,11 +253,7 @@ pub fn run_sft<K: Kernels>(
     dev: Option<&SftData>,
     state: SftState,
     reporter: &mut dyn Reporter,
-    on_step: &mut dyn FnMut(
-        &mut TransformerPolicy<K>,
-        &SftStep,
-        SftState,
-    ) -> Result<(), PipelineError>,
+    on_step: &mut SftHook<'_, K>,
 ) -> Result<(SftSummary, SftState), PipelineError> {
     reporter.stage("sft");
     let mut trainer = SftTrainer::new(config.sft.clone(), train, state);
@@ -324,7 +333,7 @@ pub fn run_eval<P: Policy>(
         }
     }
     let rows: Vec<EvalMetrics> = reports.iter().map(|r| r.metrics.clone()).collect();
-    reporter.info(&metrics_table(&rows));
+    reporter.result(&metrics_table(&rows));
     if let Some(out) = out {
         let json = serde_json::to_string_pretty(&reports).map_err(failed("eval"))?;
         if let Some(parent) = out.parent() {
@@ -357,12 +366,7 @@ pub fn run_demo<K: Kernels>(
     mut k: K,
     config: &RunConfig,
     reporter: &mut dyn Reporter,
-    on_step: &mut dyn FnMut(
-        &mut TransformerPolicy<K>,
-        &Tokenizer,
-        &SftStep,
-        SftState,
-    ) -> Result<(), PipelineError>,
+    on_step: &mut DemoHook<'_, K>,
 ) -> Result<(DemoReport, TransformerPolicy<K>, Tokenizer), PipelineError> {
     let started = Instant::now();
     let dir = config.run.dir.clone();

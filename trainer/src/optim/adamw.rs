@@ -10,7 +10,7 @@ use sage_core::policy::UpdateStats;
 use sage_core::transformer::{AdamWStep, BufferId, Kernels, ParamLayout, Tensor, Transformer};
 
 use super::config::AdamWConfig;
-use super::error::OptimError;
+use super::error::{ConfigError, OptimError};
 
 /// Added to the gradient norm in the clipping factor `max_norm / (norm + CLIP_EPS)`.
 const CLIP_EPS: f64 = 1e-6;
@@ -96,6 +96,14 @@ impl AdamW {
     /// The hyper-parameters.
     pub fn config(&self) -> &AdamWConfig {
         &self.config
+    }
+
+    /// Replaces the hyper-parameters (a resumed run may stretch its schedule), keeping
+    /// the moments and the step count.
+    pub fn set_config(&mut self, config: AdamWConfig) -> Result<(), ConfigError> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
     }
 
     /// Updates applied so far (skipped steps do not count); the next update is

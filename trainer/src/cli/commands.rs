@@ -1,0 +1,401 @@
+//! What each `sage` command does: resolve its configuration, pick the backend, run
+//! the pipeline's stages, save checkpoints, metrics and plots.
+
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+
+use sage_core::transformer::Kernels;
+use sage_trainer::chat::ChatTemplate;
+use sage_trainer::checkpoint::{self, CheckpointParts};
+use sage_trainer::config::RunConfig;
+use sage_trainer::data::{expert_data, write_records};
+use sage_trainer::metrics::{
+    plot_line_chart, read_series, KeepRows, LineChart, MetricValue, MetricsLog,
+};
+use sage_trainer::pipeline::{
+    failed, fresh_model, load_sft_data, prepare_data, run_demo, run_eval, run_sft, train_tokenizer,
+    PipelineError, Reporter,
+};
+use sage_trainer::policy::TransformerPolicy;
+use sage_trainer::sft::{SftState, SftStep, SftTrainer};
+use sage_trainer::tokenizer::Tokenizer;
+use sage_trainer::weights::load_model;
+
+use super::progress::BarReporter;
+use super::{checked, load_config, Cli, Command};
+
+/// Runs `body` with the backend `name` bound to `$k` (each compiled backend is one
+/// arm, so the body is instantiated for every backend).
+macro_rules! with_backend {
+    ($name:expr, |$k:ident| $body:expr) => {
+        match $name {
+            #[cfg(feature = "cpu")]
+            "cpu" => {
+                let $k = sage_backend_cpu::CpuBackend::new();
+                $body
+            }
+            other => Err(PipelineError {
+                stage: "backend",
+                message: format!(
+                    "backend {other:?} is not compiled into this binary (compiled: {})",
+                    sage_trainer::compiled_backends().join(", ")
+                ),
+            }),
+        }
+    };
+}
+
+/// Runs one parsed command line.
+pub fn run(cli: Cli) -> Result<(), PipelineError> {
+    match cli.command {
+        Command::Demo { common } => {
+            let config = load_config(&common)?;
+            with_backend!(config.run.backend.as_str(), |k| demo(k, &config))
+        }
+        Command::Data {
+            common,
+            out,
+            split,
+            seeds,
+            variants,
+            mode,
+        } => {
+            let mut config = load_config(&common)?;
+            config.data.split = split.unwrap_or(config.data.split);
+            config.data.seeds = seeds.unwrap_or(config.data.seeds);
+            config.data.variants = variants.unwrap_or(config.data.variants);
+            config.data.mode = mode.unwrap_or(config.data.mode);
+            let config = checked(config)?;
+            let data = expert_data(&config.data).map_err(failed("data"))?;
+            write_records(&out, &data.records).map_err(failed("data"))?;
+            println!(
+                "wrote {} trajectories of {} scenarios to {} ({} scenarios rejected)",
+                data.records.len(),
+                data.kept,
+                out.display(),
+                data.dropped
+            );
+            Ok(())
+        }
+        Command::Sft {
+            common,
+            data,
+            dev,
+            init,
+            resume,
+        } => {
+            let config = load_config(&common)?;
+            let sources = SftSources {
+                data,
+                dev,
+                init,
+                resume,
+            };
+            with_backend!(config.run.backend.as_str(), |k| sft(k, &config, &sources))
+        }
+        Command::Eval {
+            common,
+            checkpoint,
+            splits,
+            modes,
+            out,
+        } => {
+            let mut config = load_config(&common)?;
+            config.eval.splits = splits.unwrap_or(config.eval.splits);
+            config.eval.modes = modes.unwrap_or(config.eval.modes);
+            let config = checked(config)?;
+            with_backend!(config.run.backend.as_str(), |k| eval(
+                k,
+                &config,
+                checkpoint.as_deref(),
+                out.as_deref()
+            ))
+        }
+        Command::Config { print, config } => {
+            let config = match config {
+                Some(path) => RunConfig::from_file(&path).map_err(failed("config"))?,
+                None => RunConfig::default(),
+            };
+            if print {
+                print!("{}", config.to_toml());
+            } else {
+                println!("use `sage config --print` to write every setting out");
+            }
+            Ok(())
+        }
+        Command::Backends => {
+            println!("{}", sage_trainer::compiled_backends().join("\n"));
+            Ok(())
+        }
+    }
+}
+
+/// Where checkpoints of a run live.
+fn checkpoint_dir(config: &RunConfig) -> PathBuf {
+    config.run.dir.join("checkpoints")
+}
+
+/// Saves checkpoints every `checkpoint_every` steps and logs every step's metrics.
+struct StepSink {
+    metrics: MetricsLog,
+    run_dir: PathBuf,
+    every: u64,
+    keep: Option<NonZeroUsize>,
+}
+
+impl StepSink {
+    /// A sink writing `RUN_DIR/metrics/sft.{jsonl,csv}`; on resume from step `step`, the
+    /// rows up to that step are kept.
+    fn new(config: &RunConfig, resumed_at: Option<u64>) -> Result<StepSink, PipelineError> {
+        let dir = config.run.dir.join("metrics");
+        let metrics = match resumed_at {
+            Some(step) => MetricsLog::resume(
+                &dir,
+                "sft",
+                &KeepRows::UpTo {
+                    column: "step".to_owned(),
+                    last: step as f64,
+                },
+            ),
+            None => MetricsLog::create(&dir, "sft"),
+        }
+        .map_err(failed("metrics"))?;
+        Ok(StepSink {
+            metrics,
+            run_dir: checkpoint_dir(config),
+            every: config.run.checkpoint_every,
+            keep: NonZeroUsize::new(config.run.keep_checkpoints),
+        })
+    }
+
+    /// Logs `step` and saves a checkpoint when one is due.
+    fn on_step<K: Kernels>(
+        &mut self,
+        policy: &mut TransformerPolicy<K>,
+        tokenizer: &Tokenizer,
+        step: &SftStep,
+        state: SftState,
+        last: bool,
+    ) -> Result<(), PipelineError> {
+        self.metrics
+            .log(&[
+                ("step", MetricValue::from(step.step)),
+                ("epoch", MetricValue::from(step.epoch)),
+                ("loss", MetricValue::Float(f64::from(step.loss))),
+                (
+                    "grad_norm",
+                    MetricValue::Float(f64::from(step.update.grad_norm)),
+                ),
+                (
+                    "lr",
+                    MetricValue::Float(f64::from(step.update.learning_rate)),
+                ),
+                ("tokens", MetricValue::from(step.tokens as u64)),
+                ("agent_tokens", MetricValue::from(step.agent_tokens as u64)),
+                ("skipped", MetricValue::from(u64::from(step.update.skipped))),
+            ])
+            .map_err(failed("metrics"))?;
+        if last || (self.every > 0 && step.step % self.every == 0) {
+            self.save(policy, tokenizer, state)?;
+        }
+        Ok(())
+    }
+
+    /// Saves the policy as the checkpoint of `state.step`.
+    fn save<K: Kernels>(
+        &self,
+        policy: &mut TransformerPolicy<K>,
+        tokenizer: &Tokenizer,
+        state: SftState,
+    ) -> Result<PathBuf, PipelineError> {
+        let (k, model, optimizer) = policy.parts_mut();
+        let parts = CheckpointParts {
+            model,
+            optimizer: optimizer.map(|o| &*o),
+            tokenizer,
+            state: &state,
+            library: None,
+        };
+        checkpoint::save(k, &self.run_dir, state.step, &parts, self.keep)
+            .map_err(failed("checkpoint"))
+    }
+}
+
+/// Writes the loss curve of `RUN_DIR/metrics/sft.jsonl` to `RUN_DIR/plots/sft_loss.png`.
+fn plot_sft(config: &RunConfig, reporter: &mut dyn Reporter) -> Result<(), PipelineError> {
+    let jsonl = config.run.dir.join("metrics").join("sft.jsonl");
+    let series = read_series(&jsonl, "step", &["loss"]).map_err(failed("plot"))?;
+    let path = config.run.dir.join("plots").join("sft_loss.png");
+    std::fs::create_dir_all(config.run.dir.join("plots")).map_err(failed("plot"))?;
+    let chart = LineChart {
+        title: "SFT loss (mean NLL per agent token)",
+        x_label: "step",
+        y_label: "loss",
+        series: &series,
+        width: 800,
+        height: 480,
+    };
+    let report = plot_line_chart(&path, &chart).map_err(failed("plot"))?;
+    reporter.info(&format!("loss curve: {}", report.path.display()));
+    Ok(())
+}
+
+/// `sage demo`.
+fn demo<K: Kernels>(k: K, config: &RunConfig) -> Result<(), PipelineError> {
+    let mut reporter = BarReporter::default();
+    let mut sink = StepSink::new(config, None)?;
+    let mut on_step = |policy: &mut TransformerPolicy<K>,
+                       tokenizer: &Tokenizer,
+                       step: &SftStep,
+                       state: SftState| {
+        sink.on_step(policy, tokenizer, step, state, step.progress >= 1.0)
+    };
+    let (report, _, _) = run_demo(k, config, &mut reporter, &mut on_step)?;
+    plot_sft(config, &mut reporter)?;
+    reporter.info(&format!(
+        "demo finished in {:.1} minutes; run directory {}",
+        report.seconds / 60.0,
+        config.run.dir.display()
+    ));
+    Ok(())
+}
+
+/// Inputs of `sage sft` beyond the configuration.
+struct SftSources {
+    data: Option<PathBuf>,
+    dev: Option<PathBuf>,
+    init: Option<PathBuf>,
+    resume: bool,
+}
+
+/// `sage sft`.
+fn sft<K: Kernels>(
+    mut k: K,
+    config: &RunConfig,
+    sources: &SftSources,
+) -> Result<(), PipelineError> {
+    let mut reporter = BarReporter::default();
+    let dir = &config.run.dir;
+    let (train_path, dev_path) = match &sources.data {
+        Some(path) => (path.clone(), sources.dev.clone()),
+        None => {
+            let files = prepare_data(&config.data, dir, &mut reporter)?;
+            (files.train, Some(sources.dev.clone().unwrap_or(files.dev)))
+        }
+    };
+    let resumed = if sources.resume {
+        let loaded = checkpoint::load_latest::<K, SftState>(&mut k, &checkpoint_dir(config), None)
+            .map_err(failed("resume"))?;
+        match loaded {
+            Some(checkpoint) => Some(checkpoint),
+            None => {
+                return Err(PipelineError {
+                    stage: "resume",
+                    message: format!("no checkpoint in {}", checkpoint_dir(config).display()),
+                })
+            }
+        }
+    } else {
+        None
+    };
+    let (model, tokenizer, optimizer, state) = match resumed {
+        Some(checkpoint) => {
+            reporter.info(&format!("resuming from {}", checkpoint.dir.display()));
+            (
+                checkpoint.model,
+                checkpoint.tokenizer,
+                checkpoint.optimizer,
+                checkpoint.state,
+            )
+        }
+        None => {
+            let tokenizer = match &sources.init {
+                Some(init) => Tokenizer::from_dir(init).map_err(failed("init"))?,
+                None => train_tokenizer(config, &train_path, dir, &mut reporter)?,
+            };
+            let model = match &sources.init {
+                Some(init) => load_model(&mut k, init).map_err(failed("init"))?,
+                None => fresh_model(&mut k, config, &tokenizer)?,
+            };
+            (model, tokenizer, None, SftState::default())
+        }
+    };
+    let template = ChatTemplate::new(&tokenizer)
+        .map_err(failed("tokenizer"))?
+        .with_max_len(model.config().max_position_embeddings);
+    let train = load_sft_data(&train_path, &template, &mut reporter)?;
+    let dev = match &dev_path {
+        Some(path) => Some(load_sft_data(path, &template, &mut reporter)?),
+        None => None,
+    };
+    // The schedule spans the whole run, also when it resumes with more epochs.
+    let mut schedule = config.optimizer.clone();
+    schedule.resolve_total_steps(
+        SftTrainer::new(config.sft.clone(), &train, SftState::default()).total_steps(),
+    );
+    let policy = match optimizer {
+        Some(mut optimizer) => {
+            optimizer.set_config(schedule).map_err(failed("resume"))?;
+            TransformerPolicy::with_optimizer(k, model, optimizer)
+        }
+        None => TransformerPolicy::trainable(k, model, schedule).map_err(failed("model"))?,
+    };
+    let mut policy = policy.with_max_batch_tokens(config.run.max_batch_tokens);
+    let resumed_at = sources.resume.then_some(state.step);
+    let mut sink = StepSink::new(config, resumed_at)?;
+    let mut on_step = |policy: &mut TransformerPolicy<K>, step: &SftStep, state: SftState| {
+        sink.on_step(policy, &tokenizer, step, state, step.progress >= 1.0)
+    };
+    let (summary, _) = run_sft(
+        &mut policy,
+        config,
+        &train,
+        dev.as_ref(),
+        state,
+        &mut reporter,
+        &mut on_step,
+    )?;
+    plot_sft(config, &mut reporter)?;
+    reporter.info(&format!(
+        "sft: {} steps, final loss {:.4}, dev loss {}, {:.0} tokens/s, {} steps skipped",
+        summary.steps,
+        summary.final_loss,
+        summary
+            .dev_loss
+            .map_or("-".to_owned(), |l| format!("{l:.4}")),
+        summary.tokens_per_second,
+        summary.skipped_steps
+    ));
+    Ok(())
+}
+
+/// `sage eval`.
+fn eval<K: Kernels>(
+    mut k: K,
+    config: &RunConfig,
+    checkpoint: Option<&Path>,
+    out: Option<&Path>,
+) -> Result<(), PipelineError> {
+    let mut reporter = BarReporter::default();
+    let dir = match checkpoint {
+        Some(dir) => dir.to_owned(),
+        None => checkpoint::latest(&checkpoint_dir(config))
+            .map_err(failed("eval"))?
+            .ok_or_else(|| PipelineError {
+                stage: "eval",
+                message: format!(
+                    "no checkpoint in {}: pass --checkpoint DIR",
+                    checkpoint_dir(config).display()
+                ),
+            })?,
+    };
+    let tokenizer = Tokenizer::from_dir(&dir).map_err(failed("eval"))?;
+    let model = load_model(&mut k, &dir).map_err(failed("eval"))?;
+    let template = ChatTemplate::new(&tokenizer).map_err(failed("eval"))?;
+    let mut policy =
+        TransformerPolicy::inference(k, model).with_max_batch_tokens(config.run.max_batch_tokens);
+    let out = out.map_or_else(|| config.run.dir.join("eval.json"), Path::to_owned);
+    reporter.info(&format!("evaluating {}", dir.display()));
+    run_eval(&mut policy, config, &template, Some(&out), &mut reporter)?;
+    Ok(())
+}

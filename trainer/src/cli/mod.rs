@@ -1,0 +1,153 @@
+//! Arguments and commands of the `sage` binary. Every command reads a [`RunConfig`]
+//! (defaults, then `--config FILE`, then flags) and fails with one clear message.
+
+mod commands;
+mod progress;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use sage_trainer::config::RunConfig;
+use sage_trainer::pipeline::PipelineError;
+
+pub use commands::run;
+
+/// Train self-improving LLM agents with a skill library (SAGE).
+#[derive(Parser)]
+#[command(name = "sage", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every training or evaluation command takes.
+#[derive(clap::Args, Clone, Debug)]
+struct Common {
+    /// A TOML run configuration (`sage config --print` shows every field).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The run directory (overrides `[run] dir`).
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
+    /// The compute backend (overrides `[run] backend`): cpu, cuda or wgpu.
+    #[arg(long)]
+    backend: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Expert data -> tokenizer -> SFT -> evaluation on the built-in world.
+    Demo {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Writes the expert's trajectories as chat JSON lines.
+    Data {
+        #[command(flatten)]
+        common: Common,
+        /// The output file.
+        #[arg(long)]
+        out: PathBuf,
+        /// The split (overrides `[data] split`).
+        #[arg(long)]
+        split: Option<String>,
+        /// Seeds per template (overrides `[data] seeds`).
+        #[arg(long)]
+        seeds: Option<u64>,
+        /// Style variants per scenario (overrides `[data] variants`).
+        #[arg(long)]
+        variants: Option<u64>,
+        /// `skills` or `direct` (overrides `[data] mode`).
+        #[arg(long)]
+        mode: Option<String>,
+    },
+    /// Supervised fine-tuning on chat JSON lines.
+    Sft {
+        #[command(flatten)]
+        common: Common,
+        /// Training trajectories (default: the expert's, produced into the run
+        /// directory).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Held-out trajectories for the dev loss.
+        #[arg(long)]
+        dev: Option<PathBuf>,
+        /// Start from this checkpoint or Hugging Face model directory (with its
+        /// tokenizer.json) instead of a fresh model.
+        #[arg(long)]
+        init: Option<PathBuf>,
+        /// Continue the run directory's latest checkpoint.
+        #[arg(long)]
+        resume: bool,
+    },
+    /// Evaluates a checkpoint on the built-in world.
+    Eval {
+        #[command(flatten)]
+        common: Common,
+        /// The checkpoint or model directory (default: the run's latest checkpoint).
+        #[arg(long)]
+        checkpoint: Option<PathBuf>,
+        /// Comma-separated splits (overrides `[eval] splits`).
+        #[arg(long, value_delimiter = ',')]
+        splits: Option<Vec<String>>,
+        /// Comma-separated retrieval modes (overrides `[eval] modes`).
+        #[arg(long, value_delimiter = ',')]
+        modes: Option<Vec<String>>,
+        /// Where to write the JSON report (default: RUN_DIR/eval.json).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Prints the run configuration.
+    Config {
+        /// Print every setting with its value (the defaults, or `--config FILE`'s).
+        #[arg(long)]
+        print: bool,
+        /// A TOML run configuration to print merged with the defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Lists the compute backends compiled into this binary.
+    Backends,
+}
+
+/// Logs to standard error through `tracing` (`RUST_LOG` filters; info by default).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .without_time()
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// The configuration: defaults, then the file, then the common flags.
+fn load_config(common: &Common) -> Result<RunConfig, PipelineError> {
+    let mut config = match &common.config {
+        Some(path) => RunConfig::from_file(path).map_err(|e| PipelineError {
+            stage: "config",
+            message: e.to_string(),
+        })?,
+        None => RunConfig::default(),
+    };
+    if let Some(dir) = &common.run_dir {
+        config.run.dir = dir.clone();
+    }
+    if let Some(backend) = &common.backend {
+        config.run.backend = backend.clone();
+    }
+    checked(config)
+}
+
+/// Validates a configuration after flags changed it.
+fn checked(config: RunConfig) -> Result<RunConfig, PipelineError> {
+    config.validate().map_err(|e| PipelineError {
+        stage: "config",
+        message: e.problem,
+    })?;
+    Ok(config)
+}

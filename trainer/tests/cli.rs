@@ -1,0 +1,143 @@
+//! The `sage` binary: `config --print` writes a configuration that reads back as the
+//! defaults; bad configurations and missing checkpoints fail with one message and a
+//! non-zero exit; `sft` on the tiny configuration writes checkpoints, metrics and the
+//! loss plot, `sft --resume` continues from the latest checkpoint, and `eval` reads it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sage_trainer::config::RunConfig;
+
+/// Runs `sage` with `args`.
+fn sage(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sage"))
+        .args(args)
+        .output()
+        .expect("the sage binary runs")
+}
+
+/// A fresh directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sage-cli-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn printed_configuration_reads_back_as_the_defaults() {
+    let output = sage(&["config", "--print"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(RunConfig::from_toml(&text).unwrap(), RunConfig::default());
+}
+
+#[test]
+fn bad_inputs_fail_with_one_clear_message() {
+    let dir = scratch("bad");
+    let config = dir.join("bad.toml");
+    fs::write(&config, "[sft]\nepochs = \"three\"\n").unwrap();
+    let output = sage(&["demo", "--config", config.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let message = stderr(&output);
+    assert!(
+        message.contains("bad.toml") && message.contains("epochs"),
+        "{message}"
+    );
+
+    let output = sage(&[
+        "demo",
+        "--config",
+        dir.join("missing.toml").to_str().unwrap(),
+    ]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("missing.toml"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = sage(&["eval", "--run-dir", dir.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("no checkpoint"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = sage(&["sft", "--backend", "tpu"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("not compiled"),
+        "{}",
+        stderr(&output)
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Step numbers of the checkpoints under `run`.
+fn checkpoint_steps(run: &Path) -> Vec<u64> {
+    let mut steps: Vec<u64> = fs::read_dir(run.join("checkpoints"))
+        .unwrap()
+        .filter_map(|entry| {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            name.strip_prefix("step-").and_then(|n| n.parse().ok())
+        })
+        .collect();
+    steps.sort_unstable();
+    steps
+}
+
+#[test]
+fn sft_checkpoints_resumes_and_evaluates() {
+    let dir = scratch("sft");
+    let run = dir.join("run");
+    let mut tiny = RunConfig::tiny(&run);
+    tiny.sft.epochs = 1;
+    tiny.run.checkpoint_every = 5;
+    tiny.run.keep_checkpoints = 2;
+    tiny.eval.splits = vec!["iid".to_owned()];
+    tiny.eval.max_scenarios = 2;
+    let config = dir.join("tiny.toml");
+    fs::write(&config, tiny.to_toml()).unwrap();
+    let config = config.to_str().unwrap();
+
+    let output = sage(&["sft", "--config", config]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let steps = checkpoint_steps(&run);
+    assert_eq!(steps.len(), 2, "keep_checkpoints = 2 keeps two: {steps:?}");
+    let last = *steps.last().unwrap();
+    let rows = fs::read_to_string(run.join("metrics/sft.jsonl")).unwrap();
+    assert_eq!(
+        rows.lines().count() as u64,
+        last,
+        "one metrics row per step"
+    );
+    let csv = fs::read_to_string(run.join("metrics/sft.csv")).unwrap();
+    assert!(csv.starts_with("step,"), "{csv}");
+    assert!(run.join("plots/sft_loss.png").is_file());
+
+    // A second epoch, resumed from the latest checkpoint, continues the step count.
+    tiny.sft.epochs = 2;
+    fs::write(dir.join("tiny.toml"), tiny.to_toml()).unwrap();
+    let output = sage(&["sft", "--config", config, "--resume"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("resuming"), "{}", stderr(&output));
+    let resumed_last = *checkpoint_steps(&run).last().unwrap();
+    assert!(resumed_last > last, "{resumed_last} <= {last}");
+    let rows = fs::read_to_string(run.join("metrics/sft.jsonl")).unwrap();
+    assert_eq!(rows.lines().count() as u64, resumed_last);
+
+    let out = dir.join("eval.json");
+    let output = sage(&["eval", "--config", config, "--out", out.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report[0]["metrics"]["tasks"], 6);
+    fs::remove_dir_all(&dir).unwrap();
+}
