@@ -45,14 +45,18 @@ fn the_expert_passes_every_task_of_every_split_in_both_modes() {
             scenarios.len()
         );
         for mode in [ExpertMode::Skills, ExpertMode::Direct] {
-            for (variant, mistake_rate, read_docs) in
-                [(0, 0.2, true), (1, 1.0, true), (2, 0.2, false)]
-            {
+            for (variant, mistake_rate, read_docs, varied_style) in [
+                (0, 0.2, true, true),
+                (1, 1.0, true, true),
+                (2, 0.2, false, true),
+                (3, 0.2, false, false),
+            ] {
                 let expert = Expert::new(ExpertConfig {
                     mode,
                     variant,
                     mistake_rate,
                     read_docs,
+                    varied_style,
                 });
                 let (runs, metrics) = expert
                     .solve_all(&mut env, scenarios.iter().map(|s| s.as_ref()))
@@ -261,4 +265,33 @@ fn without_docs_the_first_task_skips_the_lookup_turn() {
     assert!(without.tasks.iter().all(|t| !reads_docs(t)));
     assert!(without.passed());
     assert!(without.tasks[0].steps < with_docs.tasks[0].steps);
+}
+
+#[test]
+fn without_varied_style_every_scenario_of_a_template_writes_the_same_skill() {
+    let catalog = catalog();
+    let train = catalog.split(Split::Train);
+    let template = train[0].template.name;
+    let scenarios: Vec<&BuiltScenario> = train
+        .iter()
+        .filter(|s| s.template.name == template)
+        .take(3)
+        .map(|s| s.as_ref())
+        .collect();
+    assert_eq!(scenarios.len(), 3);
+    let skill_source = |varied_style: bool, built: &BuiltScenario| {
+        let config = ExpertConfig {
+            mistake_rate: 0.0,
+            varied_style,
+            ..ExpertConfig::new(ExpertMode::Skills)
+        };
+        solve(config, built).tasks[0].saved[0].source.clone()
+    };
+    let canonical: Vec<String> = scenarios.iter().map(|b| skill_source(false, b)).collect();
+    assert!(canonical.windows(2).all(|w| w[0] == w[1]), "{canonical:#?}");
+    let varied: Vec<String> = scenarios.iter().map(|b| skill_source(true, b)).collect();
+    assert!(
+        varied.windows(2).any(|w| w[0] != w[1]),
+        "styles vary by scenario"
+    );
 }

@@ -128,6 +128,7 @@ impl Default for RunConfig {
                 seeds: 20,
                 mistake_rate: 0.1,
                 read_docs: false,
+                varied_style: false,
                 ..ExpertDataConfig::default()
             },
             tokenizer: TokenizerSection::default(),

@@ -35,6 +35,9 @@ pub struct ExpertDataConfig {
     /// Whether the expert reads the API docs before writing new code (off: shorter
     /// trajectories, for small models trained on a CPU).
     pub read_docs: bool,
+    /// Whether scenarios differ in style (names, docstrings, wordings); off, every
+    /// scenario of a template is solved one canonical way (for small models).
+    pub varied_style: bool,
 }
 
 impl Default for ExpertDataConfig {
@@ -46,6 +49,7 @@ impl Default for ExpertDataConfig {
             mode: "skills".to_owned(),
             mistake_rate: 0.2,
             read_docs: true,
+            varied_style: true,
         }
     }
 }
@@ -140,6 +144,7 @@ pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
             variant,
             mistake_rate: config.mistake_rate,
             read_docs: config.read_docs,
+            varied_style: config.varied_style,
         });
         for scenario in catalog.scenarios() {
             let run = expert

@@ -76,17 +76,23 @@ pub struct ExpertConfig {
     /// (an agent that knows the APIs skips that turn: shorter trajectories, which the
     /// CPU demo trains on).
     pub read_docs: bool,
+    /// Whether scenarios differ in style (skill names, docstrings, login code, result
+    /// variables, thought wordings); without, every scenario of a template is solved
+    /// the same canonical way and only the task's values change (far less for a small
+    /// model to learn; mistakes are still drawn).
+    pub varied_style: bool,
 }
 
 impl ExpertConfig {
     /// The default settings for `mode`: variant 0, mistakes in 20% of scenarios, docs
-    /// read before new code.
+    /// read before new code, varied style.
     pub fn new(mode: ExpertMode) -> ExpertConfig {
         ExpertConfig {
             mode,
             variant: 0,
             mistake_rate: 0.2,
             read_docs: true,
+            varied_style: true,
         }
     }
 }
@@ -203,7 +209,12 @@ impl Expert {
         let seed = hash_text(&scenario.scenario.id)
             ^ self.config.variant.wrapping_mul(0x9e37_79b9_7f4a_7c15)
             ^ hash_text(self.config.mode.name());
-        Style::draw(scenario.template, seed, self.config.mistake_rate)
+        let style = Style::draw(scenario.template, seed, self.config.mistake_rate);
+        if self.config.varied_style {
+            style
+        } else {
+            style.canonical()
+        }
     }
 
     /// Solves every task of `scenario` in order through `env`. In skill mode each task

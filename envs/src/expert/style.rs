@@ -74,6 +74,26 @@ impl Style {
     }
 }
 
+impl Style {
+    /// The same style with every choice but the mistake fixed: the first name and
+    /// summary, a one-line docstring, the first login, docs read in order, `result`,
+    /// one fixed draw of thought wordings, and reuse completing the task in the same turn.
+    pub fn canonical(self) -> Style {
+        Style {
+            name: 0,
+            summary: 0,
+            args_section: false,
+            login: 0,
+            docs: 0,
+            docs_reversed: false,
+            thoughts: 0,
+            result_var: RESULT_VARS[0],
+            mistake: self.mistake,
+            reuse_in_one_turn: true,
+        }
+    }
+}
+
 /// A small seeded stream (SplitMix64) for the expert's choices.
 pub(crate) struct StyleRng(pub(crate) u64);
 
