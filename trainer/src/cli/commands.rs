@@ -22,7 +22,7 @@ use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::load_model;
 
 use super::progress::BarReporter;
-use super::{checked, load_config, Cli, Command};
+use super::{checked, load_config, load_config_over, Cli, Command};
 
 /// Runs `body` with the backend `name` bound to `$k` (each compiled backend is one
 /// arm, so the body is instantiated for every backend).
@@ -48,8 +48,12 @@ macro_rules! with_backend {
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> Result<(), PipelineError> {
     match cli.command {
-        Command::Demo { common } => {
-            let config = load_config(&common)?;
+        Command::Demo { common, tiny } => {
+            let config = if tiny {
+                load_config_over(&common, RunConfig::tiny("runs/demo-tiny"))?
+            } else {
+                load_config(&common)?
+            };
             with_backend!(config.run.backend.as_str(), |k| demo(k, &config))
         }
         Command::Data {

@@ -42,6 +42,10 @@ enum Command {
     Demo {
         #[command(flatten)]
         common: Common,
+        /// A one-minute smoke run of the whole pipeline (a two-layer model on one seed
+        /// of data; it learns little) in runs/demo-tiny.
+        #[arg(long, conflicts_with = "config")]
+        tiny: bool,
     },
     /// Writes the expert's trajectories as chat JSON lines.
     Data {
@@ -127,12 +131,17 @@ pub fn init_logging() {
 
 /// The configuration: defaults, then the file, then the common flags.
 fn load_config(common: &Common) -> Result<RunConfig, PipelineError> {
+    load_config_over(common, RunConfig::default())
+}
+
+/// The configuration: `defaults`, or the file, then the common flags.
+fn load_config_over(common: &Common, defaults: RunConfig) -> Result<RunConfig, PipelineError> {
     let mut config = match &common.config {
         Some(path) => RunConfig::from_file(path).map_err(|e| PipelineError {
             stage: "config",
             message: e.to_string(),
         })?,
-        None => RunConfig::default(),
+        None => defaults,
     };
     if let Some(dir) = &common.run_dir {
         config.run.dir = dir.clone();
