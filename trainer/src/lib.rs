@@ -4,22 +4,33 @@
 //! tokenizer, policy over the transformer, rollout engine, SFT, SAGE reinforcement
 //! learning, evaluation, checkpoints, and the `sage` command-line interface.
 //!
-//! What exists so far:
+//! Modules:
+//! - [`tokenizer`]: loading any `tokenizer.json` and training a byte-level BPE with the
+//!   ChatML special tokens;
+//! - [`chat`]: ChatML episodes assembled token-exactly, with the agent-token mask;
 //! - [`weights`]: Hugging Face Qwen2 checkpoints (safetensors, single or sharded, f32 /
 //!   bf16 / f16, and `config.json`) into and out of a transformer on any backend;
+//! - [`init`]: seeded initialisation of a fresh model;
 //! - [`sampling`]: batched generation with a KV cache (temperature, top-k, top-p,
 //!   seeded per sequence, stop tokens);
 //! - [`optim`]: AdamW over the parameter slab with global-norm clipping and
 //!   learning-rate schedules;
-//! - [`tokenizer`]: loading any `tokenizer.json` and training a byte-level BPE with the
-//!   ChatML special tokens;
+//! - [`policy`]: `TransformerPolicy`, the `core::Policy` over the transformer and any
+//!   backend (batched generation, log-probs, weighted backward, optimizer step);
+//! - [`data`]: the scripted expert's trajectories as SFT data;
+//! - [`sft`]: supervised fine-tuning on the agent's tokens, resumable;
+//! - [`rollout`]: multi-turn episodes against any `core::Environment`, batched per turn;
+//! - [`eval`]: TGC, SGC, steps, tokens and skill usage per split and retrieval mode;
 //! - [`checkpoint`]: atomic, resumable checkpoints (model, tokenizer, optimizer, trainer
 //!   state, skill library) with pruning to the newest few;
 //! - [`metrics`]: metrics as JSON lines and CSV, resumable, and PNG line charts;
-//! - backend selection by cargo feature, which the CLI reports.
+//! - [`config`]: the TOML run configuration;
+//! - [`pipeline`]: the stages of a run (data, tokenizer, model, SFT, evaluation, the
+//!   demo) shared by the CLI and the example programs;
+//! - backend selection by cargo feature ([`compiled_backends`]).
 //!
-//! Still to come (issues 5 and 6): chat episodes, the `Policy` implementation, SFT,
-//! the rollout engine, evaluation, SAGE RL and the `sage demo` pipeline.
+//! Still to come (issue 6): SAGE reinforcement learning with sequential rollout and
+//! the paper-style experiment.
 
 pub mod chat;
 pub mod checkpoint;
