@@ -1,0 +1,191 @@
+//! The command stream: every kernel launch, upload and buffer clear is recorded, in
+//! call order, into one pending command encoder, which is submitted only when the host
+//! needs a result back (a read, the sum of squares) or the batch grows large. A
+//! training step is thus a handful of submissions.
+
+use std::sync::mpsc;
+
+use crate::device::{Gpu, PARAM_BYTES};
+use crate::error::WgpuError;
+use crate::store::Window;
+
+/// Launches recorded before the encoder is submitted without waiting for a read.
+const MAX_PENDING_COMMANDS: u32 = 2048;
+
+/// Bytes of staged uploads held before the encoder is submitted without waiting.
+const MAX_STAGED_BYTES: u64 = 64 << 20;
+
+/// The pending encoder and the buffer that reads come back through.
+#[derive(Default)]
+pub(crate) struct Recorder {
+    encoder: Option<wgpu::CommandEncoder>,
+    commands: u32,
+    staged_bytes: u64,
+    /// Mappable buffer of reads, grown as needed.
+    readback: Option<wgpu::Buffer>,
+    /// Command buffers submitted so far.
+    pub(crate) submissions: u64,
+}
+
+impl Recorder {
+    /// The pending encoder, begun if there is none.
+    fn encoder(&mut self, gpu: &Gpu) -> &mut wgpu::CommandEncoder {
+        self.encoder.get_or_insert_with(|| {
+            gpu.device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
+        })
+    }
+
+    /// Counts one recorded command (and `staged` bytes of upload); submits when the
+    /// batch has grown past its bounds.
+    fn recorded(&mut self, gpu: &Gpu, staged: u64) -> Result<(), WgpuError> {
+        self.commands += 1;
+        self.staged_bytes += staged;
+        if self.commands >= MAX_PENDING_COMMANDS || self.staged_bytes >= MAX_STAGED_BYTES {
+            self.submit(gpu)?;
+        }
+        Ok(())
+    }
+
+    /// Submits the pending encoder, if any, and reports any error the device raised.
+    pub(crate) fn submit(&mut self, gpu: &Gpu) -> Result<(), WgpuError> {
+        if let Some(encoder) = self.encoder.take() {
+            gpu.queue.submit([encoder.finish()]);
+            self.submissions += 1;
+        }
+        self.commands = 0;
+        self.staged_bytes = 0;
+        gpu.check_errors()
+    }
+
+    /// Records one launch of `pipeline` over `grid` workgroups with `windows` bound in
+    /// order and `params` as push constants.
+    pub(crate) fn launch(
+        &mut self,
+        gpu: &Gpu,
+        pipeline: &wgpu::ComputePipeline,
+        layout: &wgpu::BindGroupLayout,
+        windows: &[Window],
+        params: &[u32],
+        grid: [u32; 3],
+    ) -> Result<(), WgpuError> {
+        let entries: Vec<wgpu::BindGroupEntry> = windows
+            .iter()
+            .enumerate()
+            .map(|(i, w)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &w.buffer,
+                    offset: w.offset,
+                    size: wgpu::BufferSize::new(w.size),
+                }),
+            })
+            .collect();
+        let group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout,
+            entries: &entries,
+        });
+        let mut bytes = Vec::with_capacity(PARAM_BYTES as usize);
+        for word in params {
+            bytes.extend_from_slice(&word.to_le_bytes());
+        }
+        {
+            let mut pass = self
+                .encoder(gpu)
+                .begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.set_push_constants(0, &bytes);
+            pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+        }
+        self.recorded(gpu, 0)
+    }
+
+    /// Records zero-filling the whole of `buffer`.
+    pub(crate) fn clear(&mut self, gpu: &Gpu, buffer: &wgpu::Buffer) -> Result<(), WgpuError> {
+        self.encoder(gpu).clear_buffer(buffer, 0, None);
+        self.recorded(gpu, 0)
+    }
+
+    /// Records copying `data` into `buffer` at byte `offset`, through a staging buffer,
+    /// so that it lands after every command recorded before it.
+    pub(crate) fn upload(
+        &mut self,
+        gpu: &Gpu,
+        buffer: &wgpu::Buffer,
+        offset: u64,
+        data: &[[u8; 4]],
+    ) -> Result<(), WgpuError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let bytes = data.len() as u64 * 4;
+        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: bytes,
+            usage: wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: true,
+        });
+        {
+            let mut view = staging.slice(..).get_mapped_range_mut();
+            for (dst, src) in view.chunks_exact_mut(4).zip(data) {
+                dst.copy_from_slice(src);
+            }
+        }
+        staging.unmap();
+        self.encoder(gpu)
+            .copy_buffer_to_buffer(&staging, 0, buffer, offset, bytes);
+        self.recorded(gpu, bytes)
+    }
+
+    /// Copies `len` 4-byte elements of `buffer` from byte `offset` back to the host:
+    /// submits everything pending and waits for it.
+    pub(crate) fn download(
+        &mut self,
+        gpu: &Gpu,
+        buffer: &wgpu::Buffer,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<[u8; 4]>, WgpuError> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let bytes = len as u64 * 4;
+        let mapped = bytes.next_multiple_of(wgpu::MAP_ALIGNMENT);
+        let readback = match self.readback.take() {
+            Some(buffer) if buffer.size() >= mapped => buffer,
+            _ => gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("readback"),
+                size: mapped.next_power_of_two(),
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+        };
+        self.encoder(gpu)
+            .copy_buffer_to_buffer(buffer, offset, &readback, 0, bytes);
+        self.submit(gpu)?;
+        let (sender, receiver) = mpsc::channel();
+        readback.map_async(wgpu::MapMode::Read, 0..mapped, move |result| {
+            // The receiver waits below; if it is gone there is no one to tell.
+            let _ = sender.send(result);
+        });
+        gpu.device
+            .poll(wgpu::PollType::Wait)
+            .map_err(|e| WgpuError::Device(format!("waiting for a read: {e}")))?;
+        receiver
+            .recv()
+            .map_err(|_| WgpuError::Device("a read never completed".into()))?
+            .map_err(|e| WgpuError::Device(format!("mapping a read: {e}")))?;
+        let out = {
+            let view = readback.slice(0..bytes).get_mapped_range();
+            view.chunks_exact(4)
+                .map(|c| [c[0], c[1], c[2], c[3]])
+                .collect()
+        };
+        readback.unmap();
+        self.readback = Some(readback);
+        gpu.check_errors()?;
+        Ok(out)
+    }
+}
