@@ -4,7 +4,8 @@
 //! tied) on a batch of 2 sequences of 128 tokens. Each figure is the median of a few
 //! timed runs; every wgpu run ends with a read, so it includes the wait for the GPU.
 //!
-//! Run: `cargo bench -p sage-backend-wgpu --bench wgpu_vs_cpu`
+//! Run: `cargo bench -p sage-backend-wgpu --bench wgpu_vs_cpu [-- gemm|training]` (the
+//! optional word runs one part only).
 
 use std::time::Instant;
 
@@ -127,6 +128,11 @@ fn training<K: Kernels>(k: &mut K) -> f64 {
 }
 
 fn main() {
+    let parts: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let runs = |part: &str| parts.is_empty() || parts.iter().any(|p| p == part);
     let mut gpu = match WgpuBackend::new() {
         Ok(gpu) => gpu,
         Err(e) => {
@@ -143,17 +149,25 @@ fn main() {
     println!();
     println!("| benchmark                                 |        cpu |       wgpu |");
     println!("|-------------------------------------------|------------|------------|");
-    for (n, reps) in [(512, 4), (1024, 1)] {
+    let gemms = if runs("gemm") {
+        &[(512, 4), (1024, 1)][..]
+    } else {
+        &[]
+    };
+    for &(n, reps) in gemms {
         let (c, g) = (gemm(&mut cpu, n, reps), gemm(&mut gpu, n, reps));
-        println!("| GEMM {n}^3 (GFLOP/s)                      | {c:>10.2} | {g:>10.2} |");
+        let label = format!("GEMM {n}^3 (GFLOP/s)");
+        println!("| {label:<41} | {c:>10.2} | {g:>10.2} |");
     }
-    let submissions = gpu.submissions();
-    let (c, g) = (training(&mut cpu), training(&mut gpu));
-    println!("| training tiny, 2 x 128 tokens (tokens/s)  | {c:>10.1} | {g:>10.1} |");
-    println!();
-    println!(
-        "wgpu submissions during the training runs: {} over {} steps",
-        gpu.submissions() - submissions,
-        RUNS + 1
-    );
+    if runs("training") {
+        let submissions = gpu.submissions();
+        let (c, g) = (training(&mut cpu), training(&mut gpu));
+        println!("| training tiny, 2 x 128 tokens (tokens/s)  | {c:>10.1} | {g:>10.1} |");
+        println!();
+        println!(
+            "wgpu submissions during the training runs: {} over {} steps",
+            gpu.submissions() - submissions,
+            RUNS + 1
+        );
+    }
 }

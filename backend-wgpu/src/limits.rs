@@ -1,9 +1,9 @@
 //! Whether a model fits the adapter: its parameter slab (and the gradient and moment
 //! slabs of the same size) must each be one buffer within `max_buffer_size`; every
 //! tensor a kernel binds whole (the largest is the embedding table [V, D]) must fit
-//! `max_storage_buffer_binding_size`; a logits row [V] must fit a binding; and the heads
-//! must be no wider than the attention kernels hold. Activations grow with the batch,
-//! so they are checked when allocated, with the same clear error.
+//! `max_storage_buffer_binding_size`; and the heads must be no wider than the attention
+//! kernels hold. Activations grow with the batch, so they are checked when allocated
+//! and bound, with the same clear error.
 
 use sage_core::transformer::{ModelConfig, ParamLayout};
 
