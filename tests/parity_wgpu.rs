@@ -128,3 +128,111 @@ fn the_backend_is_send() {
     fn assert_send<T: Send>() {}
     assert_send::<WgpuBackend>();
 }
+
+/// With bindings capped at 64 KiB, tensors of 100 000 and 300 000 elements are split
+/// into pieces by the elementwise kernels, the sum of squares and AdamW, and a head of
+/// V = 2000 runs in chunks of 8 rows; results match the CPU as in the parity tests
+/// (exact for elementwise, 1e-5 for the sum and AdamW, 1e-5 / 1e-4 for the head). A
+/// GEMM operand over the cap is refused with an error naming the limit.
+#[test]
+fn tensors_over_the_binding_limit_are_split() {
+    use sage_core::transformer::{AdamWStep, Kernels, MatmulShape};
+    use sage_e2e::backend_parity::{assert_close, Both, Rng};
+
+    let limit = 64 * 1024;
+    let Some(mut b) = Both::new(|| {
+        wgpu_backend()?;
+        Some(WgpuBackend::with_max_binding(limit).expect("capped backend"))
+    }) else {
+        return;
+    };
+    let mut rng = Rng::new(20);
+    let len = 100_000;
+    let x = b.random(&mut rng, len, 1.0);
+    let y = b.random(&mut rng, len, 1.0);
+    b.cpu.add_assign(x[0], y[0]).expect("cpu");
+    b.other.add_assign(x[1], y[1]).expect("add_assign");
+    b.cpu.scale(y[0], 0.5).expect("cpu");
+    b.other.scale(y[1], 0.5).expect("scale");
+    b.check("x", x, 0.0);
+    b.check("y", y, 0.0);
+
+    let big = b.random(&mut rng, 300_000, 1.0);
+    let want = b.cpu.sum_squares(big[0]).expect("cpu");
+    let got = b.other.sum_squares(big[1]).expect("sum_squares");
+    assert_close("sum_squares", &[got], &[want], 1e-5);
+
+    let (m, v) = (b.random(&mut rng, len, 0.1), b.upload(&vec![0.01; len]));
+    let hyper = AdamWStep {
+        learning_rate: 1e-2,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.1,
+        step: 1,
+    };
+    b.cpu.adamw(x[0], y[0], m[0], v[0], hyper).expect("cpu");
+    b.other.adamw(x[1], y[1], m[1], v[1], hyper).expect("adamw");
+    b.check("adamw params", x, 1e-5);
+
+    let (rows, dim, vocab) = (40, 8, 2000);
+    let hidden = b.random(&mut rng, rows * dim, 1.0);
+    let lm_head = b.random(&mut rng, vocab * dim, 1.0);
+    let targets = b.upload_indices(&rng.ints(rows, vocab));
+    let (logp, lse) = (b.random(&mut rng, rows, 1.0), b.random(&mut rng, rows, 1.0));
+    b.cpu
+        .logprob_forward(logp[0], lse[0], hidden[0], lm_head[0], targets[0])
+        .expect("cpu");
+    b.other
+        .logprob_forward(logp[1], lse[1], hidden[1], lm_head[1], targets[1])
+        .expect("logprob_forward");
+    b.check("logp", logp, 1e-5);
+    let weights = b.random(&mut rng, rows, 1.0);
+    let dhidden = b.random(&mut rng, rows * dim, 1.0);
+    let dlm_head = b.random(&mut rng, vocab * dim, 1.0);
+    b.cpu
+        .logprob_backward(
+            dhidden[0],
+            dlm_head[0],
+            weights[0],
+            hidden[0],
+            lm_head[0],
+            targets[0],
+            lse[0],
+        )
+        .expect("cpu");
+    b.other
+        .logprob_backward(
+            dhidden[1],
+            dlm_head[1],
+            weights[1],
+            hidden[1],
+            lm_head[1],
+            targets[1],
+            lse[1],
+        )
+        .expect("logprob_backward");
+    b.check("dhidden", dhidden, 1e-4);
+    b.check("dlm_head", dlm_head, 1e-4);
+
+    // c[200, 200] is 160 000 bytes, over the 64 KiB cap.
+    let shape = MatmulShape {
+        m: 200,
+        n: 200,
+        k: 1,
+        trans_a: false,
+        trans_b: false,
+        accumulate: false,
+    };
+    let a = b.random(&mut rng, 200, 1.0);
+    let c = b.random(&mut rng, 200 * 200, 1.0);
+    let message = b
+        .other
+        .matmul(c[1], a[1], a[1], shape)
+        .expect_err("over the cap")
+        .to_string();
+    assert!(
+        message.contains("max_storage_buffer_binding_size"),
+        "{message}"
+    );
+}

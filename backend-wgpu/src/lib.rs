@@ -94,6 +94,18 @@ impl WgpuBackend {
         })
     }
 
+    /// Like [`WgpuBackend::new`], but binds at most `bytes` of a buffer per tensor (never
+    /// more than the adapter allows): larger tensors are split where a kernel can split
+    /// them (elementwise kernels, the sum of squares, AdamW, the output head's chunks) and
+    /// refused with [`WgpuError::TooLarge`] elsewhere. Tests use it to reach those paths
+    /// with small tensors.
+    pub fn with_max_binding(bytes: u32) -> Result<WgpuBackend, WgpuError> {
+        let mut backend = WgpuBackend::new()?;
+        let limit = &mut backend.gpu.limits.max_storage_buffer_binding_size;
+        *limit = (*limit).min(bytes);
+        Ok(backend)
+    }
+
     /// The adapter: name, vendor, device type, driver and graphics API.
     pub fn adapter_info(&self) -> &AdapterInfo {
         &self.gpu.info
