@@ -236,3 +236,19 @@ fn tensors_over_the_binding_limit_are_split() {
         "{message}"
     );
 }
+
+/// A write and a read larger than one staging buffer (64 MiB) go in pieces and round
+/// trip exactly.
+#[test]
+fn transfers_over_one_staging_buffer_round_trip() {
+    use sage_core::transformer::{Kernels, Tensor};
+
+    let Some(mut k) = wgpu_backend() else { return };
+    let len = (65 << 20) / 4 + 3;
+    let data: Vec<f32> = (0..len).map(|i| (i % 1009) as f32 - 500.0).collect();
+    let t = Tensor::whole(k.alloc(len).expect("alloc"), len);
+    k.write(t, &data).expect("write");
+    let mut back = vec![0.0; len];
+    k.read(t, &mut back).expect("read");
+    assert!(back == data, "the round trip changed the data");
+}

@@ -133,11 +133,6 @@ impl WgpuBackend {
     }
 }
 
-/// `src` as the 4-byte words of a buffer.
-fn words_f32(src: &[f32]) -> Vec<[u8; 4]> {
-    src.iter().map(|x| x.to_le_bytes()).collect()
-}
-
 impl Kernels for WgpuBackend {
     type Error = WgpuError;
 
@@ -174,28 +169,23 @@ impl Kernels for WgpuBackend {
         let (buffer, offset, _) = self.store.locate(dst.into())?;
         let buffer = buffer.clone();
         self.recorder
-            .upload(&self.gpu, &buffer, offset, &words_f32(src))
+            .upload(&self.gpu, &buffer, offset, bytemuck::cast_slice(src))
     }
 
     fn write_indices(&mut self, dst: Indices, src: &[u32]) -> Result<(), WgpuError> {
         expect_len("write_indices", "src", src.len(), dst.len)?;
         let (buffer, offset, _) = self.store.locate(dst.into())?;
         let buffer = buffer.clone();
-        let words: Vec<[u8; 4]> = src.iter().map(|x| x.to_le_bytes()).collect();
-        self.recorder.upload(&self.gpu, &buffer, offset, &words)
+        self.recorder
+            .upload(&self.gpu, &buffer, offset, bytemuck::cast_slice(src))
     }
 
     fn read(&mut self, src: Tensor, dst: &mut [f32]) -> Result<(), WgpuError> {
         expect_len("read", "dst", dst.len(), src.len)?;
         let (buffer, offset, _) = self.store.locate(Operand::F32(src))?;
         let buffer = buffer.clone();
-        let words = self
-            .recorder
-            .download(&self.gpu, &buffer, offset, src.len)?;
-        for (d, w) in dst.iter_mut().zip(words) {
-            *d = f32::from_le_bytes(w);
-        }
-        Ok(())
+        self.recorder
+            .download(&self.gpu, &buffer, offset, bytemuck::cast_slice_mut(dst))
     }
 
     fn fill(&mut self, dst: Tensor, value: f32) -> Result<(), WgpuError> {

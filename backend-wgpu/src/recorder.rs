@@ -5,7 +5,7 @@
 
 use std::sync::mpsc;
 
-use crate::device::{Gpu, PARAM_BYTES};
+use crate::device::Gpu;
 use crate::error::WgpuError;
 use crate::store::Window;
 
@@ -14,6 +14,9 @@ const MAX_PENDING_COMMANDS: u32 = 2048;
 
 /// Bytes of staged uploads held before the encoder is submitted without waiting.
 const MAX_STAGED_BYTES: u64 = 64 << 20;
+
+/// Bytes one staging buffer moves; larger uploads and reads go in pieces of this size.
+const TRANSFER_BYTES: usize = 64 << 20;
 
 /// The pending encoder and the buffer that reads come back through.
 #[derive(Default)]
@@ -86,17 +89,13 @@ impl Recorder {
             layout,
             entries: &entries,
         });
-        let mut bytes = Vec::with_capacity(PARAM_BYTES as usize);
-        for word in params {
-            bytes.extend_from_slice(&word.to_le_bytes());
-        }
         {
             let mut pass = self
                 .encoder(gpu)
                 .begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             pass.set_pipeline(pipeline);
             pass.set_bind_group(0, &group, &[]);
-            pass.set_push_constants(0, &bytes);
+            pass.set_push_constants(0, bytemuck::cast_slice(params));
             pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
         }
         self.recorded(gpu, 0)
@@ -108,84 +107,77 @@ impl Recorder {
         self.recorded(gpu, 0)
     }
 
-    /// Records copying `data` into `buffer` at byte `offset`, through a staging buffer,
-    /// so that it lands after every command recorded before it.
+    /// Records copying `data` into `buffer` at byte `offset`, through staging buffers of
+    /// at most [`TRANSFER_BYTES`], so that it lands after every command recorded before it.
     pub(crate) fn upload(
         &mut self,
         gpu: &Gpu,
         buffer: &wgpu::Buffer,
         offset: u64,
-        data: &[[u8; 4]],
+        data: &[u8],
     ) -> Result<(), WgpuError> {
-        if data.is_empty() {
-            return Ok(());
+        for (i, piece) in data.chunks(TRANSFER_BYTES).enumerate() {
+            let bytes = piece.len() as u64;
+            let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: bytes,
+                usage: wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: true,
+            });
+            staging
+                .slice(..)
+                .get_mapped_range_mut()
+                .copy_from_slice(piece);
+            staging.unmap();
+            let at = offset + (i * TRANSFER_BYTES) as u64;
+            self.encoder(gpu)
+                .copy_buffer_to_buffer(&staging, 0, buffer, at, bytes);
+            self.recorded(gpu, bytes)?;
         }
-        let bytes = data.len() as u64 * 4;
-        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: bytes,
-            usage: wgpu::BufferUsages::COPY_SRC,
-            mapped_at_creation: true,
-        });
-        {
-            let mut view = staging.slice(..).get_mapped_range_mut();
-            for (dst, src) in view.chunks_exact_mut(4).zip(data) {
-                dst.copy_from_slice(src);
-            }
-        }
-        staging.unmap();
-        self.encoder(gpu)
-            .copy_buffer_to_buffer(&staging, 0, buffer, offset, bytes);
-        self.recorded(gpu, bytes)
+        Ok(())
     }
 
-    /// Copies `len` 4-byte elements of `buffer` from byte `offset` back to the host:
-    /// submits everything pending and waits for it.
+    /// Fills `out` from `buffer` at byte `offset`: submits everything pending and waits
+    /// for it, reading back through a mappable buffer of at most [`TRANSFER_BYTES`].
     pub(crate) fn download(
         &mut self,
         gpu: &Gpu,
         buffer: &wgpu::Buffer,
         offset: u64,
-        len: usize,
-    ) -> Result<Vec<[u8; 4]>, WgpuError> {
-        if len == 0 {
-            return Ok(Vec::new());
+        out: &mut [u8],
+    ) -> Result<(), WgpuError> {
+        for (i, piece) in out.chunks_mut(TRANSFER_BYTES).enumerate() {
+            let bytes = piece.len() as u64;
+            let mapped = bytes.next_multiple_of(wgpu::MAP_ALIGNMENT);
+            let readback = match self.readback.take() {
+                Some(readback) if readback.size() >= mapped => readback,
+                _ => gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("readback"),
+                    size: mapped.next_power_of_two(),
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                }),
+            };
+            let at = offset + (i * TRANSFER_BYTES) as u64;
+            self.encoder(gpu)
+                .copy_buffer_to_buffer(buffer, at, &readback, 0, bytes);
+            self.submit(gpu)?;
+            let (sender, receiver) = mpsc::channel();
+            readback.map_async(wgpu::MapMode::Read, 0..mapped, move |result| {
+                // The receiver waits below; if it is gone there is no one to tell.
+                let _ = sender.send(result);
+            });
+            gpu.device
+                .poll(wgpu::PollType::Wait)
+                .map_err(|e| WgpuError::Device(format!("waiting for a read: {e}")))?;
+            receiver
+                .recv()
+                .map_err(|_| WgpuError::Device("a read never completed".into()))?
+                .map_err(|e| WgpuError::Device(format!("mapping a read: {e}")))?;
+            piece.copy_from_slice(&readback.slice(0..bytes).get_mapped_range());
+            readback.unmap();
+            self.readback = Some(readback);
         }
-        let bytes = len as u64 * 4;
-        let mapped = bytes.next_multiple_of(wgpu::MAP_ALIGNMENT);
-        let readback = match self.readback.take() {
-            Some(buffer) if buffer.size() >= mapped => buffer,
-            _ => gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("readback"),
-                size: mapped.next_power_of_two(),
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            }),
-        };
-        self.encoder(gpu)
-            .copy_buffer_to_buffer(buffer, offset, &readback, 0, bytes);
-        self.submit(gpu)?;
-        let (sender, receiver) = mpsc::channel();
-        readback.map_async(wgpu::MapMode::Read, 0..mapped, move |result| {
-            // The receiver waits below; if it is gone there is no one to tell.
-            let _ = sender.send(result);
-        });
-        gpu.device
-            .poll(wgpu::PollType::Wait)
-            .map_err(|e| WgpuError::Device(format!("waiting for a read: {e}")))?;
-        receiver
-            .recv()
-            .map_err(|_| WgpuError::Device("a read never completed".into()))?
-            .map_err(|e| WgpuError::Device(format!("mapping a read: {e}")))?;
-        let out = {
-            let view = readback.slice(0..bytes).get_mapped_range();
-            view.chunks_exact(4)
-                .map(|c| [c[0], c[1], c[2], c[3]])
-                .collect()
-        };
-        readback.unmap();
-        self.readback = Some(readback);
-        gpu.check_errors()?;
-        Ok(out)
+        gpu.check_errors()
     }
 }
