@@ -25,7 +25,8 @@ macro_rules! backend_parity_tests {
         $crate::backend_parity_tests!(@tests $make;
             elementwise_ops, sum_squares, embedding, rmsnorm, matmul_all_layouts,
             bias, rope, attention_training, attention_decoding, swiglu, output_head,
-            adamw, errors_are_returned, model_forward_backward, decoding_matches_cpu,
+            adamw, errors_are_returned, freed_buffers_come_back_zeroed,
+            model_forward_backward, decoding_matches_cpu,
             ten_training_steps);
     };
     (@tests $make:expr; $($name:ident),*) => {
@@ -534,6 +535,35 @@ pub fn errors_are_returned<K: Kernels>(make: impl FnOnce() -> Option<K>) {
     k.free(t.buffer).expect("free");
     assert!(k.fill(t, 0.0).is_err(), "freed buffer");
     assert!(k.free(t.buffer).is_err(), "double free");
+}
+
+/// A buffer allocated after another of the same size was freed (which a backend may
+/// recycle) is zero-filled, as `alloc` promises; so is an index buffer.
+pub fn freed_buffers_come_back_zeroed<K: Kernels>(make: impl FnOnce() -> Option<K>) {
+    let Some(mut b) = Both::new(make) else { return };
+    let k = &mut b.other;
+    for round in 0..3 {
+        let t = upload(k, &vec![1.5; 1000]);
+        let i = upload_indices(k, &[7; 300]);
+        k.free(t.buffer).expect("free");
+        k.free_indices(i.buffer).expect("free");
+        let again = Tensor::whole(k.alloc(1000).expect("alloc"), 1000);
+        assert!(
+            download(k, again).iter().all(|&x| x == 0.0),
+            "round {round}: a new buffer is not zero"
+        );
+        let indices = k.alloc_indices(300).expect("alloc");
+        let probe = upload(k, &[0.5; 300]);
+        let rows = Tensor::whole(k.alloc(300).expect("alloc"), 300);
+        // Every id 0 gathers row 0 of a one-row table: the result is the probe row's
+        // first element everywhere only if every id is 0.
+        k.embedding_forward(rows, probe.slice(0, 1), Indices::whole(indices, 300), 1)
+            .expect("gather");
+        assert!(
+            download(k, rows).iter().all(|&x| x == 0.5),
+            "round {round}: a new index buffer is not zero"
+        );
+    }
 }
 
 /// A small model: V 53, D 48, I 80, 2 layers, 4 heads of 12, 2 kv heads.

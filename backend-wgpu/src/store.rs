@@ -76,21 +76,29 @@ fn size_class(len: usize) -> u64 {
 }
 
 impl Store {
-    /// A zero-filled buffer of `len` elements, from the pool or the device.
+    /// A zero-filled buffer of `len` elements, from the pool or the device. Its size is
+    /// the size class of `len`, or exactly `len` elements where the class would exceed
+    /// the adapter's `max_buffer_size`.
     pub(crate) fn allocate(
         &mut self,
         device: &wgpu::Device,
         limits: &wgpu::Limits,
         len: usize,
     ) -> Result<Allocation, WgpuError> {
-        let bytes = size_class(len);
-        if bytes > limits.max_buffer_size {
+        let exact = (len.max(1) as u64) * 4;
+        if exact > limits.max_buffer_size {
             return Err(WgpuError::TooLarge(format!(
-                "a buffer of {len} elements ({bytes} bytes) exceeds the adapter's \
+                "a buffer of {len} elements ({exact} bytes) exceeds the adapter's \
                  max_buffer_size of {} bytes",
                 limits.max_buffer_size
             )));
         }
+        let class = size_class(len);
+        let bytes = if class <= limits.max_buffer_size {
+            class
+        } else {
+            exact
+        };
         if let Some(buffer) = self.pool.get_mut(&bytes).and_then(Vec::pop) {
             self.pooled_bytes -= bytes;
             return Ok(Allocation {
