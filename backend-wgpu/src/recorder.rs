@@ -1,7 +1,9 @@
 //! The command stream: every kernel launch, upload and buffer clear is recorded, in
 //! call order, into one pending command encoder, which is submitted only when the host
 //! needs a result back (a read, the sum of squares) or the batch grows large. A
-//! training step is thus a handful of submissions.
+//! training step is thus a handful of submissions. Consecutive launches share one
+//! compute pass (wgpu places a barrier between dispatches that touch the same buffer);
+//! the pass ends when a copy or clear must be recorded, or at submission.
 
 use std::sync::mpsc;
 
@@ -18,9 +20,11 @@ const MAX_STAGED_BYTES: u64 = 64 << 20;
 /// Bytes one staging buffer moves; larger uploads and reads go in pieces of this size.
 const TRANSFER_BYTES: usize = 64 << 20;
 
-/// The pending encoder and the buffer that reads come back through.
+/// The pending encoder, its open compute pass, and the buffer reads come back through.
 #[derive(Default)]
 pub(crate) struct Recorder {
+    /// The open compute pass of `encoder`; the encoder accepts nothing else until it ends.
+    pass: Option<wgpu::ComputePass<'static>>,
     encoder: Option<wgpu::CommandEncoder>,
     commands: u32,
     staged_bytes: u64,
@@ -31,11 +35,20 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// The pending encoder, begun if there is none.
+    /// The pending encoder, begun if there is none, with no pass open.
     fn encoder(&mut self, gpu: &Gpu) -> &mut wgpu::CommandEncoder {
-        self.encoder.get_or_insert_with(|| {
-            gpu.device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
+        self.pass = None;
+        self.encoder.get_or_insert_with(|| new_encoder(gpu))
+    }
+
+    /// The open compute pass, begun if there is none.
+    fn pass(&mut self, gpu: &Gpu) -> &mut wgpu::ComputePass<'static> {
+        let encoder = &mut self.encoder;
+        self.pass.get_or_insert_with(|| {
+            encoder
+                .get_or_insert_with(|| new_encoder(gpu))
+                .begin_compute_pass(&wgpu::ComputePassDescriptor::default())
+                .forget_lifetime()
         })
     }
 
@@ -52,6 +65,7 @@ impl Recorder {
 
     /// Submits the pending encoder, if any, and reports any error the device raised.
     pub(crate) fn submit(&mut self, gpu: &Gpu) -> Result<(), WgpuError> {
+        self.pass = None;
         if let Some(encoder) = self.encoder.take() {
             gpu.queue.submit([encoder.finish()]);
             self.submissions += 1;
@@ -89,15 +103,11 @@ impl Recorder {
             layout,
             entries: &entries,
         });
-        {
-            let mut pass = self
-                .encoder(gpu)
-                .begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            pass.set_pipeline(pipeline);
-            pass.set_bind_group(0, &group, &[]);
-            pass.set_push_constants(0, bytemuck::cast_slice(params));
-            pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
-        }
+        let pass = self.pass(gpu);
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, &group, &[]);
+        pass.set_push_constants(0, bytemuck::cast_slice(params));
+        pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
         self.recorded(gpu, 0)
     }
 
@@ -180,4 +190,10 @@ impl Recorder {
         }
         gpu.check_errors()
     }
+}
+
+/// A new command encoder.
+fn new_encoder(gpu: &Gpu) -> wgpu::CommandEncoder {
+    gpu.device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
 }
