@@ -8,8 +8,8 @@
 //! Every call records its work into one pending command encoder; the encoder is
 //! submitted only when the host needs a result (a `read`, `sum_squares`), so a
 //! training step takes a few submissions. No kernel uses float atomics or assumes a
-//! subgroup size, and every reduction runs in a fixed order, so results are
-//! deterministic. Tensors are bound as windows of their buffers, so only a single
+//! subgroup size, and every reduction runs in a fixed order, so results are the same
+//! from run to run on a given adapter. Tensors are bound as windows of their buffers, so only a single
 //! tensor (not a whole slab) must fit the adapter's binding size limit; elementwise
 //! kernels split larger tensors.
 //!
