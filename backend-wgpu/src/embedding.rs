@@ -1,7 +1,9 @@
 //! Token embedding: the forward gather of table rows and its backward scatter-add,
-//! done without float atomics: the workgroup of a token's first position sums, in
-//! position order, every gradient row of that token into the table row, so each row
-//! has one writer and the result is deterministic.
+//! done without float atomics: a first pass links each position to the next one with
+//! the same token (O(N^2 / 256) comparisons per invocation, no sort), then the
+//! workgroup of a token's first position walks that chain, adding the gradient rows in
+//! position order into the table row: each row has one writer, the result is
+//! deterministic, and the adds cost O(N * D).
 //!
 //! Token ids live on the device; an id at or above V reads or writes nothing.
 
@@ -9,6 +11,7 @@ use sage_core::transformer::{Indices, Tensor};
 
 use crate::error::{expect_len, rows_of, to_u32, WgpuError};
 use crate::pipelines::{Family, Kernel};
+use crate::scratch::IndexScratch;
 use crate::store::Operand;
 use crate::WgpuBackend;
 
@@ -17,10 +20,15 @@ const FORWARD: Kernel = Kernel {
     entry: "embedding_forward",
     bindings: 3,
 };
+const LINKS: Kernel = Kernel {
+    family: Family::Embedding,
+    entry: "embedding_links",
+    bindings: 2,
+};
 const BACKWARD: Kernel = Kernel {
     family: Family::Embedding,
     entry: "embedding_backward",
-    bindings: 3,
+    bindings: 4,
 };
 
 /// out[N, D] = table[tokens[n], :] with table [V, D] and tokens [N].
@@ -51,7 +59,8 @@ pub(crate) fn embedding_forward(
     )
 }
 
-/// dtable[V, D] += dout[n, :] for each n at row tokens[n]; one workgroup per position.
+/// dtable[V, D] += dout[n, :] for each n at row tokens[n]: the links pass, then the
+/// walks; one workgroup per position in each.
 pub(crate) fn embedding_backward(
     b: &mut WgpuBackend,
     dtable: Tensor,
@@ -66,15 +75,15 @@ pub(crate) fn embedding_backward(
     if dout.len == 0 {
         return Ok(());
     }
+    let n = to_u32(op, "N", tokens.len)?;
+    // links[2, N]: next position of the same token, then first-position flags.
+    let links = b.index_space(IndexScratch::EmbeddingLinks, 2 * tokens.len)?;
     let grid = b.grid(op, tokens.len)?;
+    b.launch(LINKS, &[links.into(), tokens.into()], &[n], grid)?;
     b.launch(
         BACKWARD,
-        &[dtable.into(), dout.into(), tokens.into()],
-        &[
-            to_u32(op, "N", tokens.len)?,
-            to_u32(op, "D", dim)?,
-            to_u32(op, "V", vocab)?,
-        ],
+        &[dtable.into(), dout.into(), tokens.into(), links.into()],
+        &[n, to_u32(op, "D", dim)?, to_u32(op, "V", vocab)?],
         grid,
     )
 }

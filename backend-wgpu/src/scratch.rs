@@ -1,7 +1,8 @@
 //! Buffers the backend keeps for itself between calls: reduction partials, the
-//! attention backward's row statistics, one chunk of logits, and small index and
-//! table data built on the host (attention spans, cache lengths, RoPE frequencies),
-//! the latter re-uploaded only when their inputs change.
+//! attention backward's row statistics, one chunk of logits, the embedding backward's
+//! position links, and small index and table data built on the host (attention spans,
+//! cache lengths, RoPE frequencies), the latter re-uploaded only when their inputs
+//! change.
 
 use sage_core::transformer::{BufferId, IndexBufferId, Indices, Kernels, Tensor};
 
@@ -34,13 +35,15 @@ pub(crate) enum IndexScratch {
     DecodeSpans,
     /// Filled cache rows per sequence [B].
     CacheLengths,
+    /// The embedding backward's position links [2, N].
+    EmbeddingLinks,
 }
 
 /// The scratch buffers and what the cached ones were built from.
 #[derive(Default)]
 pub(crate) struct ScratchBuffers {
     f32s: [Option<(BufferId, usize)>; 6],
-    u32s: [Option<(IndexBufferId, usize)>; 3],
+    u32s: [Option<(IndexBufferId, usize)>; 4],
     /// `seq_starts` of the spans in [`IndexScratch::TrainingSpans`].
     pub(crate) spans_of: Vec<u32>,
     /// (theta bits, head_dim) of the table in [`Scratch::RopeFrequencies`].
@@ -74,26 +77,33 @@ impl WgpuBackend {
         which: IndexScratch,
         data: &[u32],
     ) -> Result<Indices, WgpuError> {
-        let slot = which as usize;
-        let len = data.len();
-        let indices = match self.scratch.u32s[slot] {
-            Some((buffer, capacity)) if capacity >= len => Indices {
-                buffer,
-                offset: 0,
-                len,
-            },
-            old => {
-                if let Some((buffer, _)) = old {
-                    self.scratch.u32s[slot] = None;
-                    self.free_indices(buffer)?;
-                }
-                let buffer = self.alloc_indices(len)?;
-                self.scratch.u32s[slot] = Some((buffer, len));
-                Indices::whole(buffer, len)
-            }
-        };
+        let indices = self.index_space(which, data.len())?;
         self.write_indices(indices, data)?;
         Ok(indices)
+    }
+
+    /// The first `len` elements of an index scratch buffer, grown as needed (its
+    /// contents are left from earlier use), for a kernel to fill.
+    pub(crate) fn index_space(
+        &mut self,
+        which: IndexScratch,
+        len: usize,
+    ) -> Result<Indices, WgpuError> {
+        let slot = which as usize;
+        if let Some((buffer, capacity)) = self.scratch.u32s[slot] {
+            if capacity >= len {
+                return Ok(Indices {
+                    buffer,
+                    offset: 0,
+                    len,
+                });
+            }
+            self.scratch.u32s[slot] = None;
+            self.free_indices(buffer)?;
+        }
+        let buffer = self.alloc_indices(len)?;
+        self.scratch.u32s[slot] = Some((buffer, len));
+        Ok(Indices::whole(buffer, len))
     }
 
     /// The current contents' handle of an index scratch buffer of `len` elements.

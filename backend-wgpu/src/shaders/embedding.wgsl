@@ -1,7 +1,8 @@
 // Token embedding: the forward gather of table rows, and its backward scatter-add
-// without float atomics: the first position of each distinct token sums the gradient
-// rows of every position holding that token, in position order, into its table row,
-// so each table row has exactly one writer.
+// without float atomics: a first pass links each position to the next position holding
+// the same token and marks each token's first position; then the workgroup of that
+// first position walks the chain, adding the gradient rows in position order into the
+// token's table row, so each table row has exactly one writer.
 
 struct Params {
     out: u32,    // offset of out (forward) or dtable (backward) in its window
@@ -32,39 +33,83 @@ fn embedding_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     }
 }
 
-// Set when an earlier position holds this workgroup's token.
-var<workgroup> seen_earlier: atomic<u32>;
+struct LinkParams {
+    links: u32,  // offset of links in its window
+    tokens: u32, // offset of tokens in its window
+    n: u32,      // tokens (N)
+}
+var<push_constant> lp: LinkParams;
 
-// dtable[tokens[n], :] += sum of dout[m, :] over m >= n with tokens[m] == tokens[n],
-// by the workgroup of position n when n is the token's first position (else nothing).
+@group(0) @binding(0) var<storage, read_write> links: array<u32>;       // [2, N]: next position of the same token (N if none), then 1 at a token's first position
+@group(0) @binding(1) var<storage, read_write> link_tokens: array<u32>; // [N]
+
+var<workgroup> next_same: atomic<u32>;
+var<workgroup> earlier_same: atomic<u32>;
+
+// One workgroup per position n: scans every position for n's token.
+@compute @workgroup_size(256)
+fn embedding_links(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+                   @builtin(local_invocation_index) lid: u32) {
+    let n = workgroup_index(wid, groups);
+    if n >= lp.n {
+        return;
+    }
+    let token = link_tokens[lp.tokens + n];
+    if lid == 0u {
+        atomicStore(&next_same, lp.n);
+        atomicStore(&earlier_same, 0u);
+    }
+    workgroupBarrier();
+    for (var m = lid; m < lp.n; m += WORKGROUP) {
+        if m != n && link_tokens[lp.tokens + m] == token {
+            if m < n {
+                atomicStore(&earlier_same, 1u);
+            } else {
+                atomicMin(&next_same, m);
+            }
+        }
+    }
+    workgroupBarrier();
+    if lid == 0u {
+        links[lp.links + n] = atomicLoad(&next_same);
+        links[lp.links + lp.n + n] = 1u - atomicLoad(&earlier_same);
+    }
+}
+
+struct BackwardParams {
+    dtable: u32, // offset of dtable in its window
+    dout: u32,   // offset of dout in its window
+    tokens: u32, // offset of tokens in its window
+    links: u32,  // offset of links in its window
+    n: u32,      // tokens (N)
+    dim: u32,    // row width (D)
+    vocab: u32,  // table rows (V); ids at or above it write nothing
+}
+var<push_constant> bp: BackwardParams;
+
+@group(0) @binding(3) var<storage, read_write> chain: array<u32>; // links [2, N]
+
+// dtable[tokens[n], :] += dout[m, :] for every position m of that token, in increasing
+// m, by the workgroup of the token's first position n (the others do nothing). The
+// walk is bounded by N steps.
 @compute @workgroup_size(256)
 fn embedding_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
                       @builtin(local_invocation_index) lid: u32) {
     let n = workgroup_index(wid, groups);
-    if n >= p.n {
+    if n >= bp.n || chain[bp.links + bp.n + n] == 0u {
         return;
     }
-    let token = tokens[p.tokens + n];
-    if lid == 0u {
-        atomicStore(&seen_earlier, 0u);
-    }
-    workgroupBarrier();
-    for (var m = lid; m < n; m += WORKGROUP) {
-        if tokens[p.tokens + m] == token {
-            atomicStore(&seen_earlier, 1u);
-        }
-    }
-    workgroupBarrier();
-    if atomicLoad(&seen_earlier) != 0u || token >= p.vocab {
+    let token = tokens[bp.tokens + n];
+    if token >= bp.vocab {
         return;
     }
-    let row = p.out + token * p.dim;
-    for (var d = lid; d < p.dim; d += WORKGROUP) {
+    let row = bp.dtable + token * bp.dim;
+    for (var d = lid; d < bp.dim; d += WORKGROUP) {
         var acc = out[row + d];
-        for (var m = n; m < p.n; m++) {
-            if tokens[p.tokens + m] == token {
-                acc += table[p.table + m * p.dim + d];
-            }
+        var m = n;
+        for (var steps = 0u; steps < bp.n && m < bp.n; steps++) {
+            acc += table[bp.dout + m * bp.dim + d];
+            m = chain[bp.links + m];
         }
         out[row + d] = acc;
     }
