@@ -5,16 +5,16 @@
 // token's table row, so each table row has exactly one writer.
 
 struct Params {
-    out: u32,    // offset of out (forward) or dtable (backward) in its window
-    table: u32,  // offset of table (forward) or dout (backward) in its window
+    out: u32,    // offset of out in its window
+    table: u32,  // offset of table in its window
     tokens: u32, // offset of tokens in its window
     n: u32,      // tokens (N)
     dim: u32,    // row width (D)
-    vocab: u32,  // table rows (V); ids at or above it read zeros and write nothing
+    vocab: u32,  // table rows (V); ids at or above it read zeros
 }
 var<push_constant> p: Params;
 
-@group(0) @binding(0) var<storage, read_write> out: array<f32>;    // forward out[N, D]; backward dtable[V, D]
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;    // forward out[N, D]; backward dtable[V, D] (+=)
 @group(0) @binding(1) var<storage, read_write> table: array<f32>;  // forward table[V, D]; backward dout[N, D]
 @group(0) @binding(2) var<storage, read_write> tokens: array<u32>; // [N]
 
