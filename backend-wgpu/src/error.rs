@@ -1,0 +1,131 @@
+//! [`WgpuError`]: every way a call into the wgpu backend can fail, each with a message
+//! that says what failed. The backend returns one of these instead of panicking.
+
+use std::fmt;
+
+use sage_core::transformer::Tensor;
+
+/// Why the wgpu backend could not start, refused its arguments, or failed on the device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WgpuError {
+    /// No Vulkan, Metal or DX12 adapter was found.
+    NoAdapter(String),
+    /// The adapter lacks a feature or limit the kernels need.
+    Unsupported(String),
+    /// The device could not be created.
+    RequestDevice(String),
+    /// The device reported an error (validation, lost device, failed map).
+    Device(String),
+    /// A model or tensor does not fit the adapter's limits.
+    TooLarge(String),
+    /// No live `f32` buffer has this id (never allocated, or freed).
+    UnknownBuffer(u32),
+    /// No live `u32` buffer has this id (never allocated, or freed).
+    UnknownIndexBuffer(u32),
+    /// A range runs past the end of its buffer.
+    OutOfRange {
+        /// `"f32"` or `"u32"`: which kind of buffer.
+        kind: &'static str,
+        /// The buffer id.
+        buffer: u32,
+        /// First element of the range.
+        offset: usize,
+        /// Elements in the range.
+        len: usize,
+        /// Elements in the buffer.
+        buffer_len: usize,
+    },
+    /// A tensor written by a call overlaps another tensor of the same call.
+    Overlap(Tensor, Tensor),
+    /// Sizes that do not fit together; the message names the operation and operands.
+    Shape(String),
+    /// An argument outside what the operation accepts (other than a size).
+    BadArgument(String),
+    /// `seq_starts` or cache `lengths` do not describe the batch.
+    BadSequences(String),
+    /// The device could not allocate a buffer of this many bytes.
+    OutOfMemory(u64),
+    /// Every buffer id has been handed out.
+    TooManyBuffers,
+}
+
+impl fmt::Display for WgpuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WgpuError::NoAdapter(why) => write!(f, "wgpu backend: no GPU adapter found: {why}"),
+            WgpuError::Unsupported(why) => write!(f, "wgpu backend: adapter unsupported: {why}"),
+            WgpuError::RequestDevice(why) => {
+                write!(f, "wgpu backend: could not create the device: {why}")
+            }
+            WgpuError::Device(why) => write!(f, "wgpu backend: device error: {why}"),
+            WgpuError::TooLarge(why) => write!(f, "wgpu backend: too large for the adapter: {why}"),
+            WgpuError::UnknownBuffer(id) => write!(f, "wgpu backend: no live f32 buffer {id}"),
+            WgpuError::UnknownIndexBuffer(id) => write!(f, "wgpu backend: no live u32 buffer {id}"),
+            WgpuError::OutOfRange {
+                kind,
+                buffer,
+                offset,
+                len,
+                buffer_len,
+            } => write!(
+                f,
+                "wgpu backend: range [{offset}, {offset} + {len}) is outside {kind} buffer \
+                 {buffer} of {buffer_len} elements"
+            ),
+            WgpuError::Overlap(a, b) => write!(
+                f,
+                "wgpu backend: tensors overlap in buffer {}: [{}, +{}) and [{}, +{})",
+                a.buffer.0, a.offset, a.len, b.offset, b.len
+            ),
+            WgpuError::Shape(message)
+            | WgpuError::BadArgument(message)
+            | WgpuError::BadSequences(message) => write!(f, "wgpu backend: {message}"),
+            WgpuError::OutOfMemory(bytes) => {
+                write!(f, "wgpu backend: the device cannot allocate {bytes} bytes")
+            }
+            WgpuError::TooManyBuffers => write!(f, "wgpu backend: buffer ids exhausted"),
+        }
+    }
+}
+
+impl std::error::Error for WgpuError {}
+
+/// Fails with [`WgpuError::Shape`] unless `got == expected`.
+pub(crate) fn expect_len(
+    op: &str,
+    operand: &str,
+    got: usize,
+    expected: usize,
+) -> Result<(), WgpuError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(WgpuError::Shape(format!(
+            "{op}: `{operand}` has {got} elements, expected {expected}"
+        )))
+    }
+}
+
+/// Rows of a `[rows, width]` operand of `len` elements; fails if `width` is zero or
+/// does not divide `len`.
+pub(crate) fn rows_of(
+    op: &str,
+    operand: &str,
+    len: usize,
+    width: usize,
+) -> Result<usize, WgpuError> {
+    if width == 0 || len % width != 0 {
+        Err(WgpuError::Shape(format!(
+            "{op}: `{operand}` has {len} elements, not a whole number of rows of {width}"
+        )))
+    } else {
+        Ok(len / width)
+    }
+}
+
+/// A size as a `u32` shader parameter, or [`WgpuError::TooLarge`].
+pub(crate) fn to_u32(op: &str, what: &str, value: usize) -> Result<u32, WgpuError> {
+    u32::try_from(value).map_err(|_| {
+        WgpuError::TooLarge(format!("{op}: `{what}` = {value} does not fit in 32 bits"))
+    })
+}

@@ -1,0 +1,75 @@
+//! Rotary position embedding in the Qwen2 / Hugging Face "rotate_half" layout, in
+//! place; the backward pass is the inverse rotation. The inverse frequencies are
+//! computed on the host exactly as the CPU backend computes them (and uploaded once per
+//! theta and head width); the kernel reduces each angle and evaluates sine and cosine
+//! itself, so its accuracy does not depend on the GPU's builtins.
+
+use sage_core::transformer::{Indices, Kernels, Tensor};
+
+use crate::error::{expect_len, rows_of, to_u32, WgpuError};
+use crate::pipelines::{Family, Kernel};
+use crate::scratch::Scratch;
+use crate::store::Operand;
+use crate::WgpuBackend;
+
+const ROPE: Kernel = Kernel {
+    family: Family::Rope,
+    entry: "rope",
+    bindings: 3,
+};
+
+/// Rotates x[N, heads * hd] in place by the angles of positions[N], by +angle when
+/// `sign` is 1 (forward) and -angle when it is -1 (backward).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rope(
+    b: &mut WgpuBackend,
+    op: &str,
+    x: Tensor,
+    positions: Indices,
+    heads: usize,
+    head_dim: usize,
+    theta: f32,
+    sign: f32,
+) -> Result<(), WgpuError> {
+    if head_dim % 2 != 0 {
+        return Err(WgpuError::BadArgument(format!(
+            "{op}: head_dim {head_dim} is odd"
+        )));
+    }
+    let rows = rows_of(op, "x", x.len, heads * head_dim)?;
+    expect_len(op, "positions", positions.len, rows)?;
+    b.store.locate(Operand::U32(positions))?;
+    if x.len == 0 {
+        return Ok(());
+    }
+    let half = head_dim / 2;
+    let inv_freq = frequencies(b, theta, head_dim)?;
+    let grid = b.grid_for(op, rows * heads * half)?;
+    b.launch(
+        ROPE,
+        &[x.into(), positions.into(), inv_freq.into()],
+        &[
+            to_u32(op, "N", rows)?,
+            to_u32(op, "heads", heads)?,
+            to_u32(op, "hd / 2", half)?,
+            sign.to_bits(),
+        ],
+        grid,
+    )
+}
+
+/// inv_freq[hd / 2] = 1 / theta^(2i / hd) in f32, as Hugging Face computes it; kept on
+/// the device until theta or hd changes.
+fn frequencies(b: &mut WgpuBackend, theta: f32, head_dim: usize) -> Result<Tensor, WgpuError> {
+    let half = head_dim / 2;
+    let key = (theta.to_bits(), head_dim);
+    let table = b.scratch(Scratch::RopeFrequencies, half)?;
+    if b.scratch.rope_of != Some(key) {
+        let inv_freq: Vec<f32> = (0..half)
+            .map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32))
+            .collect();
+        b.write(table, &inv_freq)?;
+        b.scratch.rope_of = Some(key);
+    }
+    Ok(table)
+}
