@@ -99,14 +99,14 @@ impl TokenizerSection {
 }
 
 /// The demo's model: a small Qwen2-style decoder that trains on two CPU cores in
-/// minutes (about 5M parameters besides the embeddings).
+/// minutes (about 1.6M parameters besides the embeddings).
 pub fn demo_model() -> ModelConfig {
     ModelConfig {
         vocab_size: 4096,
-        hidden_size: 256,
-        intermediate_size: 768,
-        num_hidden_layers: 6,
-        num_attention_heads: 8,
+        hidden_size: 192,
+        intermediate_size: 512,
+        num_hidden_layers: 4,
+        num_attention_heads: 6,
         num_key_value_heads: 2,
         rope_theta: 10_000.0,
         rms_norm_eps: 1e-6,
@@ -117,16 +117,17 @@ pub fn demo_model() -> ModelConfig {
 }
 
 impl Default for RunConfig {
-    /// The `sage demo` settings: expert trajectories without docs lookups over 20 seeds
-    /// of every training template, a 4096-token BPE, the [`demo_model`], one epoch of
-    /// SFT at a warmup-cosine learning rate, greedy evaluation on iid and test-normal
-    /// with same-scenario retrieval.
+    /// The `sage demo` settings: the expert's trajectories over 20 seeds of every
+    /// training template (no docs lookups, no mistakes, one canonical style per
+    /// template), a 4096-token BPE, the [`demo_model`], 7 epochs of SFT at a
+    /// warmup-cosine learning rate, and greedy evaluation of 20 scenarios (60 tasks)
+    /// of iid and of test-normal with same-scenario retrieval.
     fn default() -> RunConfig {
         RunConfig {
             run: RunSection::default(),
             data: ExpertDataConfig {
                 seeds: 20,
-                mistake_rate: 0.1,
+                mistake_rate: 0.0,
                 read_docs: false,
                 varied_style: false,
                 ..ExpertDataConfig::default()
@@ -143,11 +144,14 @@ impl Default for RunConfig {
                 ..AdamWConfig::default()
             },
             sft: SftConfig {
-                epochs: 1,
+                epochs: 7,
                 batch_tokens: 4096,
                 seed: 0,
             },
-            eval: EvalConfig::default(),
+            eval: EvalConfig {
+                max_scenarios: 20,
+                ..EvalConfig::default()
+            },
         }
     }
 }
