@@ -25,12 +25,12 @@ fn printed_defaults_read_back_unchanged() {
 
 #[test]
 fn a_partial_section_keeps_the_other_defaults_of_the_run() {
-    let config = RunConfig::from_toml("[data]\nseeds = 3\n[model]\nhidden_size = 128\n").unwrap();
+    let config = RunConfig::from_toml("[data]\nseeds = 3\n[model]\nhidden_size = 96\n").unwrap();
     let defaults = RunConfig::default();
     assert_eq!(config.data.seeds, 3);
     assert_eq!(config.data.read_docs, defaults.data.read_docs);
     assert_eq!(config.data.mistake_rate, defaults.data.mistake_rate);
-    assert_eq!(config.model.hidden_size, 128);
+    assert_eq!(config.model.hidden_size, 96);
     assert_eq!(
         config.model.num_hidden_layers,
         demo_model().num_hidden_layers
