@@ -20,6 +20,8 @@
 //! - [`data`]: the scripted expert's trajectories as SFT data;
 //! - [`sft`]: supervised fine-tuning on the agent's tokens, resumable;
 //! - [`rollout`]: multi-turn episodes against any `core::Environment`, batched per turn;
+//! - [`rl`]: SAGE reinforcement learning: sequential rollout over chains of tasks with
+//!   per-rollout skill libraries, the skill-integrated reward, the GRPO update;
 //! - [`eval`]: TGC, SGC, steps, tokens and skill usage per split and retrieval mode;
 //! - [`checkpoint`]: atomic, resumable checkpoints (model, tokenizer, optimizer, trainer
 //!   state, skill library) with pruning to the newest few;
@@ -29,8 +31,8 @@
 //!   demo) shared by the CLI and the example programs;
 //! - backend selection by cargo feature ([`compiled_backends`]).
 //!
-//! Still to come (issue 6): SAGE reinforcement learning with sequential rollout and
-//! the paper-style experiment.
+//! Still to come (issue 6): the `sage train` and `sage experiment` commands and the
+//! paper-style experiment.
 
 pub mod chat;
 pub mod checkpoint;
@@ -42,6 +44,7 @@ pub mod metrics;
 pub mod optim;
 pub mod pipeline;
 pub mod policy;
+pub mod rl;
 pub mod rollout;
 pub mod sampling;
 pub mod sft;

@@ -1,0 +1,197 @@
+//! SAGE reinforcement learning: sequential rollout over chains of tasks, the
+//! skill-integrated reward, and the GRPO policy update.
+//!
+//! One RL step takes a batch of [`TaskChain`]s (K tasks of one scenario each) and:
+//!
+//! 1. [`rollout_chains`]: runs `G` rollouts of every chain. Rollout `i` solves task 1
+//!    with an empty library; the skills its episode saved (functions that ran without
+//!    error) become its library for task 2, and so on. Libraries never cross
+//!    rollouts. All `G x chains` episodes of one chain position generate together.
+//! 2. [`chain_outcomes`] and [`chain_rewards`]: each task's outcome as the reward sees it
+//!    (score, ended with code, which earlier positions' skills it called, traced at run
+//!    time by the sandbox), then the reward of `core::reward` ([`RewardConfig`]).
+//! 3. [`update_policy`]: advantages per chain position across the `G` rollouts
+//!    (`core::grpo::chain_advantages`), log-probs recomputed by the policy in the forward
+//!    computation of the update, per-token coefficients from `core::grpo::policy_loss`
+//!    (prompt and observation tokens masked), one optimizer step.
+//!
+//! [`RlTrainer`] loops over steps with health statistics ([`RlStepStats`]) and stops a
+//! run whose updates keep failing (non-finite loss or gradient).
+
+mod chain;
+mod outcome;
+mod trainer;
+mod update;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use sage_core::grpo::GrpoConfig;
+use sage_core::reward::RewardConfig;
+use sage_core::TaskChain;
+
+use crate::rollout::{RolloutConfig, RolloutError};
+
+pub use chain::{rollout_chains, ChainRollout};
+pub use outcome::{chain_outcomes, chain_rewards};
+pub use trainer::{RlState, RlStepStats, RlTrainer};
+pub use update::{update_policy, UpdateReport};
+
+/// Settings of SAGE's RL stage. The defaults are SAGE's where the paper gives them
+/// (K = 2, G = 8, the skill-integrated reward, clip 0.2, mean-centred advantages,
+/// sequence-mean token-mean loss), scaled down in batch size for a CPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RlConfig {
+    /// Tasks per chain (K): consecutive tasks of one scenario.
+    pub chain_len: usize,
+    /// Rollouts per chain (G).
+    pub rollouts: usize,
+    /// Chains per step; every step makes `chains_per_step * rollouts * chain_len`
+    /// episodes.
+    pub chains_per_step: usize,
+    /// Optimizer steps of the run.
+    pub steps: u64,
+    /// The reward: kind (`SkillIntegrated`, `OutcomeOnly`, `Chain`) and no-code penalty.
+    pub reward: RewardConfig,
+    /// The GRPO loss and advantages.
+    pub grpo: GrpoConfig,
+    /// Turns, token limits and sampling of the rollouts.
+    pub rollout: RolloutConfig,
+    /// The system prompt's rules: `skills` (SAGE) or `direct` (the no-skill baseline).
+    pub prompt: String,
+    /// Failed updates in a row (non-finite loss or gradient) that stop the run.
+    pub max_failed_in_row: u32,
+    /// Seed of the chain order and of sampling.
+    pub seed: u64,
+}
+
+impl Default for RlConfig {
+    fn default() -> RlConfig {
+        RlConfig {
+            chain_len: 2,
+            rollouts: 8,
+            chains_per_step: 4,
+            steps: 50,
+            reward: RewardConfig::default(),
+            grpo: GrpoConfig::default(),
+            rollout: RolloutConfig::default(),
+            prompt: "skills".to_owned(),
+            max_failed_in_row: 5,
+            seed: 0,
+        }
+    }
+}
+
+impl RlConfig {
+    /// Checks every setting against its documented range.
+    pub fn validate(&self) -> Result<(), RlError> {
+        let invalid = |what: &str| Err(RlError::Config(what.to_owned()));
+        if self.chain_len == 0 || self.chain_len > sage_core::reward::MAX_CHAIN_LEN {
+            return invalid("chain_len must be in 1..=64");
+        }
+        if self.rollouts == 0 {
+            return invalid("rollouts must be at least 1");
+        }
+        if self.chains_per_step == 0 {
+            return invalid("chains_per_step must be at least 1");
+        }
+        if self.max_failed_in_row == 0 {
+            return invalid("max_failed_in_row must be at least 1");
+        }
+        if !self.reward.no_code_penalty.is_finite() {
+            return invalid("reward.no_code_penalty must be finite");
+        }
+        if !matches!(self.prompt.as_str(), "skills" | "direct") {
+            return Err(RlError::Config(format!(
+                "unknown prompt {:?} (skills or direct)",
+                self.prompt
+            )));
+        }
+        self.grpo
+            .validate()
+            .map_err(|e| RlError::Config(format!("grpo: {e}")))
+    }
+}
+
+/// Why an RL step or run failed.
+#[derive(Debug)]
+pub enum RlError {
+    /// A setting is out of range.
+    Config(String),
+    /// A chain does not have the configured number of tasks.
+    ChainLength {
+        /// The chain's scenario.
+        scenario_id: String,
+        /// Tasks it has.
+        tasks: usize,
+        /// Tasks the configuration asks for.
+        expected: usize,
+    },
+    /// No chain to train on.
+    NoChains,
+    /// The rollouts failed (a policy or environment failure, not an agent mistake).
+    Rollout(RolloutError),
+    /// The policy failed outside rollouts (log-probs, gradient, optimizer step).
+    Policy(String),
+    /// The reward or the GRPO math rejected their inputs.
+    Math(String),
+    /// Too many updates in a row failed; the last good state is intact.
+    Diverged {
+        /// Failed updates in a row.
+        failed: u32,
+        /// The step of the last failure.
+        step: u64,
+    },
+}
+
+impl fmt::Display for RlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RlError::Config(what) => write!(f, "rl config: {what}"),
+            RlError::ChainLength {
+                scenario_id,
+                tasks,
+                expected,
+            } => write!(
+                f,
+                "chain of scenario {scenario_id:?} has {tasks} tasks, chain_len is {expected}"
+            ),
+            RlError::NoChains => {
+                write!(f, "no chains to train on (no scenario has chain_len tasks)")
+            }
+            RlError::Rollout(e) => write!(f, "rollout: {e}"),
+            RlError::Policy(e) => write!(f, "policy: {e}"),
+            RlError::Math(e) => write!(f, "{e}"),
+            RlError::Diverged { failed, step } => write!(
+                f,
+                "{failed} updates in a row had a non-finite loss or gradient (last at step \
+                 {step}); stopping with the last good state intact (lower the learning rate?)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RlError {}
+
+impl From<RolloutError> for RlError {
+    fn from(e: RolloutError) -> RlError {
+        RlError::Rollout(e)
+    }
+}
+
+/// Checks that every chain has `chain_len` tasks.
+fn check_chains(chains: &[TaskChain], chain_len: usize) -> Result<(), RlError> {
+    if chains.is_empty() {
+        return Err(RlError::NoChains);
+    }
+    match chains.iter().find(|c| c.tasks.len() != chain_len) {
+        Some(chain) => Err(RlError::ChainLength {
+            scenario_id: chain.scenario_id.clone(),
+            tasks: chain.tasks.len(),
+            expected: chain_len,
+        }),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,331 @@
+//! [`RlTrainer`]: the RL step loop over a fixed set of training chains, whose whole
+//! position is a small [`RlState`], with the health statistics of every step.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use sage_core::env::EpisodeEnd;
+use sage_core::policy::Policy;
+use sage_core::{Environment, Skill, TaskChain};
+
+use super::{
+    chain_rewards, check_chains, rollout_chains, update_policy, ChainRollout, RlConfig, RlError,
+    UpdateReport,
+};
+use crate::chat::ChatTemplate;
+use crate::metrics::MetricValue;
+use crate::sampling::SequenceRng;
+
+/// Where a run is: enough to resume it exactly (with the model and optimizer).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RlState {
+    /// Steps taken (applied or not).
+    pub step: u64,
+    /// Passes over the training chains started.
+    pub epoch: u64,
+    /// The next chain of the current pass, in its shuffled order.
+    pub next_chain: usize,
+    /// Updates in a row that were not applied because of a non-finite value.
+    pub failed_in_row: u32,
+    /// Such updates over the whole run.
+    pub failed_total: u64,
+}
+
+/// The health of one step: rewards, skills, the update, and throughput.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RlStepStats {
+    /// The step (1-based).
+    pub step: u64,
+    /// Mean reward per chain position.
+    pub reward_mean: Vec<f32>,
+    /// Population standard deviation of the rewards per chain position.
+    pub reward_std: Vec<f32>,
+    /// Share of episodes per chain position whose task passed.
+    pub success: Vec<f32>,
+    /// Share of episodes that saved at least one skill.
+    pub skill_generation: f32,
+    /// Share of the episodes given a non-empty library that called one of its skills.
+    pub skill_usage: f32,
+    /// Share of episodes that ended without code.
+    pub no_code: f32,
+    /// Mean agent turns per episode.
+    pub steps: f32,
+    /// Mean generated tokens per episode.
+    pub generated_tokens: f32,
+    /// Mean `-log p` of the sampled tokens: an estimate of the policy's entropy.
+    pub entropy: f32,
+    /// The update.
+    pub update: UpdateReport,
+    /// Generated tokens per second of the rollouts.
+    pub rollout_tokens_per_s: f32,
+    /// Tokens per second of the update (log-prob pass plus backward pass).
+    pub update_tokens_per_s: f32,
+}
+
+impl RlStepStats {
+    /// The statistics as one metrics row (per-position values as `NAME_k`, 1-based).
+    pub fn metrics_row(&self) -> Vec<(String, MetricValue)> {
+        let mut row = vec![("step".to_owned(), MetricValue::UInt(self.step))];
+        let per_position = [
+            ("reward_mean", &self.reward_mean),
+            ("reward_std", &self.reward_std),
+            ("success", &self.success),
+        ];
+        for (name, values) in per_position {
+            for (k, &v) in values.iter().enumerate() {
+                row.push((
+                    format!("{name}_{}", k + 1),
+                    MetricValue::Float(f64::from(v)),
+                ));
+            }
+        }
+        let u = &self.update;
+        let floats = [
+            ("skill_generation", self.skill_generation),
+            ("skill_usage", self.skill_usage),
+            ("no_code", self.no_code),
+            ("steps", self.steps),
+            ("generated_tokens", self.generated_tokens),
+            ("entropy", self.entropy),
+            ("loss", u.loss),
+            ("zero_advantage_groups", u.zero_advantage_groups),
+            ("clip_fraction", u.clip_fraction),
+            ("approx_kl", u.approx_kl),
+            ("ref_kl", u.ref_kl),
+            ("logprob_mismatch", u.logprob_mismatch),
+            ("grad_norm", u.grad_norm),
+            ("learning_rate", u.learning_rate),
+            ("rollout_tokens_per_s", self.rollout_tokens_per_s),
+            ("update_tokens_per_s", self.update_tokens_per_s),
+        ];
+        row.extend(
+            floats
+                .into_iter()
+                .map(|(name, v)| (name.to_owned(), MetricValue::Float(f64::from(v)))),
+        );
+        row.push((
+            "applied".to_owned(),
+            MetricValue::UInt(u64::from(u.not_applied.is_none())),
+        ));
+        row
+    }
+}
+
+/// The RL loop: which chains each step trains on, and the failure count.
+pub struct RlTrainer {
+    config: RlConfig,
+    chains: Vec<TaskChain>,
+    state: RlState,
+}
+
+impl RlTrainer {
+    /// A trainer over `chains` (each of `config.chain_len` tasks) from `state`
+    /// (`RlState::default()` for a fresh run).
+    pub fn new(
+        config: RlConfig,
+        chains: Vec<TaskChain>,
+        state: RlState,
+    ) -> Result<RlTrainer, RlError> {
+        config.validate()?;
+        check_chains(&chains, config.chain_len)?;
+        Ok(RlTrainer {
+            config,
+            chains,
+            state,
+        })
+    }
+
+    /// The run's position.
+    pub fn state(&self) -> &RlState {
+        &self.state
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RlConfig {
+        &self.config
+    }
+
+    /// All configured steps are taken.
+    pub fn finished(&self) -> bool {
+        self.state.step >= self.config.steps
+    }
+
+    /// The chains of the next step: the next ones of a per-pass shuffled order.
+    fn next_chains(&mut self) -> Vec<TaskChain> {
+        let mut batch = Vec::with_capacity(self.config.chains_per_step);
+        while batch.len() < self.config.chains_per_step {
+            if self.state.next_chain >= self.chains.len() {
+                self.state.epoch += 1;
+                self.state.next_chain = 0;
+            }
+            let order = shuffled(self.chains.len(), self.config.seed, self.state.epoch);
+            batch.push(self.chains[order[self.state.next_chain]].clone());
+            self.state.next_chain += 1;
+        }
+        batch
+    }
+
+    /// Takes one step: rollouts, rewards, update. `new_env` makes the environments
+    /// (one per rollout); `reference` is the frozen policy of a KL term. An update that
+    /// is not applied because of a non-finite value is counted; too many in a row is
+    /// [`RlError::Diverged`].
+    pub fn step<P: Policy, E: Environment>(
+        &mut self,
+        policy: &mut P,
+        reference: Option<&mut P>,
+        new_env: &dyn Fn() -> E,
+        template: &ChatTemplate<'_>,
+        system_prompt: &dyn Fn(&[Skill]) -> String,
+    ) -> Result<RlStepStats, RlError> {
+        let chains = self.next_chains();
+        let rollouts_per_chain = self.config.rollouts;
+        let mut envs: Vec<E> = (0..chains.len() * rollouts_per_chain)
+            .map(|_| new_env())
+            .collect();
+        let seed = self.config.seed ^ self.state.step.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let started = Instant::now();
+        let rollouts = rollout_chains(
+            policy,
+            &mut envs,
+            template,
+            system_prompt,
+            &chains,
+            rollouts_per_chain,
+            &self.config.rollout,
+            seed,
+        )?;
+        let rollout_seconds = started.elapsed().as_secs_f32();
+        let rewards = chain_rewards(&rollouts, &self.config.reward)?;
+        let started = Instant::now();
+        let update = update_policy(
+            policy,
+            reference,
+            &rollouts,
+            &rewards,
+            rollouts_per_chain,
+            &self.config.grpo,
+        )?;
+        let update_seconds = started.elapsed().as_secs_f32();
+        self.state.step += 1;
+        let non_finite = update
+            .not_applied
+            .as_deref()
+            .is_some_and(|why| why.starts_with("non-finite"));
+        if non_finite {
+            self.state.failed_in_row += 1;
+            self.state.failed_total += 1;
+            tracing::warn!(
+                "rl step {}: update not applied: {}",
+                self.state.step,
+                update.not_applied.as_deref().unwrap_or_default()
+            );
+            if self.state.failed_in_row >= self.config.max_failed_in_row {
+                return Err(RlError::Diverged {
+                    failed: self.state.failed_in_row,
+                    step: self.state.step,
+                });
+            }
+        } else {
+            self.state.failed_in_row = 0;
+        }
+        let mut stats = step_stats(&rollouts, &rewards, self.config.chain_len);
+        stats.step = self.state.step;
+        stats.rollout_tokens_per_s = per_second(
+            stats.generated_tokens * (rollouts.len() * self.config.chain_len) as f32,
+            rollout_seconds,
+        );
+        // The update runs a log-prob pass and a backward pass (itself a forward and a
+        // backward) over the trained sequences.
+        stats.update_tokens_per_s = per_second(update.backward_tokens as f32, update_seconds);
+        stats.update = update;
+        Ok(stats)
+    }
+}
+
+/// `amount / seconds`, 0 for an empty interval.
+fn per_second(amount: f32, seconds: f32) -> f32 {
+    if seconds > 0.0 {
+        amount / seconds
+    } else {
+        0.0
+    }
+}
+
+/// A permutation of `0..n`, fixed by `seed` and `epoch`.
+fn shuffled(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut rng = SequenceRng::new(seed, epoch);
+    for i in (1..n).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        order.swap(i, j);
+    }
+    order
+}
+
+/// The statistics of a step's rollouts (the update and throughput are filled in by the
+/// caller).
+fn step_stats(rollouts: &[ChainRollout], rewards: &[f32], chain_len: usize) -> RlStepStats {
+    let mut stats = RlStepStats::default();
+    for position in 0..chain_len {
+        let values: Vec<f32> = rewards
+            .iter()
+            .skip(position)
+            .step_by(chain_len)
+            .copied()
+            .collect();
+        let n = values.len().max(1) as f32;
+        let mean = values.iter().sum::<f32>() / n;
+        let variance = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+        stats.reward_mean.push(mean);
+        stats.reward_std.push(variance.sqrt());
+        let passed = rollouts
+            .iter()
+            .filter(|r| r.episodes[position].episode.evaluation.passed)
+            .count();
+        stats
+            .success
+            .push(passed as f32 / rollouts.len().max(1) as f32);
+    }
+    let episodes: Vec<_> = rollouts.iter().flat_map(|r| &r.episodes).collect();
+    let share = |count: usize, of: usize| count as f32 / of.max(1) as f32;
+    let total = episodes.len();
+    stats.skill_generation = share(
+        episodes
+            .iter()
+            .filter(|e| !e.episode.saved_skills().is_empty())
+            .count(),
+        total,
+    );
+    let with_library: Vec<_> = episodes
+        .iter()
+        .filter(|e| !e.episode.library.is_empty())
+        .collect();
+    stats.skill_usage = share(
+        with_library
+            .iter()
+            .filter(|e| !e.episode.used_skills().is_empty())
+            .count(),
+        with_library.len(),
+    );
+    stats.no_code = share(
+        episodes
+            .iter()
+            .filter(|e| e.episode.end == EpisodeEnd::NoCode)
+            .count(),
+        total,
+    );
+    stats.steps = share(episodes.iter().map(|e| e.episode.steps()).sum(), total);
+    let generated: u64 = episodes.iter().map(|e| e.episode.generated_tokens()).sum();
+    stats.generated_tokens = generated as f32 / total.max(1) as f32;
+    let (neg_logp, sampled) = episodes
+        .iter()
+        .flat_map(|e| &e.logprobs)
+        .fold((0.0f64, 0usize), |(sum, n), &l| (sum - f64::from(l), n + 1));
+    stats.entropy = if sampled == 0 {
+        0.0
+    } else {
+        (neg_logp / sampled as f64) as f32
+    };
+    stats
+}
