@@ -1,5 +1,5 @@
 //! Run configuration: one TOML file whose sections configure each stage of the
-//! pipeline (expert data, tokenizer, model, optimizer, SFT, evaluation). Every field
+//! pipeline (expert data, tokenizer, model, optimizer, SFT, evaluation, RL). Every field
 //! has a default, and `sage config --print` writes them all out; a file only needs
 //! the fields it changes. Unknown fields are errors, so a typo never goes unnoticed.
 
@@ -14,6 +14,8 @@ use sage_core::transformer::ModelConfig;
 use crate::data::ExpertDataConfig;
 use crate::eval::EvalConfig;
 use crate::optim::{AdamWConfig, LrSchedule};
+use crate::rl::RlConfig;
+use crate::rollout::RolloutConfig;
 use crate::sft::SftConfig;
 use crate::tokenizer::TrainConfig;
 
@@ -36,6 +38,8 @@ pub struct RunConfig {
     pub sft: SftConfig,
     /// Evaluation.
     pub eval: EvalConfig,
+    /// SAGE reinforcement learning (`sage train`).
+    pub rl: RlConfig,
 }
 
 /// Where and how a run happens.
@@ -152,6 +156,14 @@ impl Default for RunConfig {
                 max_scenarios: 20,
                 ..EvalConfig::default()
             },
+            rl: RlConfig {
+                rollout: RolloutConfig {
+                    max_turns: 6,
+                    max_new_tokens: 384,
+                    ..RolloutConfig::default()
+                },
+                ..RlConfig::default()
+            },
         }
     }
 }
@@ -195,8 +207,8 @@ impl std::error::Error for ConfigFileError {}
 impl RunConfig {
     /// A run small enough for a test or a CI smoke run (under a minute on two cores):
     /// one seed of expert data, a 512-token BPE, a two-layer model of width 64 trained
-    /// for 3 epochs, and an evaluation of the first 4 scenarios of each split with
-    /// short episodes.
+    /// for 3 epochs, an evaluation of the first 4 scenarios of each split with short
+    /// episodes, and 2 RL steps of 2 chains x 2 rollouts.
     pub fn tiny(dir: impl Into<PathBuf>) -> RunConfig {
         let mut config = RunConfig::default();
         config.run.dir = dir.into();
@@ -224,6 +236,12 @@ impl RunConfig {
         config.eval.max_scenarios = 4;
         config.eval.rollout.max_turns = 3;
         config.eval.rollout.max_new_tokens = 96;
+        config.rl.steps = 2;
+        config.rl.chains_per_step = 2;
+        config.rl.rollouts = 2;
+        config.rl.scenario_seeds = 1;
+        config.rl.rollout.max_turns = 2;
+        config.rl.rollout.max_new_tokens = 64;
         config
     }
 
@@ -292,6 +310,15 @@ impl RunConfig {
             return bad(format!(
                 "[eval.rollout] max_episode_tokens ({}) exceeds [model] max_position_embeddings ({})",
                 self.eval.rollout.max_episode_tokens, self.model.max_position_embeddings
+            ));
+        }
+        if let Err(e) = self.rl.validate() {
+            return bad(format!("[rl]: {e}"));
+        }
+        if self.rl.rollout.max_episode_tokens > self.model.max_position_embeddings {
+            return bad(format!(
+                "[rl.rollout] max_episode_tokens ({}) exceeds [model] max_position_embeddings ({})",
+                self.rl.rollout.max_episode_tokens, self.model.max_position_embeddings
             ));
         }
         if self.sft.batch_tokens == 0 {

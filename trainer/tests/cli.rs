@@ -1,7 +1,8 @@
 //! The `sage` binary: `config --print` writes a configuration that reads back as the
 //! defaults; bad configurations and missing checkpoints fail with one message and a
 //! non-zero exit; `sft` on the tiny configuration writes checkpoints, metrics and the
-//! loss plot, `sft --resume` continues from the latest checkpoint, and `eval` reads it.
+//! loss plot, `sft --resume` continues from the latest checkpoint, `eval` reads it, and
+//! `train` runs RL from it, resumably.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -66,6 +67,14 @@ fn bad_inputs_fail_with_one_clear_message() {
     assert!(!output.status.success());
     assert!(
         stderr(&output).contains("no checkpoint"),
+        "{}",
+        stderr(&output)
+    );
+
+    let output = sage(&["train", "--run-dir", dir.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("no SFT checkpoint"),
         "{}",
         stderr(&output)
     );
@@ -139,5 +148,40 @@ fn sft_checkpoints_resumes_and_evaluates() {
     let report: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(report[0]["metrics"]["tasks"], 6);
+
+    // RL from the SFT checkpoint: one step, then a resumed second one.
+    let output = sage(&["train", "--config", config, "--steps", "1"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("rl step 1/1"),
+        "{}",
+        stderr(&output)
+    );
+    let output = sage(&["train", "--config", config, "--steps", "2", "--resume"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let log = stderr(&output);
+    assert!(
+        log.contains("resuming") && log.contains("rl step 2/2"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("rl step 1/2"),
+        "the resumed run repeated step 1: {log}"
+    );
+    let rl = run.join("rl");
+    assert!(rl.join("checkpoints/step-000002/state.json").is_file());
+    let rows = fs::read_to_string(rl.join("metrics/rl.jsonl")).unwrap();
+    let steps: Vec<u64> = rows
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).unwrap()["step"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(steps, [1, 2]);
+    assert!(rows.contains("reward_mean_2") && rows.contains("zero_advantage_groups"));
+    assert!(rl.join("plots/rl_reward.png").is_file());
+    assert!(rl.join("eval.json").is_file());
     fs::remove_dir_all(&dir).unwrap();
 }

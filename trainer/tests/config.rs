@@ -53,5 +53,7 @@ fn bad_configurations_name_their_field() {
     assert!(problem("[model]\nnum_attention_heads = 3\n").contains("[model]"));
     assert!(problem("[eval.rollout]\nmax_episode_tokens = 100000\n").contains("max_episode_tokens"));
     assert!(problem("[sft]\nbatch_tokens = \"many\"\n").contains("batch_tokens"));
+    assert!(problem("[rl]\nrollouts = 0\n").contains("[rl]"));
+    assert!(problem("[rl.reward]\nkind = \"Vibes\"\n").contains("Vibes"));
     assert!(problem("[run\n").contains("TOML") || problem("[run\n").contains("expected"));
 }

@@ -647,3 +647,49 @@ fn a_transformer_update_is_on_policy_and_moves_toward_positive_advantages() {
         shift(-1.0)
     );
 }
+
+#[test]
+fn a_resumed_run_takes_exactly_the_steps_of_an_uninterrupted_one() {
+    let (tasks, chains) = tasks_and_chains();
+    let tk = tokenizer(&tasks);
+    // 7 chains, 3 per step: six steps cross two pass boundaries (reshuffles).
+    let chains = &chains[..7];
+    let run = |policy: &mut ChoicePolicy<'_>, state: RlState, steps: u64| {
+        let config = RlConfig {
+            rollouts: 4,
+            chains_per_step: 3,
+            steps,
+            rollout: one_turn(),
+            seed: 9,
+            ..RlConfig::default()
+        };
+        let mut trainer = RlTrainer::new(config, chains.to_vec(), state).unwrap();
+        let template = policy.template.clone();
+        let mut rows = Vec::new();
+        while !trainer.finished() {
+            let mut stats = trainer
+                .step(policy, None, &|| TinyEnv::new(1), &template, &system_prompt)
+                .unwrap();
+            // Throughput is the only thing allowed to differ.
+            stats.rollout_tokens_per_s = 0.0;
+            stats.update_tokens_per_s = 0.0;
+            rows.push(stats);
+        }
+        (rows, trainer.state().clone())
+    };
+    let mut straight = ChoicePolicy::new(&tk, tasks.clone());
+    let (all, end) = run(&mut straight, RlState::default(), 6);
+    assert_eq!(end.epoch, 2);
+
+    let mut interrupted = ChoicePolicy::new(&tk, tasks.clone());
+    let (head, state) = run(&mut interrupted, RlState::default(), 3);
+    // What a checkpoint keeps: the state (as JSON) and the parameters.
+    let state: RlState = serde_json::from_str(&serde_json::to_string(&state).unwrap()).unwrap();
+    let mut resumed = ChoicePolicy::new(&tk, tasks);
+    resumed.logits = interrupted.logits;
+    let (tail, _) = run(&mut resumed, state, 6);
+
+    assert_eq!(head.len() + tail.len(), all.len());
+    assert_eq!([head, tail].concat(), all);
+    assert_eq!(resumed.logits, straight.logits);
+}

@@ -22,6 +22,7 @@ use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::load_model;
 
 use super::progress::BarReporter;
+use super::train::{train, TrainSources};
 use super::{checked, load_config, load_config_over, Cli, Command};
 
 /// Runs `body` with the backend `name` bound to `$k` (each compiled backend is one
@@ -102,6 +103,23 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
                 resume,
             };
             with_backend!(config.run.backend.as_str(), |k| sft(k, &config, &sources))
+        }
+        Command::Train {
+            common,
+            init,
+            resume,
+            steps,
+            tiny,
+        } => {
+            let mut config = if tiny {
+                load_config_over(&common, RunConfig::tiny("runs/demo-tiny"))?
+            } else {
+                load_config(&common)?
+            };
+            config.rl.steps = steps.unwrap_or(config.rl.steps);
+            let config = checked(config)?;
+            let sources = TrainSources { init, resume };
+            with_backend!(config.run.backend.as_str(), |k| train(k, &config, &sources))
         }
         Command::Eval {
             common,

@@ -3,6 +3,7 @@
 
 mod commands;
 mod progress;
+mod train;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -85,6 +86,25 @@ enum Command {
         /// Continue the run directory's latest checkpoint.
         #[arg(long)]
         resume: bool,
+    },
+    /// SAGE reinforcement learning on the built-in world, from an SFT checkpoint.
+    Train {
+        #[command(flatten)]
+        common: Common,
+        /// Start from this checkpoint or Hugging Face model directory (default: the
+        /// run's latest SFT checkpoint, RUN_DIR/checkpoints).
+        #[arg(long, conflicts_with = "resume")]
+        init: Option<PathBuf>,
+        /// Continue the latest RL checkpoint (RUN_DIR/rl/checkpoints).
+        #[arg(long)]
+        resume: bool,
+        /// Optimizer steps (overrides `[rl] steps`).
+        #[arg(long)]
+        steps: Option<u64>,
+        /// A two-step smoke run on the tiny configuration in runs/demo-tiny (after
+        /// `sage demo --tiny`).
+        #[arg(long, conflicts_with = "config")]
+        tiny: bool,
     },
     /// Evaluates a checkpoint on the built-in world.
     Eval {

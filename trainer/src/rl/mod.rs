@@ -22,6 +22,7 @@ mod chain;
 mod outcome;
 mod trainer;
 mod update;
+mod world;
 
 use std::fmt;
 
@@ -37,6 +38,7 @@ pub use chain::{rollout_chains, ChainRollout};
 pub use outcome::{chain_outcomes, chain_rewards};
 pub use trainer::{RlState, RlStepStats, RlTrainer};
 pub use update::{update_policy, UpdateReport};
+pub use world::world_chains;
 
 /// Settings of SAGE's RL stage. The defaults are SAGE's where the paper gives them
 /// (K = 2, G = 8, the skill-integrated reward, clip 0.2, mean-centred advantages,
@@ -53,6 +55,12 @@ pub struct RlConfig {
     pub chains_per_step: usize,
     /// Optimizer steps of the run.
     pub steps: u64,
+    /// Constant learning rate of the RL stage (AdamW's other settings come from the
+    /// run's `[optimizer]` section).
+    pub learning_rate: f32,
+    /// Seeds per training template of the built-in world whose scenarios give the
+    /// training chains.
+    pub scenario_seeds: u64,
     /// The reward: kind (`SkillIntegrated`, `OutcomeOnly`, `Chain`) and no-code penalty.
     pub reward: RewardConfig,
     /// The GRPO loss and advantages.
@@ -73,7 +81,9 @@ impl Default for RlConfig {
             chain_len: 2,
             rollouts: 8,
             chains_per_step: 4,
-            steps: 50,
+            steps: 20,
+            learning_rate: 1e-4,
+            scenario_seeds: 5,
             reward: RewardConfig::default(),
             grpo: GrpoConfig::default(),
             rollout: RolloutConfig::default(),
@@ -96,6 +106,12 @@ impl RlConfig {
         }
         if self.chains_per_step == 0 {
             return invalid("chains_per_step must be at least 1");
+        }
+        if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
+            return invalid("learning_rate must be finite and > 0");
+        }
+        if self.scenario_seeds == 0 {
+            return invalid("scenario_seeds must be at least 1");
         }
         if self.max_failed_in_row == 0 {
             return invalid("max_failed_in_row must be at least 1");

@@ -1,0 +1,253 @@
+//! `sage train`: SAGE reinforcement learning on the built-in world, from an SFT
+//! checkpoint, resumable, with per-step health metrics, curves and a final evaluation.
+//!
+//! Everything goes under `RUN_DIR/rl/`: `checkpoints/step-NNNNNN/` (the model, tokenizer,
+//! optimizer and the [`RlState`]), `metrics/rl.{jsonl,csv}`, `plots/rl_reward.png` and
+//! `eval.json`.
+
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sage_core::transformer::Kernels;
+use sage_envs::environment::{EnvConfig, WorldEnv};
+use sage_envs::prompt::{system_prompt, PromptMode};
+use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
+use sage_trainer::chat::ChatTemplate;
+use sage_trainer::checkpoint::{self, CheckpointParts};
+use sage_trainer::config::RunConfig;
+use sage_trainer::metrics::{
+    plot_line_chart, read_series, KeepRows, LineChart, MetricValue, MetricsLog,
+};
+use sage_trainer::optim::{AdamWConfig, LrSchedule};
+use sage_trainer::pipeline::{failed, run_eval, PipelineError, Reporter};
+use sage_trainer::policy::TransformerPolicy;
+use sage_trainer::rl::{world_chains, RlState, RlStepStats, RlTrainer};
+use sage_trainer::tokenizer::Tokenizer;
+use sage_trainer::weights::load_model;
+
+use super::progress::BarReporter;
+
+/// Inputs of `sage train` beyond the configuration.
+pub(super) struct TrainSources {
+    /// The SFT checkpoint or model directory to start from.
+    pub init: Option<PathBuf>,
+    /// Continue the latest RL checkpoint.
+    pub resume: bool,
+}
+
+/// `RUN_DIR/rl`.
+fn rl_dir(config: &RunConfig) -> PathBuf {
+    config.run.dir.join("rl")
+}
+
+/// `sage train`.
+pub(super) fn train<K: Kernels>(
+    mut k: K,
+    config: &RunConfig,
+    sources: &TrainSources,
+) -> Result<(), PipelineError> {
+    let rl = &config.rl;
+    if rl.grpo.kl_coef > 0.0 {
+        return Err(PipelineError {
+            stage: "config",
+            message: "[rl.grpo] kl_coef > 0 needs a frozen reference policy, which \
+                      `sage train` does not load yet (the library's update_policy takes one); \
+                      SAGE's default is 0"
+                .to_owned(),
+        });
+    }
+    let mut reporter = BarReporter::default();
+    let checkpoints = rl_dir(config).join("checkpoints");
+    let optimizer_config = AdamWConfig {
+        schedule: LrSchedule::Constant {
+            lr: rl.learning_rate,
+        },
+        ..config.optimizer.clone()
+    };
+    let (model, tokenizer, optimizer, state) = if sources.resume {
+        let checkpoint = checkpoint::load_latest::<K, RlState>(
+            &mut k,
+            &checkpoints,
+            Some(optimizer_config.clone()),
+        )
+        .map_err(failed("resume"))?
+        .ok_or_else(|| PipelineError {
+            stage: "resume",
+            message: format!("no RL checkpoint in {}", checkpoints.display()),
+        })?;
+        reporter.info(&format!("resuming from {}", checkpoint.dir.display()));
+        (
+            checkpoint.model,
+            checkpoint.tokenizer,
+            checkpoint.optimizer,
+            checkpoint.state,
+        )
+    } else {
+        let init = init_dir(config, sources.init.as_deref())?;
+        reporter.info(&format!("starting from {}", init.display()));
+        let tokenizer = Tokenizer::from_dir(&init).map_err(failed("init"))?;
+        let model = load_model(&mut k, &init).map_err(failed("init"))?;
+        (model, tokenizer, None, RlState::default())
+    };
+    let policy = match optimizer {
+        Some(optimizer) => TransformerPolicy::with_optimizer(k, model, optimizer),
+        None => {
+            TransformerPolicy::trainable(k, model, optimizer_config).map_err(failed("model"))?
+        }
+    };
+    let mut policy = policy.with_max_batch_tokens(config.run.max_batch_tokens);
+
+    reporter.stage("rl");
+    let catalog_config = CatalogConfig {
+        seeds: rl.scenario_seeds,
+        ..CatalogConfig::default()
+    };
+    let catalog =
+        Arc::new(Catalog::build_splits(&catalog_config, &[Split::Train]).map_err(failed("world"))?);
+    let chains = world_chains(&catalog, Split::Train, rl.chain_len);
+    reporter.info(&format!(
+        "{} training chains of {} tasks; {} steps of {} chains x {} rollouts",
+        chains.len(),
+        rl.chain_len,
+        rl.steps,
+        rl.chains_per_step,
+        rl.rollouts
+    ));
+    let resumed_at = sources.resume.then_some(state.step);
+    let mut trainer = RlTrainer::new(rl.clone(), chains, state).map_err(failed("rl"))?;
+    let template = ChatTemplate::new(&tokenizer)
+        .map_err(failed("tokenizer"))?
+        .with_max_len(rl.rollout.max_episode_tokens);
+    let mode = if rl.prompt == "direct" {
+        PromptMode::Direct
+    } else {
+        PromptMode::Skills
+    };
+    let env_config = EnvConfig {
+        max_turns: rl.rollout.max_turns.max(1),
+        ..EnvConfig::default()
+    };
+    let new_env = || WorldEnv::new(catalog.clone(), env_config.clone());
+    let prompt = |skills: &[sage_core::Skill]| system_prompt(mode, skills);
+    let mut metrics = open_metrics(config, resumed_at)?;
+    let keep = NonZeroUsize::new(config.run.keep_checkpoints);
+    while !trainer.finished() {
+        let stats = trainer
+            .step(&mut policy, None, &new_env, &template, &prompt)
+            .map_err(failed("rl"))?;
+        let row = stats.metrics_row();
+        let row: Vec<(&str, MetricValue)> =
+            row.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+        metrics.log(&row).map_err(failed("metrics"))?;
+        reporter.info(&step_line(&stats, rl.steps));
+        let every = config.run.checkpoint_every;
+        if trainer.finished() || (every > 0 && stats.step % every == 0) {
+            let (k, model, optimizer) = policy.parts_mut();
+            let parts = CheckpointParts {
+                model,
+                optimizer: optimizer.map(|o| &*o),
+                tokenizer: &tokenizer,
+                state: trainer.state(),
+                library: None,
+            };
+            checkpoint::save(k, &checkpoints, stats.step, &parts, keep)
+                .map_err(failed("checkpoint"))?;
+        }
+    }
+    plot_rewards(config, rl.chain_len, &mut reporter)?;
+    let out = rl_dir(config).join("eval.json");
+    let template = ChatTemplate::new(&tokenizer).map_err(failed("tokenizer"))?;
+    run_eval(&mut policy, config, &template, Some(&out), &mut reporter)?;
+    Ok(())
+}
+
+/// The checkpoint RL starts from: `--init`, else the run's latest SFT checkpoint.
+fn init_dir(config: &RunConfig, init: Option<&Path>) -> Result<PathBuf, PipelineError> {
+    if let Some(init) = init {
+        return Ok(init.to_owned());
+    }
+    let sft = config.run.dir.join("checkpoints");
+    checkpoint::latest(&sft)
+        .map_err(failed("init"))?
+        .ok_or_else(|| PipelineError {
+            stage: "init",
+            message: format!(
+                "no SFT checkpoint in {}: run `sage sft` (or `sage demo`) first, or pass \
+                 --init DIR",
+                sft.display()
+            ),
+        })
+}
+
+/// `RUN_DIR/rl/metrics/rl.{jsonl,csv}`, keeping the rows up to `resumed_at`.
+fn open_metrics(config: &RunConfig, resumed_at: Option<u64>) -> Result<MetricsLog, PipelineError> {
+    let dir = rl_dir(config).join("metrics");
+    match resumed_at {
+        Some(step) => MetricsLog::resume(
+            &dir,
+            "rl",
+            &KeepRows::UpTo {
+                column: "step".to_owned(),
+                last: step as f64,
+            },
+        ),
+        None => MetricsLog::create(&dir, "rl"),
+    }
+    .map_err(failed("metrics"))
+}
+
+/// One line of progress.
+fn step_line(stats: &RlStepStats, steps: u64) -> String {
+    let list = |values: &[f32], scale: f32| {
+        values
+            .iter()
+            .map(|v| format!("{:.2}", v * scale))
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    format!(
+        "rl step {}/{steps}: reward {}, success % {}, skill use {:.0}%, {:.0} tokens/episode, \
+         zero-adv groups {:.0}%, grad norm {:.3}{}",
+        stats.step,
+        list(&stats.reward_mean, 1.0),
+        list(&stats.success, 100.0),
+        100.0 * stats.skill_usage,
+        stats.generated_tokens,
+        100.0 * stats.update.zero_advantage_groups,
+        stats.update.grad_norm,
+        stats
+            .update
+            .not_applied
+            .as_deref()
+            .map_or(String::new(), |why| format!(" (not applied: {why})"))
+    )
+}
+
+/// Writes the mean reward per chain position to `RUN_DIR/rl/plots/rl_reward.png`.
+fn plot_rewards(
+    config: &RunConfig,
+    chain_len: usize,
+    reporter: &mut dyn Reporter,
+) -> Result<(), PipelineError> {
+    let dir = rl_dir(config);
+    let columns: Vec<String> = (1..=chain_len)
+        .map(|k| format!("reward_mean_{k}"))
+        .collect();
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let series = read_series(&dir.join("metrics").join("rl.jsonl"), "step", &columns)
+        .map_err(failed("plot"))?;
+    std::fs::create_dir_all(dir.join("plots")).map_err(failed("plot"))?;
+    let chart = LineChart {
+        title: "RL: mean reward per chain position",
+        x_label: "step",
+        y_label: "reward",
+        series: &series,
+        width: 800,
+        height: 480,
+    };
+    let report = plot_line_chart(&dir.join("plots").join("rl_reward.png"), &chart)
+        .map_err(failed("plot"))?;
+    reporter.info(&format!("reward curve: {}", report.path.display()));
+    Ok(())
+}
