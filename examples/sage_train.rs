@@ -10,18 +10,14 @@
 
 use std::error::Error;
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use sage_envs::environment::{EnvConfig, WorldEnv};
-use sage_envs::prompt::{system_prompt, PromptMode};
-use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint;
 use sage_trainer::config::{RunConfig, RunSection};
 use sage_trainer::optim::{AdamWConfig, LrSchedule};
 use sage_trainer::pipeline::{run_eval, PrintReporter};
 use sage_trainer::policy::TransformerPolicy;
-use sage_trainer::rl::{world_chains, RlState, RlTrainer};
+use sage_trainer::rl::{RlState, RlTrainer, WorldRl};
 use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::load_model;
 
@@ -80,29 +76,17 @@ fn main() -> Result<(), Box<dyn Error>> {
         .with_max_batch_tokens(config.run.max_batch_tokens);
     println!("starting from {}", init.display());
 
-    // 2. The training chains: K consecutive tasks of each training scenario.
-    let catalog = Arc::new(Catalog::build_splits(
-        &CatalogConfig {
-            seeds: rl.scenario_seeds,
-            ..CatalogConfig::default()
-        },
-        &[Split::Train],
-    )?);
-    let chains = world_chains(&catalog, Split::Train, rl.chain_len);
+    // 2. The training chains: K consecutive tasks of each training scenario of the
+    //    built-in world, with its environments and the skill-format system prompt.
+    let world = WorldRl::new(rl)?;
+    let template = ChatTemplate::new(&tokenizer)?.with_max_len(rl.rollout.max_episode_tokens);
 
     // 3. The RL loop. Each step: G rollouts of each chain, task after task, each
     //    rollout's saved skills becoming its own library for the next task; rewards with
     //    the usage and generation bonuses; advantages per chain position; one update.
-    let template = ChatTemplate::new(&tokenizer)?.with_max_len(rl.rollout.max_episode_tokens);
-    let env_config = EnvConfig {
-        max_turns: rl.rollout.max_turns,
-        ..EnvConfig::default()
-    };
-    let new_env = || WorldEnv::new(catalog.clone(), env_config.clone());
-    let prompt = |skills: &[sage_core::Skill]| system_prompt(PromptMode::Skills, skills);
-    let mut trainer = RlTrainer::new(rl.clone(), chains, RlState::default())?;
+    let mut trainer = RlTrainer::new(rl.clone(), world.chains.clone(), RlState::default())?;
     while !trainer.finished() {
-        let stats = trainer.step(&mut policy, None, &new_env, &template, &prompt)?;
+        let stats = world.step(&mut trainer, &mut policy, &template)?;
         println!(
             "step {}: mean reward per position {:?}, success {:?}, skill usage {:.0}%, \
              zero-advantage groups {:.0}%, {:.0} tokens per episode",

@@ -1,5 +1,5 @@
 //! Run configuration: one TOML file whose sections configure each stage of the
-//! pipeline (expert data, tokenizer, model, optimizer, SFT, evaluation, RL). Every field
+//! pipeline (expert data, tokenizer, model, optimizer, SFT, evaluation, RL, the experiment). Every field
 //! has a default, and `sage config --print` writes them all out; a file only needs
 //! the fields it changes. Unknown fields are errors, so a typo never goes unnoticed.
 
@@ -13,6 +13,7 @@ use sage_core::transformer::ModelConfig;
 
 use crate::data::ExpertDataConfig;
 use crate::eval::EvalConfig;
+use crate::experiment::ExperimentConfig;
 use crate::optim::{AdamWConfig, LrSchedule};
 use crate::rl::RlConfig;
 use crate::rollout::RolloutConfig;
@@ -40,6 +41,8 @@ pub struct RunConfig {
     pub eval: EvalConfig,
     /// SAGE reinforcement learning (`sage train`).
     pub rl: RlConfig,
+    /// The paper-style comparison (`sage experiment`).
+    pub experiment: ExperimentConfig,
 }
 
 /// Where and how a run happens.
@@ -164,6 +167,7 @@ impl Default for RunConfig {
                 },
                 ..RlConfig::default()
             },
+            experiment: ExperimentConfig::default(),
         }
     }
 }
@@ -208,7 +212,7 @@ impl RunConfig {
     /// A run small enough for a test or a CI smoke run (under a minute on two cores):
     /// one seed of expert data, a 512-token BPE, a two-layer model of width 64 trained
     /// for 3 epochs, an evaluation of the first 4 scenarios of each split with short
-    /// episodes, and 2 RL steps of 2 chains x 2 rollouts.
+    /// episodes, 2 RL steps of 2 chains x 2 rollouts, and an experiment of 2 seeds.
     pub fn tiny(dir: impl Into<PathBuf>) -> RunConfig {
         let mut config = RunConfig::default();
         config.run.dir = dir.into();
@@ -242,6 +246,28 @@ impl RunConfig {
         config.rl.scenario_seeds = 1;
         config.rl.rollout.max_turns = 2;
         config.rl.rollout.max_new_tokens = 64;
+        config.experiment.seeds = 2;
+        config
+    }
+
+    /// The default `sage experiment` run in `dir`: every arm over 3 seeds at a scale meant
+    /// to fit an hour on two CPU cores (see the README's experiment section): the demo's
+    /// model and data with 5 epochs of SFT per data mode (shared by the seeds), 4 RL
+    /// steps of 2 chains x 4 rollouts of episodes of at most 4 turns, and 10 scenarios
+    /// (30 tasks) per split evaluated.
+    pub fn experiment(dir: impl Into<PathBuf>) -> RunConfig {
+        let mut config = RunConfig::default();
+        config.run.dir = dir.into();
+        config.run.checkpoint_every = 0;
+        config.sft.epochs = 5;
+        config.eval.max_scenarios = 10;
+        config.eval.rollout.max_turns = 4;
+        config.eval.rollout.max_new_tokens = 256;
+        config.rl.steps = 4;
+        config.rl.chains_per_step = 2;
+        config.rl.rollouts = 4;
+        config.rl.rollout.max_turns = 4;
+        config.rl.rollout.max_new_tokens = 256;
         config
     }
 
@@ -320,6 +346,9 @@ impl RunConfig {
                 "[rl.rollout] max_episode_tokens ({}) exceeds [model] max_position_embeddings ({})",
                 self.rl.rollout.max_episode_tokens, self.model.max_position_embeddings
             ));
+        }
+        if let Err(e) = self.experiment.parsed_arms() {
+            return bad(format!("[experiment]: {e}"));
         }
         if self.sft.batch_tokens == 0 {
             return bad("[sft] batch_tokens must be at least 1".into());

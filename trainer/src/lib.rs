@@ -23,6 +23,8 @@
 //! - [`rl`]: SAGE reinforcement learning: sequential rollout over chains of tasks with
 //!   per-rollout skill libraries, the skill-integrated reward, the GRPO update;
 //! - [`eval`]: TGC, SGC, steps, tokens and skill usage per split and retrieval mode;
+//! - [`experiment`]: the paper-style comparison of SFT only, GRPO without skills, SAGE
+//!   and its reward and chain-length ablations over seeds;
 //! - [`checkpoint`]: atomic, resumable checkpoints (model, tokenizer, optimizer, trainer
 //!   state, skill library) with pruning to the newest few;
 //! - [`metrics`]: metrics as JSON lines and CSV, resumable, and PNG line charts;
@@ -31,14 +33,13 @@
 //!   demo) shared by the CLI and the example programs;
 //! - backend selection by cargo feature ([`compiled_backends`]).
 //!
-//! Still to come (issue 6): the `sage train` and `sage experiment` commands and the
-//! paper-style experiment.
 
 pub mod chat;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod eval;
+pub mod experiment;
 pub mod init;
 pub mod metrics;
 pub mod optim;

@@ -170,6 +170,16 @@ impl<K: Kernels> TransformerPolicy<K> {
         (&mut self.kernels, &mut self.model, self.optimizer.as_mut())
     }
 
+    /// Releases the model's and the optimizer's buffers and returns the backend, to
+    /// load another model into it.
+    pub fn into_backend(mut self) -> Result<K, PolicyError<K::Error>> {
+        if let Some(optimizer) = self.optimizer {
+            optimizer.free(&mut self.kernels)?;
+        }
+        self.model.free(&mut self.kernels)?;
+        Ok(self.kernels)
+    }
+
     /// Splits `sequences` into packed micro-batches, in order.
     fn pack(&self, sequences: &[&[u32]]) -> Result<Vec<Packed>, PolicyError<K::Error>> {
         let mut batches: Vec<Packed> = Vec::new();

@@ -9,6 +9,7 @@ use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
 use sage_trainer::data::{expert_data, write_records};
+use sage_trainer::experiment::run_experiment;
 use sage_trainer::metrics::{
     plot_line_chart, read_series, KeepRows, LineChart, MetricValue, MetricsLog,
 };
@@ -120,6 +121,22 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             let config = checked(config)?;
             let sources = TrainSources { init, resume };
             with_backend!(config.run.backend.as_str(), |k| train(k, &config, &sources))
+        }
+        Command::Experiment {
+            common,
+            seeds,
+            arms,
+            tiny,
+        } => {
+            let mut config = if tiny {
+                load_config_over(&common, RunConfig::tiny("runs/experiment-tiny"))?
+            } else {
+                load_config_over(&common, RunConfig::experiment("runs/experiment"))?
+            };
+            config.experiment.seeds = seeds.unwrap_or(config.experiment.seeds);
+            config.experiment.arms = arms.unwrap_or(config.experiment.arms);
+            let config = checked(config)?;
+            with_backend!(config.run.backend.as_str(), |k| experiment(k, &config))
         }
         Command::Eval {
             common,
@@ -283,6 +300,19 @@ fn demo<K: Kernels>(k: K, config: &RunConfig) -> Result<(), PipelineError> {
     reporter.info(&format!(
         "demo finished in {:.1} minutes; run directory {}",
         report.seconds / 60.0,
+        config.run.dir.display()
+    ));
+    Ok(())
+}
+
+/// `sage experiment`.
+fn experiment<K: Kernels>(k: K, config: &RunConfig) -> Result<(), PipelineError> {
+    let mut reporter = BarReporter::default();
+    let started = std::time::Instant::now();
+    run_experiment(k, config, &mut reporter)?;
+    reporter.info(&format!(
+        "experiment finished in {:.1} minutes; run directory {}",
+        started.elapsed().as_secs_f64() / 60.0,
         config.run.dir.display()
     ));
     Ok(())

@@ -106,6 +106,22 @@ enum Command {
         #[arg(long, conflicts_with = "config")]
         tiny: bool,
     },
+    /// The paper-style comparison: SFT only, GRPO without skills, SAGE and its
+    /// ablations, trained with the same seeds and budget; prints the table.
+    Experiment {
+        #[command(flatten)]
+        common: Common,
+        /// Seeds per arm (overrides `[experiment] seeds`).
+        #[arg(long)]
+        seeds: Option<u64>,
+        /// Comma-separated arms (overrides `[experiment] arms`): sft-only,
+        /// grpo-no-skills, sage, sage-outcome-only, sage-chain-reward, sage-k3.
+        #[arg(long, value_delimiter = ',')]
+        arms: Option<Vec<String>>,
+        /// A smoke run of every arm on the tiny configuration in runs/experiment-tiny.
+        #[arg(long, conflicts_with = "config")]
+        tiny: bool,
+    },
     /// Evaluates a checkpoint on the built-in world.
     Eval {
         #[command(flatten)]

@@ -7,12 +7,8 @@
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use sage_core::transformer::Kernels;
-use sage_envs::environment::{EnvConfig, WorldEnv};
-use sage_envs::prompt::{system_prompt, PromptMode};
-use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
@@ -22,7 +18,7 @@ use sage_trainer::metrics::{
 use sage_trainer::optim::{AdamWConfig, LrSchedule};
 use sage_trainer::pipeline::{failed, run_eval, PipelineError, Reporter};
 use sage_trainer::policy::TransformerPolicy;
-use sage_trainer::rl::{world_chains, RlState, RlStepStats, RlTrainer};
+use sage_trainer::rl::{RlState, RlStepStats, RlTrainer, WorldRl};
 use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::load_model;
 
@@ -99,42 +95,26 @@ pub(super) fn train<K: Kernels>(
     let mut policy = policy.with_max_batch_tokens(config.run.max_batch_tokens);
 
     reporter.stage("rl");
-    let catalog_config = CatalogConfig {
-        seeds: rl.scenario_seeds,
-        ..CatalogConfig::default()
-    };
-    let catalog =
-        Arc::new(Catalog::build_splits(&catalog_config, &[Split::Train]).map_err(failed("world"))?);
-    let chains = world_chains(&catalog, Split::Train, rl.chain_len);
+    let world = WorldRl::new(rl).map_err(failed("world"))?;
     reporter.info(&format!(
         "{} training chains of {} tasks; {} steps of {} chains x {} rollouts",
-        chains.len(),
+        world.chains.len(),
         rl.chain_len,
         rl.steps,
         rl.chains_per_step,
         rl.rollouts
     ));
     let resumed_at = sources.resume.then_some(state.step);
-    let mut trainer = RlTrainer::new(rl.clone(), chains, state).map_err(failed("rl"))?;
+    let mut trainer =
+        RlTrainer::new(rl.clone(), world.chains.clone(), state).map_err(failed("rl"))?;
     let template = ChatTemplate::new(&tokenizer)
         .map_err(failed("tokenizer"))?
         .with_max_len(rl.rollout.max_episode_tokens);
-    let mode = if rl.prompt == "direct" {
-        PromptMode::Direct
-    } else {
-        PromptMode::Skills
-    };
-    let env_config = EnvConfig {
-        max_turns: rl.rollout.max_turns.max(1),
-        ..EnvConfig::default()
-    };
-    let new_env = || WorldEnv::new(catalog.clone(), env_config.clone());
-    let prompt = |skills: &[sage_core::Skill]| system_prompt(mode, skills);
     let mut metrics = open_metrics(config, resumed_at)?;
     let keep = NonZeroUsize::new(config.run.keep_checkpoints);
     while !trainer.finished() {
-        let stats = trainer
-            .step(&mut policy, None, &new_env, &template, &prompt)
+        let stats = world
+            .step(&mut trainer, &mut policy, &template)
             .map_err(failed("rl"))?;
         let row = stats.metrics_row();
         let row: Vec<(&str, MetricValue)> =

@@ -38,7 +38,7 @@ pub use chain::{rollout_chains, ChainRollout};
 pub use outcome::{chain_outcomes, chain_rewards};
 pub use trainer::{RlState, RlStepStats, RlTrainer};
 pub use update::{update_policy, UpdateReport};
-pub use world::world_chains;
+pub use world::{world_chains, WorldRl};
 
 /// Settings of SAGE's RL stage. The defaults are SAGE's where the paper gives them
 /// (K = 2, G = 8, the skill-integrated reward, clip 0.2, mean-centred advantages,

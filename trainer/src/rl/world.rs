@@ -1,7 +1,16 @@
-//! [`world_chains`]: the training chains of the built-in world.
+//! [`WorldRl`]: RL on the built-in world: its training chains, its environments and its
+//! system prompt, ready for [`RlTrainer::step`].
 
-use sage_core::TaskChain;
-use sage_envs::scenarios::{Catalog, Split};
+use std::sync::Arc;
+
+use sage_core::policy::Policy;
+use sage_core::{Skill, TaskChain};
+use sage_envs::environment::{EnvConfig, WorldEnv};
+use sage_envs::prompt::{system_prompt, PromptMode};
+use sage_envs::scenarios::{Catalog, CatalogConfig, ScenarioError, Split};
+
+use super::{RlConfig, RlError, RlStepStats, RlTrainer};
+use crate::chat::ChatTemplate;
 
 /// Every chain of `chain_len` consecutive tasks of every scenario of `split` in
 /// `catalog`, scenario by scenario.
@@ -11,4 +20,50 @@ pub fn world_chains(catalog: &Catalog, split: Split, chain_len: usize) -> Vec<Ta
         .iter()
         .flat_map(|built| built.scenario.chains(chain_len).collect::<Vec<_>>())
         .collect()
+}
+
+/// The built-in world's training split as an RL problem.
+pub struct WorldRl {
+    catalog: Arc<Catalog>,
+    env_config: EnvConfig,
+    mode: PromptMode,
+    /// The training chains (`rl.chain_len` tasks each).
+    pub chains: Vec<TaskChain>,
+}
+
+impl WorldRl {
+    /// Builds the training scenarios of `rl.scenario_seeds` seeds per template.
+    pub fn new(rl: &RlConfig) -> Result<WorldRl, ScenarioError> {
+        let catalog_config = CatalogConfig {
+            seeds: rl.scenario_seeds,
+            ..CatalogConfig::default()
+        };
+        let catalog = Arc::new(Catalog::build_splits(&catalog_config, &[Split::Train])?);
+        let chains = world_chains(&catalog, Split::Train, rl.chain_len);
+        Ok(WorldRl {
+            catalog,
+            env_config: EnvConfig {
+                max_turns: rl.rollout.max_turns.max(1),
+                ..EnvConfig::default()
+            },
+            mode: if rl.prompt == "direct" {
+                PromptMode::Direct
+            } else {
+                PromptMode::Skills
+            },
+            chains,
+        })
+    }
+
+    /// One step of `trainer` on this world.
+    pub fn step<P: Policy>(
+        &self,
+        trainer: &mut RlTrainer,
+        policy: &mut P,
+        template: &ChatTemplate<'_>,
+    ) -> Result<RlStepStats, RlError> {
+        let new_env = || WorldEnv::new(self.catalog.clone(), self.env_config.clone());
+        let prompt = |skills: &[Skill]| system_prompt(self.mode, skills);
+        trainer.step(policy, None, &new_env, template, &prompt)
+    }
 }

@@ -1,0 +1,487 @@
+//! The paper-style experiment: the arms of SAGE's comparison trained from the same data
+//! with the same seeds and budget, evaluated on the same splits, and summarised per
+//! split and arm as mean and spread over seeds.
+//!
+//! One SFT run on the expert's skill trajectories (and one on its plain-code trajectories
+//! when the no-skill baseline is in) starts every arm that builds on it; the seeds vary
+//! what comes after (the order of the training chains and the sampling of rollouts, and
+//! of evaluation when its temperature is above 0), so an arm without RL evaluated
+//! greedily has no spread:
+//!
+//! | arm | SFT data | RL | evaluation |
+//! | --- | --- | --- | --- |
+//! | `sft-only` | skills | none | skill prompt, same-scenario library |
+//! | `sage` | skills | skill-integrated reward, K = `[rl] chain_len` | as above |
+//! | `sage-outcome-only` | skills | outcome-only reward | as above |
+//! | `sage-chain-reward` | skills | chain reward | as above |
+//! | `sage-k3` | skills | skill-integrated reward, K = 3 | as above |
+//! | `grpo-no-skills` | plain code | outcome-only reward, plain-code prompt, K = 1 | plain-code prompt, no library |
+//!
+//! Every RL arm takes `[rl] steps` optimizer steps of `[rl] chains_per_step` chains;
+//! the K = 3 and K = 1 arms take as many chains per step as `sage` has tasks per step
+//! divided by their K (rounded up), so every arm sees about the same number of tasks.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use sage_core::reward::RewardKind;
+use sage_core::transformer::Kernels;
+
+use crate::chat::ChatTemplate;
+use crate::config::RunConfig;
+use crate::eval::{EvalConfig, EvalMetrics};
+use crate::metrics::{plot_line_chart, read_series, LineChart, MetricValue, MetricsLog};
+use crate::optim::{AdamWConfig, LrSchedule};
+use crate::pipeline::{
+    failed, fresh_model, load_sft_data, prepare_data, run_eval, run_sft, train_tokenizer,
+    PipelineError, Reporter,
+};
+use crate::policy::TransformerPolicy;
+use crate::rl::{RlConfig, RlState, RlTrainer, WorldRl};
+use crate::sft::{SftData, SftState, SftTrainer};
+use crate::tokenizer::Tokenizer;
+use crate::weights::{load_model, save_model, SaveOptions};
+
+/// One arm of the comparison (see the [module docs](self)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arm {
+    /// The SFT model on skill trajectories, without RL.
+    SftOnly,
+    /// SAGE: RL with sequential rollout and the skill-integrated reward.
+    Sage,
+    /// SAGE's rollout with the outcome-only reward.
+    OutcomeOnly,
+    /// SAGE's rollout with the chain reward.
+    ChainReward,
+    /// SAGE with chains of three tasks.
+    SageK3,
+    /// GRPO without a skill library, from SFT on plain-code trajectories.
+    GrpoNoSkills,
+}
+
+impl Arm {
+    /// Every arm, in table order.
+    pub const ALL: [Arm; 6] = [
+        Arm::SftOnly,
+        Arm::GrpoNoSkills,
+        Arm::Sage,
+        Arm::OutcomeOnly,
+        Arm::ChainReward,
+        Arm::SageK3,
+    ];
+
+    /// The arm's name in configurations and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arm::SftOnly => "sft-only",
+            Arm::Sage => "sage",
+            Arm::OutcomeOnly => "sage-outcome-only",
+            Arm::ChainReward => "sage-chain-reward",
+            Arm::SageK3 => "sage-k3",
+            Arm::GrpoNoSkills => "grpo-no-skills",
+        }
+    }
+
+    /// The arm called `name`.
+    pub fn parse(name: &str) -> Option<Arm> {
+        Arm::ALL.into_iter().find(|arm| arm.name() == name)
+    }
+
+    /// The expert data mode of the arm's SFT (`skills` or `direct`).
+    fn sft_mode(self) -> &'static str {
+        if self == Arm::GrpoNoSkills {
+            "direct"
+        } else {
+            "skills"
+        }
+    }
+
+    /// The arm's RL settings derived from the run's; `None` for an arm without RL.
+    pub fn rl_config(self, base: &RlConfig) -> Option<RlConfig> {
+        let tasks_per_step = base.chains_per_step * base.chain_len;
+        let with_chain_len = |chain_len: usize| RlConfig {
+            chain_len,
+            chains_per_step: tasks_per_step.div_ceil(chain_len),
+            ..base.clone()
+        };
+        let mut rl = match self {
+            Arm::SftOnly => return None,
+            Arm::Sage => base.clone(),
+            Arm::OutcomeOnly | Arm::ChainReward => base.clone(),
+            Arm::SageK3 => with_chain_len(3),
+            Arm::GrpoNoSkills => RlConfig {
+                prompt: "direct".to_owned(),
+                ..with_chain_len(1)
+            },
+        };
+        rl.reward.kind = match self {
+            Arm::OutcomeOnly | Arm::GrpoNoSkills => RewardKind::OutcomeOnly,
+            Arm::ChainReward => RewardKind::Chain,
+            _ => RewardKind::SkillIntegrated,
+        };
+        Some(rl)
+    }
+
+    /// The arm's evaluation settings derived from the run's.
+    pub fn eval_config(self, base: &EvalConfig) -> EvalConfig {
+        match self {
+            Arm::GrpoNoSkills => EvalConfig {
+                prompt: "direct".to_owned(),
+                modes: vec!["none".to_owned()],
+                ..base.clone()
+            },
+            _ => base.clone(),
+        }
+    }
+}
+
+/// Settings of `sage experiment`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExperimentConfig {
+    /// Seeds per arm (RL chain order and sampling; the SFT models are shared).
+    pub seeds: u64,
+    /// The arms, by name (see [`Arm::name`]).
+    pub arms: Vec<String>,
+}
+
+impl Default for ExperimentConfig {
+    fn default() -> ExperimentConfig {
+        ExperimentConfig {
+            seeds: 3,
+            arms: Arm::ALL.iter().map(|a| a.name().to_owned()).collect(),
+        }
+    }
+}
+
+impl ExperimentConfig {
+    /// The arms, checked.
+    pub fn parsed_arms(&self) -> Result<Vec<Arm>, String> {
+        if self.seeds == 0 {
+            return Err("seeds must be at least 1".to_owned());
+        }
+        if self.arms.is_empty() {
+            return Err("arms must name at least one arm".to_owned());
+        }
+        self.arms
+            .iter()
+            .map(|name| {
+                Arm::parse(name).ok_or_else(|| {
+                    let known: Vec<&str> = Arm::ALL.iter().map(|a| a.name()).collect();
+                    format!("unknown arm {name:?} (known: {})", known.join(", "))
+                })
+            })
+            .collect()
+    }
+}
+
+/// One arm trained and evaluated under one seed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ArmRun {
+    /// The arm's name.
+    pub arm: String,
+    /// The seed.
+    pub seed: u64,
+    /// Its evaluation, one row per split (and retrieval mode).
+    pub metrics: Vec<EvalMetrics>,
+    /// Seconds of its RL stage (0 without RL).
+    pub rl_seconds: f64,
+}
+
+/// Runs every configured arm under every seed in `config.run.dir`, printing the table
+/// through `reporter` and writing `experiment.json`, `experiment.md` and
+/// `plots/experiment_reward.png` there. Every model in turn lives on the backend `k`.
+pub fn run_experiment<K: Kernels>(
+    mut k: K,
+    config: &RunConfig,
+    reporter: &mut dyn Reporter,
+) -> Result<Vec<ArmRun>, PipelineError> {
+    let arms = config
+        .experiment
+        .parsed_arms()
+        .map_err(|message| PipelineError {
+            stage: "config",
+            message: format!("[experiment]: {message}"),
+        })?;
+    let dir = &config.run.dir;
+    let modes: Vec<&str> = ["skills", "direct"]
+        .into_iter()
+        .filter(|mode| arms.iter().any(|a| a.sft_mode() == *mode))
+        .collect();
+    let mut data = Vec::new();
+    let mut tokenizer: Option<Tokenizer> = None;
+    for mode in &modes {
+        let data_config = crate::data::ExpertDataConfig {
+            mode: (*mode).to_owned(),
+            ..config.data.clone()
+        };
+        let files = prepare_data(&data_config, &dir.join(format!("sft-{mode}")), reporter)?;
+        if tokenizer.is_none() {
+            tokenizer = Some(train_tokenizer(config, &files.train, dir, reporter)?);
+        }
+        data.push((*mode, files));
+    }
+    let tokenizer = tokenizer.ok_or_else(|| PipelineError {
+        stage: "experiment",
+        message: "no arm to run".to_owned(),
+    })?;
+    let template = ChatTemplate::new(&tokenizer)
+        .map_err(failed("tokenizer"))?
+        .with_max_len(config.model.max_position_embeddings);
+    let mut sft_data: Vec<(&str, SftData, SftData)> = Vec::new();
+    for (mode, files) in &data {
+        let train = load_sft_data(&files.train, &template, reporter)?;
+        let dev = load_sft_data(&files.dev, &template, reporter)?;
+        sft_data.push((mode, train, dev));
+    }
+
+    for (mode, train, dev) in &sft_data {
+        reporter.stage(&format!("sft on {mode} trajectories"));
+        let out = dir.join(format!("sft-{mode}")).join("model");
+        k = sft(k, config, &tokenizer, train, dev, &out, reporter)?;
+    }
+    let mut runs = Vec::new();
+    for seed in 0..config.experiment.seeds {
+        let mut seeded = config.clone();
+        seeded.rl.seed = config.rl.seed.wrapping_add(seed);
+        seeded.eval.seed = config.eval.seed.wrapping_add(seed);
+        let seed_dir = dir.join(format!("seed-{seed}"));
+        for &arm in &arms {
+            reporter.stage(&format!("seed {seed}: {}", arm.name()));
+            let sft_dir = dir.join(format!("sft-{}", arm.sft_mode())).join("model");
+            let (run, backend) =
+                run_arm(k, &seeded, arm, &tokenizer, &sft_dir, &seed_dir, reporter)?;
+            k = backend;
+            runs.push(ArmRun { seed, ..run });
+        }
+    }
+    let table = experiment_table(&runs, &arms);
+    reporter.result(&table);
+    let write = |path: PathBuf, text: String| {
+        fs::write(&path, text).map_err(|e| PipelineError {
+            stage: "experiment",
+            message: format!("{}: {e}", path.display()),
+        })
+    };
+    let json = serde_json::to_string_pretty(&runs).map_err(failed("experiment"))?;
+    write(dir.join("experiment.json"), json)?;
+    write(dir.join("experiment.md"), format!("```\n{table}```\n"))?;
+    plot_rewards(dir, &arms, reporter)?;
+    Ok(runs)
+}
+
+/// Trains a fresh model on `train` and saves it (with the tokenizer) in `out`; returns
+/// the backend, emptied.
+fn sft<K: Kernels>(
+    mut k: K,
+    config: &RunConfig,
+    tokenizer: &Tokenizer,
+    train: &SftData,
+    dev: &SftData,
+    out: &Path,
+    reporter: &mut dyn Reporter,
+) -> Result<K, PipelineError> {
+    let model = fresh_model(&mut k, config, tokenizer)?;
+    let mut optimizer = config.optimizer.clone();
+    optimizer.resolve_total_steps(
+        SftTrainer::new(config.sft.clone(), train, SftState::default()).total_steps(),
+    );
+    let mut policy = TransformerPolicy::trainable(k, model, optimizer)
+        .map_err(failed("model"))?
+        .with_max_batch_tokens(config.run.max_batch_tokens);
+    let mut on_step = |_: &mut TransformerPolicy<K>, _: &_, _| Ok(());
+    let (summary, _) = run_sft(
+        &mut policy,
+        config,
+        train,
+        Some(dev),
+        SftState::default(),
+        reporter,
+        &mut on_step,
+    )?;
+    reporter.info(&format!(
+        "sft: final loss {:.4}, dev loss {:.4}",
+        summary.final_loss,
+        summary.dev_loss.unwrap_or(f64::NAN)
+    ));
+    let (k, model, _) = policy.parts_mut();
+    save_model(k, model, out, &SaveOptions::default()).map_err(failed("sft"))?;
+    tokenizer.save_to_dir(out).map_err(failed("sft"))?;
+    policy.into_backend().map_err(failed("sft"))
+}
+
+/// Trains (when the arm has RL) and evaluates one arm from the SFT model in `sft_dir`;
+/// returns its run and the backend, emptied.
+fn run_arm<K: Kernels>(
+    mut k: K,
+    config: &RunConfig,
+    arm: Arm,
+    tokenizer: &Tokenizer,
+    sft_dir: &Path,
+    seed_dir: &Path,
+    reporter: &mut dyn Reporter,
+) -> Result<(ArmRun, K), PipelineError> {
+    let model = load_model(&mut k, sft_dir).map_err(failed("experiment"))?;
+    let arm_dir = seed_dir.join(arm.name());
+    let mut rl_seconds = 0.0;
+    let mut policy = match arm.rl_config(&config.rl) {
+        None => TransformerPolicy::inference(k, model),
+        Some(rl) => {
+            let optimizer = AdamWConfig {
+                schedule: LrSchedule::Constant {
+                    lr: rl.learning_rate,
+                },
+                ..config.optimizer.clone()
+            };
+            let mut policy =
+                TransformerPolicy::trainable(k, model, optimizer).map_err(failed("model"))?;
+            let started = std::time::Instant::now();
+            let world = WorldRl::new(&rl).map_err(failed("world"))?;
+            let template = ChatTemplate::new(tokenizer)
+                .map_err(failed("tokenizer"))?
+                .with_max_len(rl.rollout.max_episode_tokens);
+            let mut trainer = RlTrainer::new(rl.clone(), world.chains.clone(), RlState::default())
+                .map_err(failed("rl"))?;
+            let mut metrics =
+                MetricsLog::create(&arm_dir.join("metrics"), "rl").map_err(failed("metrics"))?;
+            while !trainer.finished() {
+                let stats = world
+                    .step(&mut trainer, &mut policy, &template)
+                    .map_err(failed("rl"))?;
+                let row = stats.metrics_row();
+                let row: Vec<(&str, MetricValue)> =
+                    row.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+                metrics.log(&row).map_err(failed("metrics"))?;
+                reporter.info(&format!(
+                    "{} step {}/{}: mean reward {:?}, skill use {:.0}%",
+                    arm.name(),
+                    stats.step,
+                    rl.steps,
+                    stats.reward_mean,
+                    100.0 * stats.skill_usage
+                ));
+            }
+            rl_seconds = started.elapsed().as_secs_f64();
+            policy
+        }
+    };
+    let arm_config = RunConfig {
+        eval: arm.eval_config(&config.eval),
+        ..config.clone()
+    };
+    let template = ChatTemplate::new(tokenizer).map_err(failed("tokenizer"))?;
+    let reports = run_eval(
+        &mut policy,
+        &arm_config,
+        &template,
+        Some(&arm_dir.join("eval.json")),
+        reporter,
+    )?;
+    let run = ArmRun {
+        arm: arm.name().to_owned(),
+        seed: 0,
+        metrics: reports.into_iter().map(|r| r.metrics).collect(),
+        rl_seconds,
+    };
+    Ok((run, policy.into_backend().map_err(failed("experiment"))?))
+}
+
+/// Mean and population standard deviation.
+fn mean_std(values: &[f64]) -> (f64, f64) {
+    let n = values.len().max(1) as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let variance = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+    (mean, variance.sqrt())
+}
+
+/// The table of SAGE.md: per split and arm, the mean ± spread over seeds of TGC, SGC,
+/// steps, tokens, skill usage and success skill usage.
+pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
+    let mut splits: Vec<&str> = Vec::new();
+    for run in runs {
+        for m in &run.metrics {
+            if !splits.contains(&m.split.as_str()) {
+                splits.push(&m.split);
+            }
+        }
+    }
+    let seeds = runs.iter().map(|r| r.seed).max().map_or(0, |s| s + 1);
+    let mut out = format!(
+        "{:<12} {:<18} {:>13} {:>13} {:>11} {:>13} {:>13} {:>13}   (mean ± std over {seeds} seeds)\n",
+        "split", "arm", "TGC %", "SGC %", "steps", "tokens", "usage %", "succ.use %"
+    );
+    for split in splits {
+        for arm in arms {
+            let rows: Vec<&EvalMetrics> = runs
+                .iter()
+                .filter(|r| r.arm == arm.name())
+                .flat_map(|r| r.metrics.iter().filter(|m| m.split == split))
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let cell = |f: &dyn Fn(&EvalMetrics) -> f64, width: usize, decimals: usize| {
+                let values: Vec<f64> = rows.iter().map(|m| f(m)).collect();
+                let (mean, std) = mean_std(&values);
+                format!(
+                    "{:>width$}",
+                    format!("{mean:.decimals$} ± {std:.decimals$}")
+                )
+            };
+            out.push_str(&format!(
+                "{:<12} {:<18} {} {} {} {} {} {}\n",
+                split,
+                arm.name(),
+                cell(&|m| m.tgc, 13, 1),
+                cell(&|m| m.sgc, 13, 1),
+                cell(&|m| m.avg_steps, 11, 2),
+                cell(&|m| m.avg_tokens, 13, 0),
+                cell(&|m| m.skill_usage, 13, 1),
+                cell(&|m| m.success_skill_usage, 13, 1),
+            ));
+        }
+    }
+    out
+}
+
+/// Plots the mean reward of every RL arm's first chain position under seed 0.
+fn plot_rewards(
+    dir: &Path,
+    arms: &[Arm],
+    reporter: &mut dyn Reporter,
+) -> Result<(), PipelineError> {
+    let mut series = Vec::new();
+    for arm in arms
+        .iter()
+        .filter(|a| a.rl_config(&RlConfig::default()).is_some())
+    {
+        let log = dir
+            .join("seed-0")
+            .join(arm.name())
+            .join("metrics")
+            .join("rl.jsonl");
+        let mut found = read_series(&log, "step", &["reward_mean_1"]).map_err(failed("plot"))?;
+        for s in &mut found {
+            s.name = arm.name().to_owned();
+        }
+        series.extend(found);
+    }
+    if series.is_empty() {
+        return Ok(());
+    }
+    fs::create_dir_all(dir.join("plots")).map_err(failed("plot"))?;
+    let chart = LineChart {
+        title: "mean reward of the chain's first task, seed 0",
+        x_label: "RL step",
+        y_label: "reward",
+        series: &series,
+        width: 900,
+        height: 520,
+    };
+    let report = plot_line_chart(&dir.join("plots").join("experiment_reward.png"), &chart)
+        .map_err(failed("plot"))?;
+    reporter.info(&format!("reward curves: {}", report.path.display()));
+    Ok(())
+}

@@ -1,0 +1,128 @@
+//! `experiment`: each arm's settings, the table's mean ± spread over seeds, and bad arm
+//! names.
+
+use sage_core::reward::RewardKind;
+use sage_trainer::config::RunConfig;
+use sage_trainer::eval::{EvalConfig, EvalMetrics};
+use sage_trainer::experiment::{experiment_table, Arm, ArmRun, ExperimentConfig};
+use sage_trainer::rl::RlConfig;
+
+#[test]
+fn every_arm_changes_only_what_it_studies() {
+    let base = RlConfig {
+        chain_len: 2,
+        chains_per_step: 3,
+        ..RlConfig::default()
+    };
+    assert!(Arm::SftOnly.rl_config(&base).is_none());
+    let sage = Arm::Sage.rl_config(&base).unwrap();
+    assert_eq!(sage, base, "SAGE is the run's RL settings as they are");
+    let outcome = Arm::OutcomeOnly.rl_config(&base).unwrap();
+    assert_eq!(outcome.reward.kind, RewardKind::OutcomeOnly);
+    assert_eq!((outcome.chain_len, outcome.prompt.as_str()), (2, "skills"));
+    let chain = Arm::ChainReward.rl_config(&base).unwrap();
+    assert_eq!(chain.reward.kind, RewardKind::Chain);
+    // K = 3 and the no-skill baseline see as many tasks per step as SAGE (6).
+    let k3 = Arm::SageK3.rl_config(&base).unwrap();
+    assert_eq!((k3.chain_len, k3.chains_per_step), (3, 2));
+    assert_eq!(k3.reward.kind, RewardKind::SkillIntegrated);
+    let grpo = Arm::GrpoNoSkills.rl_config(&base).unwrap();
+    assert_eq!((grpo.chain_len, grpo.chains_per_step), (1, 6));
+    assert_eq!(grpo.reward.kind, RewardKind::OutcomeOnly);
+    assert_eq!(grpo.prompt, "direct");
+    for arm in [
+        Arm::Sage,
+        Arm::OutcomeOnly,
+        Arm::ChainReward,
+        Arm::SageK3,
+        Arm::GrpoNoSkills,
+    ] {
+        assert_eq!(
+            arm.rl_config(&base).unwrap().steps,
+            base.steps,
+            "{arm:?}: same budget"
+        );
+    }
+
+    let eval = EvalConfig::default();
+    assert_eq!(Arm::Sage.eval_config(&eval), eval);
+    let plain = Arm::GrpoNoSkills.eval_config(&eval);
+    assert_eq!(
+        (plain.prompt.as_str(), plain.modes.as_slice()),
+        ("direct", &["none".to_owned()][..])
+    );
+    for arm in Arm::ALL {
+        assert_eq!(Arm::parse(arm.name()), Some(arm));
+    }
+}
+
+fn metrics(split: &str, tgc: f64, tokens: f64) -> EvalMetrics {
+    EvalMetrics {
+        split: split.to_owned(),
+        tgc,
+        avg_tokens: tokens,
+        ..EvalMetrics::default()
+    }
+}
+
+#[test]
+fn the_table_gives_mean_and_spread_over_seeds_per_split_and_arm() {
+    let run = |arm: Arm, seed, tgc, tokens| ArmRun {
+        arm: arm.name().to_owned(),
+        seed,
+        metrics: vec![
+            metrics("iid", tgc, tokens),
+            metrics("test-normal", tgc / 2.0, tokens),
+        ],
+        rl_seconds: 0.0,
+    };
+    let runs = [
+        run(Arm::Sage, 0, 10.0, 100.0),
+        run(Arm::Sage, 1, 20.0, 300.0),
+        run(Arm::SftOnly, 0, 4.0, 50.0),
+        run(Arm::SftOnly, 1, 4.0, 50.0),
+    ];
+    let table = experiment_table(&runs, &[Arm::SftOnly, Arm::Sage]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 5, "{table}");
+    assert!(lines[0].contains("over 2 seeds"));
+    let row = |split: &str, arm: &str| {
+        *lines
+            .iter()
+            .find(|l| l.starts_with(split) && l.split_whitespace().nth(1) == Some(arm))
+            .unwrap_or_else(|| panic!("no row {split} {arm} in\n{table}"))
+    };
+    // Population spread: TGC 10 and 20 -> 15 ± 5; tokens 100 and 300 -> 200 ± 100.
+    assert!(row("iid", "sage").contains("15.0 ± 5.0"), "{table}");
+    assert!(row("iid", "sage").contains("200 ± 100"), "{table}");
+    assert!(row("test-normal", "sage").contains("7.5 ± 2.5"), "{table}");
+    assert!(row("iid", "sft-only").contains("4.0 ± 0.0"), "{table}");
+    // Arms in the order given.
+    let position = |arm: &str| {
+        lines
+            .iter()
+            .position(|l| l.split_whitespace().nth(1) == Some(arm))
+    };
+    assert!(position("sft-only") < position("sage"), "{table}");
+}
+
+#[test]
+fn unknown_arms_and_zero_seeds_are_named() {
+    let config = ExperimentConfig {
+        arms: vec!["sage".into(), "magic".into()],
+        ..ExperimentConfig::default()
+    };
+    assert!(config.parsed_arms().unwrap_err().contains("magic"));
+    let config = ExperimentConfig {
+        seeds: 0,
+        ..ExperimentConfig::default()
+    };
+    assert!(config.parsed_arms().unwrap_err().contains("seeds"));
+    let error = RunConfig::from_toml("[experiment]\narms = [\"magic\"]\n").unwrap_err();
+    assert!(error.to_string().contains("[experiment]") && error.to_string().contains("magic"));
+    assert_eq!(
+        ExperimentConfig::default().parsed_arms().unwrap(),
+        Arm::ALL.to_vec()
+    );
+    RunConfig::experiment("runs/x").validate().unwrap();
+}
