@@ -252,18 +252,17 @@ impl RunConfig {
 
     /// The default `sage experiment` run in `dir`: every arm over 3 seeds at a scale meant
     /// to fit an hour on two CPU cores (see the README's experiment section): the demo's
-    /// model and data with 5 epochs of SFT per data mode (shared by the seeds), 4 RL
-    /// steps of 2 chains x 4 rollouts of episodes of at most 4 turns, and 10 scenarios
-    /// (30 tasks) per split evaluated.
+    /// model, data and 7 epochs of SFT per data mode (shared by the seeds), 8 RL steps of
+    /// 2 chains x 4 rollouts of episodes of at most 4 turns, and 10 scenarios (30 tasks)
+    /// per split evaluated.
     pub fn experiment(dir: impl Into<PathBuf>) -> RunConfig {
         let mut config = RunConfig::default();
         config.run.dir = dir.into();
         config.run.checkpoint_every = 0;
-        config.sft.epochs = 5;
         config.eval.max_scenarios = 10;
         config.eval.rollout.max_turns = 4;
         config.eval.rollout.max_new_tokens = 256;
-        config.rl.steps = 4;
+        config.rl.steps = 8;
         config.rl.chains_per_step = 2;
         config.rl.rollouts = 4;
         config.rl.rollout.max_turns = 4;

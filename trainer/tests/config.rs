@@ -57,3 +57,23 @@ fn bad_configurations_name_their_field() {
     assert!(problem("[rl.reward]\nkind = \"Vibes\"\n").contains("Vibes"));
     assert!(problem("[run\n").contains("TOML") || problem("[run\n").contains("expected"));
 }
+
+#[test]
+fn the_shipped_configurations_are_valid() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let config = RunConfig::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+            assert_ne!(
+                config,
+                RunConfig::default(),
+                "{} changes nothing",
+                path.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no configuration in {}", dir.display());
+}
