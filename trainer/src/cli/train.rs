@@ -199,7 +199,7 @@ fn step_line(stats: &RlStepStats, steps: u64) -> String {
         stats
             .update
             .not_applied
-            .as_deref()
+            .as_ref()
             .map_or(String::new(), |why| format!(" (not applied: {why})"))
     )
 }

@@ -37,7 +37,7 @@ use crate::rollout::{RolloutConfig, RolloutError};
 pub use chain::{rollout_chains, ChainRollout};
 pub use outcome::{chain_outcomes, chain_rewards};
 pub use trainer::{RlState, RlStepStats, RlTrainer};
-pub use update::{update_policy, UpdateReport};
+pub use update::{update_policy, NotApplied, UpdateReport};
 pub use world::{world_chains, WorldRl};
 
 /// Settings of SAGE's RL stage. The defaults are SAGE's where the paper gives them

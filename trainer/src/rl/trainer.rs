@@ -10,8 +10,8 @@ use sage_core::policy::Policy;
 use sage_core::{Environment, Skill, TaskChain};
 
 use super::{
-    chain_rewards, check_chains, rollout_chains, update_policy, ChainRollout, RlConfig, RlError,
-    UpdateReport,
+    chain_rewards, check_chains, rollout_chains, update_policy, ChainRollout, NotApplied, RlConfig,
+    RlError, UpdateReport,
 };
 use crate::chat::ChatTemplate;
 use crate::metrics::MetricValue;
@@ -208,18 +208,10 @@ impl RlTrainer {
         )?;
         let update_seconds = started.elapsed().as_secs_f32();
         self.state.step += 1;
-        let non_finite = update
-            .not_applied
-            .as_deref()
-            .is_some_and(|why| why.starts_with("non-finite"));
-        if non_finite {
+        if let Some(why @ NotApplied::NonFinite(_)) = &update.not_applied {
             self.state.failed_in_row += 1;
             self.state.failed_total += 1;
-            tracing::warn!(
-                "rl step {}: update not applied: {}",
-                self.state.step,
-                update.not_applied.as_deref().unwrap_or_default()
-            );
+            tracing::warn!("rl step {}: update not applied: {why}", self.state.step);
             if self.state.failed_in_row >= self.config.max_failed_in_row {
                 return Err(RlError::Diverged {
                     failed: self.state.failed_in_row,

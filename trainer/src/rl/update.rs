@@ -8,6 +8,8 @@
 //! check of the sampler. Sequences whose coefficients are all zero (zero advantage, no
 //! KL term) are left out of the backward pass: they would add nothing.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
 use sage_core::grpo::{chain_advantages, policy_loss, GrpoConfig, GrpoError, TokenBatch};
@@ -42,7 +44,25 @@ pub struct UpdateReport {
     /// Learning rate of the step.
     pub learning_rate: f32,
     /// Why no optimizer step was applied, if none was.
-    pub not_applied: Option<String>,
+    pub not_applied: Option<NotApplied>,
+}
+
+/// Why an update applied no optimizer step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum NotApplied {
+    /// Every advantage (or every coefficient) was 0: nothing to learn from.
+    NoSignal,
+    /// The loss or the gradient was not finite (the run counts these).
+    NonFinite(String),
+}
+
+impl fmt::Display for NotApplied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotApplied::NoSignal => write!(f, "every coefficient is 0 (no learning signal)"),
+            NotApplied::NonFinite(what) => write!(f, "non-finite {what}"),
+        }
+    }
 }
 
 /// One sequence of the batch.
@@ -111,7 +131,7 @@ pub fn update_policy<P: Policy>(
         .filter(|&i| with_kl || sequences[i].advantage != 0.0)
         .collect();
     if needed.is_empty() {
-        report.not_applied = Some("every advantage is 0 (no learning signal)".to_owned());
+        report.not_applied = Some(NotApplied::NoSignal);
         return Ok(report);
     }
     let needed_tokens: Vec<&[u32]> = needed.iter().map(|&i| sequences[i].tokens).collect();
@@ -171,7 +191,7 @@ pub fn update_policy<P: Policy>(
     let stats = match policy_loss(grpo, &batch, &mut coef) {
         Ok(stats) => stats,
         Err(GrpoError::NonFinite { what }) => {
-            report.not_applied = Some(format!("non-finite {what}"));
+            report.not_applied = Some(NotApplied::NonFinite(what.to_owned()));
             return Ok(report);
         }
         Err(e) => return Err(RlError::Math(format!("grpo loss: {e}"))),
@@ -191,7 +211,7 @@ pub fn update_policy<P: Policy>(
         })
         .collect();
     if trained.is_empty() {
-        report.not_applied = Some("every coefficient is 0".to_owned());
+        report.not_applied = Some(NotApplied::NoSignal);
         return Ok(report);
     }
     let trained_tokens: Vec<&[u32]> = trained.iter().map(|&i| sequences[i].tokens).collect();
@@ -210,7 +230,7 @@ pub fn update_policy<P: Policy>(
     report.grad_norm = step.grad_norm;
     report.learning_rate = step.learning_rate;
     if step.skipped {
-        report.not_applied = Some("non-finite gradient".to_owned());
+        report.not_applied = Some(NotApplied::NonFinite("gradient".to_owned()));
     }
     Ok(report)
 }
