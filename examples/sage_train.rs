@@ -14,7 +14,6 @@ use std::path::PathBuf;
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint;
 use sage_trainer::config::{RunConfig, RunSection};
-use sage_trainer::optim::{AdamWConfig, LrSchedule};
 use sage_trainer::pipeline::{run_eval, PrintReporter};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{RlState, RlTrainer, WorldRl};
@@ -66,12 +65,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut k = backend()?;
     let tokenizer = Tokenizer::from_dir(&init)?;
     let model = load_model(&mut k, &init)?;
-    let optimizer = AdamWConfig {
-        schedule: LrSchedule::Constant {
-            lr: rl.learning_rate,
-        },
-        ..config.optimizer.clone()
-    };
+    let optimizer = rl.optimizer(&config.optimizer);
     let mut policy = TransformerPolicy::trainable(k, model, optimizer)?
         .with_max_batch_tokens(config.run.max_batch_tokens);
     println!("starting from {}", init.display());

@@ -32,8 +32,7 @@ use sage_core::transformer::Kernels;
 use crate::chat::ChatTemplate;
 use crate::config::RunConfig;
 use crate::eval::{EvalConfig, EvalMetrics};
-use crate::metrics::{plot_line_chart, read_series, LineChart, MetricValue, MetricsLog};
-use crate::optim::{AdamWConfig, LrSchedule};
+use crate::metrics::{plot_line_chart, read_series, LineChart, MetricsLog};
 use crate::pipeline::{
     failed, fresh_model, load_sft_data, prepare_data, run_eval, run_sft, train_tokenizer,
     PipelineError, Reporter,
@@ -329,12 +328,7 @@ fn run_arm<K: Kernels>(
     let mut policy = match arm.rl_config(&config.rl) {
         None => TransformerPolicy::inference(k, model),
         Some(rl) => {
-            let optimizer = AdamWConfig {
-                schedule: LrSchedule::Constant {
-                    lr: rl.learning_rate,
-                },
-                ..config.optimizer.clone()
-            };
+            let optimizer = rl.optimizer(&config.optimizer);
             let mut policy =
                 TransformerPolicy::trainable(k, model, optimizer).map_err(failed("model"))?;
             let started = std::time::Instant::now();
@@ -350,10 +344,7 @@ fn run_arm<K: Kernels>(
                 let stats = world
                     .step(&mut trainer, &mut policy, &template)
                     .map_err(failed("rl"))?;
-                let row = stats.metrics_row();
-                let row: Vec<(&str, MetricValue)> =
-                    row.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
-                metrics.log(&row).map_err(failed("metrics"))?;
+                stats.log_to(&mut metrics).map_err(failed("metrics"))?;
                 reporter.info(&format!(
                     "{} step {}/{}: mean reward {:?}, skill use {:.0}%",
                     arm.name(),

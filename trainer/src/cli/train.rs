@@ -12,10 +12,7 @@ use sage_core::transformer::Kernels;
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
-use sage_trainer::metrics::{
-    plot_line_chart, read_series, KeepRows, LineChart, MetricValue, MetricsLog,
-};
-use sage_trainer::optim::{AdamWConfig, LrSchedule};
+use sage_trainer::metrics::{plot_line_chart, read_series, KeepRows, LineChart, MetricsLog};
 use sage_trainer::pipeline::{failed, run_eval, PipelineError, Reporter};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{RlState, RlStepStats, RlTrainer, WorldRl};
@@ -55,12 +52,7 @@ pub(super) fn train<K: Kernels>(
     }
     let mut reporter = BarReporter::default();
     let checkpoints = rl_dir(config).join("checkpoints");
-    let optimizer_config = AdamWConfig {
-        schedule: LrSchedule::Constant {
-            lr: rl.learning_rate,
-        },
-        ..config.optimizer.clone()
-    };
+    let optimizer_config = rl.optimizer(&config.optimizer);
     let (model, tokenizer, optimizer, state) = if sources.resume {
         let checkpoint = checkpoint::load_latest::<K, RlState>(
             &mut k,
@@ -116,10 +108,7 @@ pub(super) fn train<K: Kernels>(
         let stats = world
             .step(&mut trainer, &mut policy, &template)
             .map_err(failed("rl"))?;
-        let row = stats.metrics_row();
-        let row: Vec<(&str, MetricValue)> =
-            row.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
-        metrics.log(&row).map_err(failed("metrics"))?;
+        stats.log_to(&mut metrics).map_err(failed("metrics"))?;
         reporter.info(&step_line(&stats, rl.steps));
         let every = config.run.checkpoint_every;
         if trainer.finished() || (every > 0 && stats.step % every == 0) {

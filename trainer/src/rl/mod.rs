@@ -32,6 +32,7 @@ use sage_core::grpo::GrpoConfig;
 use sage_core::reward::RewardConfig;
 use sage_core::TaskChain;
 
+use crate::optim::{AdamWConfig, LrSchedule};
 use crate::rollout::{RolloutConfig, RolloutError};
 
 pub use chain::{rollout_chains, ChainRollout};
@@ -95,6 +96,17 @@ impl Default for RlConfig {
 }
 
 impl RlConfig {
+    /// The optimizer of the RL stage: `base` (the run's AdamW settings) at this
+    /// configuration's constant learning rate.
+    pub fn optimizer(&self, base: &AdamWConfig) -> AdamWConfig {
+        AdamWConfig {
+            schedule: LrSchedule::Constant {
+                lr: self.learning_rate,
+            },
+            ..base.clone()
+        }
+    }
+
     /// Checks every setting against its documented range.
     pub fn validate(&self) -> Result<(), RlError> {
         let invalid = |what: &str| Err(RlError::Config(what.to_owned()));

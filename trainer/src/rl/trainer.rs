@@ -14,7 +14,7 @@ use super::{
     RlError, UpdateReport,
 };
 use crate::chat::ChatTemplate;
-use crate::metrics::MetricValue;
+use crate::metrics::{MetricValue, MetricsError, MetricsLog};
 use crate::sampling::SequenceRng;
 
 /// Where a run is: enough to resume it exactly (with the model and optimizer).
@@ -64,6 +64,14 @@ pub struct RlStepStats {
 }
 
 impl RlStepStats {
+    /// Appends the statistics to `log` as one row (see [`RlStepStats::metrics_row`]).
+    pub fn log_to(&self, log: &mut MetricsLog) -> Result<(), MetricsError> {
+        let row = self.metrics_row();
+        let row: Vec<(&str, MetricValue)> =
+            row.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
+        log.log(&row)
+    }
+
     /// The statistics as one metrics row (per-position values as `NAME_k`, 1-based).
     pub fn metrics_row(&self) -> Vec<(String, MetricValue)> {
         let mut row = vec![("step".to_owned(), MetricValue::UInt(self.step))];
