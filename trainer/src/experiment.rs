@@ -32,10 +32,10 @@ use sage_core::transformer::Kernels;
 use crate::chat::ChatTemplate;
 use crate::config::RunConfig;
 use crate::eval::{EvalConfig, EvalMetrics};
-use crate::metrics::{plot_line_chart, read_series, LineChart, MetricsLog};
+use crate::metrics::{read_series, LineChart, MetricsLog};
 use crate::pipeline::{
     failed, fresh_model, load_sft_data, prepare_data, run_eval, run_sft, train_tokenizer,
-    PipelineError, Reporter,
+    write_chart, PipelineError, Reporter,
 };
 use crate::policy::TransformerPolicy;
 use crate::rl::{RlConfig, RlState, RlTrainer, WorldRl};
@@ -88,6 +88,11 @@ impl Arm {
         Arm::ALL.into_iter().find(|arm| arm.name() == name)
     }
 
+    /// The arm has an RL stage (every arm but SFT only).
+    pub fn trains(self) -> bool {
+        self != Arm::SftOnly
+    }
+
     /// The expert data mode of the arm's SFT (`skills` or `direct`).
     fn sft_mode(self) -> &'static str {
         if self == Arm::GrpoNoSkills {
@@ -99,6 +104,9 @@ impl Arm {
 
     /// The arm's RL settings derived from the run's; `None` for an arm without RL.
     pub fn rl_config(self, base: &RlConfig) -> Option<RlConfig> {
+        if !self.trains() {
+            return None;
+        }
         let tasks_per_step = base.chains_per_step * base.chain_len;
         let with_chain_len = |chain_len: usize| RlConfig {
             chain_len,
@@ -106,9 +114,7 @@ impl Arm {
             ..base.clone()
         };
         let mut rl = match self {
-            Arm::SftOnly => return None,
-            Arm::Sage => base.clone(),
-            Arm::OutcomeOnly | Arm::ChainReward => base.clone(),
+            Arm::SftOnly | Arm::Sage | Arm::OutcomeOnly | Arm::ChainReward => base.clone(),
             Arm::SageK3 => with_chain_len(3),
             Arm::GrpoNoSkills => RlConfig {
                 prompt: "direct".to_owned(),
@@ -250,10 +256,11 @@ pub fn run_experiment<K: Kernels>(
         for &arm in &arms {
             reporter.stage(&format!("seed {seed}: {}", arm.name()));
             let sft_dir = dir.join(format!("sft-{}", arm.sft_mode())).join("model");
-            let (run, backend) =
-                run_arm(k, &seeded, arm, &tokenizer, &sft_dir, &seed_dir, reporter)?;
+            let (run, backend) = run_arm(
+                k, &seeded, arm, seed, &tokenizer, &sft_dir, &seed_dir, reporter,
+            )?;
             k = backend;
-            runs.push(ArmRun { seed, ..run });
+            runs.push(run);
         }
     }
     let table = experiment_table(&runs, &arms);
@@ -311,12 +318,14 @@ fn sft<K: Kernels>(
     policy.into_backend().map_err(failed("sft"))
 }
 
-/// Trains (when the arm has RL) and evaluates one arm from the SFT model in `sft_dir`;
-/// returns its run and the backend, emptied.
+/// Trains (when the arm has RL) and evaluates one arm under `seed` from the SFT model in
+/// `sft_dir`; returns its run and the backend, emptied.
+#[allow(clippy::too_many_arguments)]
 fn run_arm<K: Kernels>(
     mut k: K,
     config: &RunConfig,
     arm: Arm,
+    seed: u64,
     tokenizer: &Tokenizer,
     sft_dir: &Path,
     seed_dir: &Path,
@@ -372,7 +381,7 @@ fn run_arm<K: Kernels>(
     )?;
     let run = ArmRun {
         arm: arm.name().to_owned(),
-        seed: 0,
+        seed,
         metrics: reports.into_iter().map(|r| r.metrics).collect(),
         rl_seconds,
     };
@@ -444,10 +453,7 @@ fn plot_rewards(
     reporter: &mut dyn Reporter,
 ) -> Result<(), PipelineError> {
     let mut series = Vec::new();
-    for arm in arms
-        .iter()
-        .filter(|a| a.rl_config(&RlConfig::default()).is_some())
-    {
+    for arm in arms.iter().filter(|a| a.trains()) {
         let log = dir
             .join("seed-0")
             .join(arm.name())
@@ -462,7 +468,6 @@ fn plot_rewards(
     if series.is_empty() {
         return Ok(());
     }
-    fs::create_dir_all(dir.join("plots")).map_err(failed("plot"))?;
     let chart = LineChart {
         title: "mean reward of the chain's first task, seed 0",
         x_label: "RL step",
@@ -471,8 +476,6 @@ fn plot_rewards(
         width: 900,
         height: 520,
     };
-    let report = plot_line_chart(&dir.join("plots").join("experiment_reward.png"), &chart)
-        .map_err(failed("plot"))?;
-    reporter.info(&format!("reward curves: {}", report.path.display()));
-    Ok(())
+    let path = dir.join("plots").join("experiment_reward.png");
+    write_chart(&path, &chart, "reward curves", reporter)
 }

@@ -21,6 +21,7 @@ use crate::config::RunConfig;
 use crate::data::{expert_data, write_records, ExpertDataConfig};
 use crate::eval::{evaluate_split, metrics_table, EvalMetrics, TaskOutcome};
 use crate::init::init_params;
+use crate::metrics::{plot_line_chart, LineChart};
 use crate::policy::TransformerPolicy;
 use crate::sft::{dev_loss, SftData, SftState, SftStep, SftTrainer};
 use crate::tokenizer::Tokenizer;
@@ -227,6 +228,21 @@ pub fn load_sft_data(
         ));
     }
     Ok(data)
+}
+
+/// Writes `chart` as a PNG at `path` (creating its directory) and reports it as `what`.
+pub fn write_chart(
+    path: &Path,
+    chart: &LineChart<'_>,
+    what: &str,
+    reporter: &mut dyn Reporter,
+) -> Result<(), PipelineError> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(failed("plot"))?;
+    }
+    let report = plot_line_chart(path, chart).map_err(failed("plot"))?;
+    reporter.info(&format!("{what}: {}", report.path.display()));
+    Ok(())
 }
 
 /// What an SFT run reports at its end.

@@ -10,12 +10,10 @@ use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
 use sage_trainer::data::{expert_data, write_records};
 use sage_trainer::experiment::run_experiment;
-use sage_trainer::metrics::{
-    plot_line_chart, read_series, KeepRows, LineChart, MetricValue, MetricsLog,
-};
+use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricValue, MetricsLog};
 use sage_trainer::pipeline::{
     failed, fresh_model, load_sft_data, prepare_data, run_demo, run_eval, run_sft, train_tokenizer,
-    PipelineError, Reporter,
+    write_chart, PipelineError, Reporter,
 };
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::sft::{SftState, SftStep, SftTrainer};
@@ -57,11 +55,7 @@ macro_rules! with_backend {
 pub fn run(cli: Cli) -> Result<(), PipelineError> {
     match cli.command {
         Command::Demo { common, tiny } => {
-            let config = if tiny {
-                load_config_over(&common, RunConfig::tiny("runs/demo-tiny"))?
-            } else {
-                load_config(&common)?
-            };
+            let config = load_config_over(&common, tiny_or(tiny, RunConfig::default()))?;
             with_backend!(config.run.backend.as_str(), |k| demo(k, &config))
         }
         Command::Data {
@@ -112,11 +106,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             steps,
             tiny,
         } => {
-            let mut config = if tiny {
-                load_config_over(&common, RunConfig::tiny("runs/demo-tiny"))?
-            } else {
-                load_config(&common)?
-            };
+            let mut config = load_config_over(&common, tiny_or(tiny, RunConfig::default()))?;
             config.rl.steps = steps.unwrap_or(config.rl.steps);
             let config = checked(config)?;
             let sources = TrainSources { init, resume };
@@ -172,6 +162,17 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             println!("{}", sage_trainer::compiled_backends().join("\n"));
             Ok(())
         }
+    }
+}
+
+/// The defaults of a command: [`RunConfig::tiny`] in `runs/demo-tiny` with `--tiny`
+/// (where `sage demo --tiny` leaves its checkpoint for `sage train --tiny`), else
+/// `defaults`.
+fn tiny_or(tiny: bool, defaults: RunConfig) -> RunConfig {
+    if tiny {
+        RunConfig::tiny("runs/demo-tiny")
+    } else {
+        defaults
     }
 }
 
@@ -270,8 +271,6 @@ impl StepSink {
 fn plot_sft(config: &RunConfig, reporter: &mut dyn Reporter) -> Result<(), PipelineError> {
     let jsonl = config.run.dir.join("metrics").join("sft.jsonl");
     let series = read_series(&jsonl, "step", &["loss"]).map_err(failed("plot"))?;
-    let path = config.run.dir.join("plots").join("sft_loss.png");
-    std::fs::create_dir_all(config.run.dir.join("plots")).map_err(failed("plot"))?;
     let chart = LineChart {
         title: "SFT loss (mean NLL per agent token)",
         x_label: "step",
@@ -280,9 +279,8 @@ fn plot_sft(config: &RunConfig, reporter: &mut dyn Reporter) -> Result<(), Pipel
         width: 800,
         height: 480,
     };
-    let report = plot_line_chart(&path, &chart).map_err(failed("plot"))?;
-    reporter.info(&format!("loss curve: {}", report.path.display()));
-    Ok(())
+    let path = config.run.dir.join("plots").join("sft_loss.png");
+    write_chart(&path, &chart, "loss curve", reporter)
 }
 
 /// `sage demo`.

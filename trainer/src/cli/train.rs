@@ -12,8 +12,8 @@ use sage_core::transformer::Kernels;
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
-use sage_trainer::metrics::{plot_line_chart, read_series, KeepRows, LineChart, MetricsLog};
-use sage_trainer::pipeline::{failed, run_eval, PipelineError, Reporter};
+use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricsLog};
+use sage_trainer::pipeline::{failed, run_eval, write_chart, PipelineError, Reporter};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{RlState, RlStepStats, RlTrainer, WorldRl};
 use sage_trainer::tokenizer::Tokenizer;
@@ -206,7 +206,6 @@ fn plot_rewards(
     let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
     let series = read_series(&dir.join("metrics").join("rl.jsonl"), "step", &columns)
         .map_err(failed("plot"))?;
-    std::fs::create_dir_all(dir.join("plots")).map_err(failed("plot"))?;
     let chart = LineChart {
         title: "RL: mean reward per chain position",
         x_label: "step",
@@ -215,8 +214,6 @@ fn plot_rewards(
         width: 800,
         height: 480,
     };
-    let report = plot_line_chart(&dir.join("plots").join("rl_reward.png"), &chart)
-        .map_err(failed("plot"))?;
-    reporter.info(&format!("reward curve: {}", report.path.display()));
-    Ok(())
+    let path = dir.join("plots").join("rl_reward.png");
+    write_chart(&path, &chart, "reward curve", reporter)
 }

@@ -162,12 +162,13 @@ impl RlTrainer {
     /// The chains of the next step: the next ones of a per-pass shuffled order.
     fn next_chains(&mut self) -> Vec<TaskChain> {
         let mut batch = Vec::with_capacity(self.config.chains_per_step);
+        let mut order = shuffled(self.chains.len(), self.config.seed, self.state.epoch);
         while batch.len() < self.config.chains_per_step {
             if self.state.next_chain >= self.chains.len() {
                 self.state.epoch += 1;
                 self.state.next_chain = 0;
+                order = shuffled(self.chains.len(), self.config.seed, self.state.epoch);
             }
-            let order = shuffled(self.chains.len(), self.config.seed, self.state.epoch);
             batch.push(self.chains[order[self.state.next_chain]].clone());
             self.state.next_chain += 1;
         }
