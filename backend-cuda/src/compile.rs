@@ -1,0 +1,236 @@
+//! The kernel sources and their run-time compilation with NVRTC. Each family's `.cu`
+//! file is embedded with `include_str!`, prefixed with `common.cuh`, and compiled to PTX
+//! for the device's architecture once per process: the PTX is cached by (family,
+//! architecture), so every backend a process opens after the first loads it without
+//! compiling. NVRTC needs no driver, so [`compile_kernels`] also works on a machine
+//! without a GPU (the crate's NVRTC test uses it).
+
+use std::collections::HashMap;
+use std::ffi::{c_char, CStr, CString};
+use std::sync::{Mutex, OnceLock};
+
+use cudarc::nvrtc::{result, sys};
+
+use crate::error::CudaError;
+
+/// Prepended to every kernel source: typedefs, reductions, the grid-stride helpers.
+const COMMON: &str = include_str!("kernels/common.cuh");
+
+/// A family of kernels: one `.cu` file, compiled into one module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Family {
+    /// fill, +=, scale, sum of squares, the bf16 cast.
+    Elementwise,
+    /// Embedding gather and its deterministic scatter.
+    Embedding,
+    /// RMSNorm, bias add, column sums.
+    Norm,
+    /// Rotary position embedding.
+    Rope,
+    /// Training attention: forward, delta, dq, dk/dv.
+    Attention,
+    /// KV-cache append and decoding attention.
+    Decode,
+    /// SwiGLU forward and backward.
+    Swiglu,
+    /// The output head's row kernels.
+    Logprob,
+    /// The AdamW step.
+    Adamw,
+}
+
+impl Family {
+    /// Every family, in the order the backend loads them.
+    pub(crate) const ALL: [Family; 9] = [
+        Family::Elementwise,
+        Family::Embedding,
+        Family::Norm,
+        Family::Rope,
+        Family::Attention,
+        Family::Decode,
+        Family::Swiglu,
+        Family::Logprob,
+        Family::Adamw,
+    ];
+
+    /// The file name of the family's source.
+    pub(crate) fn file(self) -> &'static str {
+        match self {
+            Family::Elementwise => "elementwise.cu",
+            Family::Embedding => "embedding.cu",
+            Family::Norm => "norm.cu",
+            Family::Rope => "rope.cu",
+            Family::Attention => "attention.cu",
+            Family::Decode => "decode.cu",
+            Family::Swiglu => "swiglu.cu",
+            Family::Logprob => "logprob.cu",
+            Family::Adamw => "adamw.cu",
+        }
+    }
+
+    /// The kernels (`extern "C" __global__` functions) the family defines.
+    pub(crate) fn entries(self) -> &'static [&'static str] {
+        match self {
+            Family::Elementwise => &[
+                "fill_f32",
+                "add_assign_f32",
+                "scale_f32",
+                "sum_squares_partial",
+                "sum_squares_finish",
+                "cast_bf16",
+            ],
+            Family::Embedding => &["embedding_forward", "embedding_links", "embedding_backward"],
+            Family::Norm => &[
+                "rmsnorm_forward",
+                "rmsnorm_backward_dx",
+                "column_partials",
+                "column_finish",
+                "add_bias",
+            ],
+            Family::Rope => &["rope"],
+            Family::Attention => &[
+                "attention_forward",
+                "attention_delta",
+                "attention_backward_dq",
+                "attention_backward_dkv",
+            ],
+            Family::Decode => &["kv_cache_append", "attention_decode"],
+            Family::Swiglu => &["swiglu_forward", "swiglu_backward"],
+            Family::Logprob => &["logprob_rows", "logprob_dlogits"],
+            Family::Adamw => &["adamw"],
+        }
+    }
+
+    /// The family's source, without the common prelude.
+    fn source(self) -> &'static str {
+        match self {
+            Family::Elementwise => include_str!("kernels/elementwise.cu"),
+            Family::Embedding => include_str!("kernels/embedding.cu"),
+            Family::Norm => include_str!("kernels/norm.cu"),
+            Family::Rope => include_str!("kernels/rope.cu"),
+            Family::Attention => include_str!("kernels/attention.cu"),
+            Family::Decode => include_str!("kernels/decode.cu"),
+            Family::Swiglu => include_str!("kernels/swiglu.cu"),
+            Family::Logprob => include_str!("kernels/logprob.cu"),
+            Family::Adamw => include_str!("kernels/adamw.cu"),
+        }
+    }
+}
+
+/// One family compiled: its PTX and NVRTC's log (warnings; empty when clean).
+#[derive(Clone, Debug)]
+pub struct CompiledFamily {
+    /// The `.cu` file.
+    pub file: &'static str,
+    /// The kernels the backend loads from it.
+    pub entries: &'static [&'static str],
+    /// The PTX text.
+    pub ptx: String,
+    /// What NVRTC printed while compiling (warnings), trimmed.
+    pub log: String,
+}
+
+/// True when the NVRTC library can be loaded (by the names cudarc tries; see the
+/// crate documentation), without panicking when it cannot.
+pub fn nvrtc_available() -> bool {
+    // SAFETY: only tries to load the library and resolve its symbols.
+    unsafe { sys::is_culib_present() }
+}
+
+/// Compiles every kernel family for `arch` (a virtual architecture such as
+/// `"compute_90"`), through the per-process cache. Fails with [`CudaError::NoLibrary`]
+/// when NVRTC cannot be loaded and with [`CudaError::Compile`] (carrying NVRTC's log)
+/// when a source does not compile.
+pub fn compile_kernels(arch: &str) -> Result<Vec<CompiledFamily>, CudaError> {
+    Family::ALL
+        .iter()
+        .map(|&family| compiled(family, arch))
+        .collect()
+}
+
+/// The compiled PTX of `family` for `arch`, compiling it on first use in this process.
+pub(crate) fn compiled(family: Family, arch: &str) -> Result<CompiledFamily, CudaError> {
+    static CACHE: OnceLock<Mutex<HashMap<(Family, String), CompiledFamily>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Mutex::default);
+    let key = (family, arch.to_owned());
+    if let Some(hit) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Ok(hit);
+    }
+    let fresh = compile(family, arch)?;
+    if let Ok(mut c) = cache.lock() {
+        c.insert(key, fresh.clone());
+    }
+    Ok(fresh)
+}
+
+/// The NVRTC options: the architecture, full-precision division and square roots, no
+/// flush-to-zero (the parity tests compare with the CPU in f32).
+fn options(arch: &str) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".into(),
+        "--ftz=false".into(),
+        "--prec-div=true".into(),
+        "--prec-sqrt=true".into(),
+        "--fmad=true".into(),
+        "--extra-device-vectorization".into(),
+    ]
+}
+
+/// Compiles one family with NVRTC, keeping the log.
+fn compile(family: Family, arch: &str) -> Result<CompiledFamily, CudaError> {
+    if !nvrtc_available() {
+        return Err(CudaError::NoLibrary(
+            "no NVRTC found (libnvrtc.so.13): the library could not be loaded; install CUDA \
+             13.0's NVRTC (e.g. the nvidia-cuda-nvrtc==13.0.* wheel) and put its directory on \
+             LD_LIBRARY_PATH"
+                .into(),
+        ));
+    }
+    let file = family.file();
+    let text = format!("{COMMON}\n// ---- {file} ----\n{}", family.source());
+    let source = CString::new(text)
+        .map_err(|_| CudaError::Compile(format!("{file}: the source holds a NUL byte")))?;
+    let name = CString::new(file)
+        .map_err(|_| CudaError::Compile(format!("{file}: the name holds a NUL byte")))?;
+    let nvrtc = |what: &str, e: result::NvrtcError| {
+        CudaError::Compile(format!("{file}: NVRTC {what} failed: {e:?}"))
+    };
+    let program = result::create_program(&source, Some(&name)).map_err(|e| nvrtc("create", e))?;
+    // SAFETY: `program` is a live program from `create_program`; it is destroyed once,
+    // below, after its log and PTX are copied out.
+    let outcome = unsafe {
+        let compiled = result::compile_program(program, &options(arch));
+        let log = result::get_program_log(program)
+            .map(|raw| text_of(&raw))
+            .unwrap_or_default();
+        let ptx = match compiled {
+            Ok(()) => result::get_ptx(program).map(|raw| text_of(&raw)),
+            Err(e) => Err(e),
+        };
+        let destroyed = result::destroy_program(program);
+        (ptx, log, destroyed)
+    };
+    match outcome {
+        (Ok(ptx), log, Ok(())) => Ok(CompiledFamily {
+            file,
+            entries: family.entries(),
+            ptx,
+            log: log.trim().to_owned(),
+        }),
+        (Err(e), log, _) => Err(CudaError::Compile(format!(
+            "{file} for {arch}: {e:?}\n{}",
+            log.trim()
+        ))),
+        (Ok(_), _, Err(e)) => Err(nvrtc("destroy", e)),
+    }
+}
+
+/// A NUL-terminated C buffer as text.
+fn text_of(raw: &[c_char]) -> String {
+    let bytes: Vec<u8> = raw.iter().map(|&c| c as u8).collect();
+    match CStr::from_bytes_until_nul(&bytes) {
+        Ok(text) => text.to_string_lossy().into_owned(),
+        Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}

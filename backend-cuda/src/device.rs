@@ -1,0 +1,116 @@
+//! The device: the CUDA context and the one stream every call runs on, the cuBLAS
+//! handle bound to that stream, and what the device is (name, compute capability,
+//! memory). Opening it checks first that the driver and cuBLAS libraries can be loaded,
+//! so that a missing library is an error rather than cudarc's panic.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use cudarc::cublas::{sys as blas_sys, CudaBlas};
+use cudarc::driver::{result as driver_result, CudaContext, CudaStream};
+
+use crate::error::CudaError;
+
+/// A CUDA device ready for work.
+pub(crate) struct Gpu {
+    /// The primary context of the device.
+    pub(crate) ctx: Arc<CudaContext>,
+    /// The stream every kernel, copy and GEMM is ordered on.
+    pub(crate) stream: Arc<CudaStream>,
+    /// cuBLAS, on `stream`.
+    pub(crate) blas: CudaBlas,
+    /// The NVRTC target: `compute_XY` for compute capability X.Y.
+    pub(crate) arch: String,
+    /// Device name, compute capability, memory and driver version, in words.
+    pub(crate) description: String,
+    /// Bytes of device memory.
+    pub(crate) total_memory: usize,
+}
+
+/// Runs `f`, turning a panic inside cudarc (its loaders panic when a library or symbol
+/// is missing) into [`CudaError::NoLibrary`].
+fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, CudaError> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        let message = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "unknown panic".to_owned());
+        CudaError::NoLibrary(format!("{what}: {message}"))
+    })
+}
+
+/// Fails with [`CudaError::NoLibrary`] naming `what` unless `present` finds it.
+fn require(what: &str, present: unsafe fn() -> bool) -> Result<(), CudaError> {
+    // SAFETY: the check only loads the library and resolves its symbols.
+    if guarded(what, || unsafe { present() })? {
+        Ok(())
+    } else {
+        Err(CudaError::NoLibrary(format!(
+            "{what}: the library could not be loaded; install the NVIDIA driver (580 or later) \
+             and the CUDA 13 libraries, or put their directory on LD_LIBRARY_PATH"
+        )))
+    }
+}
+
+/// True when the CUDA driver library (`libcuda.so.1`) can be loaded; says nothing
+/// about whether a GPU is present. Never panics.
+pub fn driver_available() -> bool {
+    // SAFETY: the check only loads the library and resolves its symbols.
+    guarded("the CUDA driver", || unsafe {
+        cudarc::driver::sys::is_culib_present()
+    })
+    .unwrap_or(false)
+}
+
+impl Gpu {
+    /// Opens device `ordinal`: checks the libraries, creates the context (with
+    /// cudarc's per-buffer event tracking off: one stream orders everything), a stream
+    /// and a cuBLAS handle in default (exact f32) math mode.
+    pub(crate) fn new(ordinal: usize) -> Result<Gpu, CudaError> {
+        require(
+            "no CUDA driver found (libcuda.so)",
+            cudarc::driver::sys::is_culib_present,
+        )?;
+        let ctx = guarded("the CUDA driver", || CudaContext::new(ordinal))?
+            .map_err(|e| CudaError::NoDevice(format!("device {ordinal}: {e}")))?;
+        // SAFETY: set before any buffer exists; the backend uses one stream only.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream()?;
+        require(
+            "no cuBLAS found (libcublas.so.13)",
+            cudarc::cublas::sys::is_culib_present,
+        )?;
+        let blas = guarded("cuBLAS", || CudaBlas::new(stream.clone()))??;
+        // SAFETY: a live handle; default math mode keeps f32 GEMMs in f32 (no TF32).
+        unsafe {
+            blas_sys::cublasSetMathMode(*blas.handle(), blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH)
+        }
+        .result()?;
+        let (major, minor) = ctx.compute_capability()?;
+        let name = ctx.name()?;
+        // SAFETY: a valid device handle from the live context.
+        let total_memory = unsafe { driver_result::device::total_mem(ctx.cu_device()) }?;
+        let mut driver = 0;
+        // SAFETY: writes one int.
+        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) }.result()?;
+        Ok(Gpu {
+            ctx,
+            stream,
+            blas,
+            arch: format!("compute_{major}{minor}"),
+            description: format!(
+                "{name} (compute capability {major}.{minor}, {:.1} GiB, CUDA driver {}.{})",
+                total_memory as f64 / (1u64 << 30) as f64,
+                driver / 1000,
+                (driver % 1000) / 10
+            ),
+            total_memory,
+        })
+    }
+
+    /// Waits for every queued kernel and copy.
+    pub(crate) fn synchronize(&self) -> Result<(), CudaError> {
+        Ok(self.stream.synchronize()?)
+    }
+}

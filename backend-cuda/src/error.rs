@@ -1,0 +1,150 @@
+//! [`CudaError`]: every way a call into the CUDA backend can fail, each with a message
+//! that says what failed. The backend returns one of these instead of panicking.
+
+use std::fmt;
+
+use sage_core::transformer::Tensor;
+
+/// Why the CUDA backend could not start, refused its arguments, or failed on the device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CudaError {
+    /// A CUDA library (the driver, NVRTC or cuBLAS) could not be loaded.
+    NoLibrary(String),
+    /// The driver loaded but found no usable device, or the context failed.
+    NoDevice(String),
+    /// NVRTC failed to compile a kernel source; carries its log.
+    Compile(String),
+    /// A driver call failed (launch, copy, allocation, module load).
+    Driver(String),
+    /// A cuBLAS call failed.
+    Blas(String),
+    /// A size or model does not fit what the kernels support.
+    TooLarge(String),
+    /// No live `f32` buffer has this id (never allocated, or freed).
+    UnknownBuffer(u32),
+    /// No live `u32` buffer has this id (never allocated, or freed).
+    UnknownIndexBuffer(u32),
+    /// A range runs past the end of its buffer.
+    OutOfRange {
+        /// `"f32"` or `"u32"`: which kind of buffer.
+        kind: &'static str,
+        /// The buffer id.
+        buffer: u32,
+        /// First element of the range.
+        offset: usize,
+        /// Elements in the range.
+        len: usize,
+        /// Elements in the buffer.
+        buffer_len: usize,
+    },
+    /// A tensor written by a call overlaps another tensor of the same call.
+    Overlap(Tensor, Tensor),
+    /// Sizes that do not fit together; the message names the operation and operands.
+    Shape(String),
+    /// An argument outside what the operation accepts (other than a size).
+    BadArgument(String),
+    /// `seq_starts` or cache `lengths` do not describe the batch.
+    BadSequences(String),
+    /// Every buffer id has been handed out.
+    TooManyBuffers,
+}
+
+impl fmt::Display for CudaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CudaError::NoLibrary(why) => {
+                write!(f, "cuda backend: a CUDA library is missing: {why}")
+            }
+            CudaError::NoDevice(why) => write!(f, "cuda backend: no usable CUDA device: {why}"),
+            CudaError::Compile(why) => write!(f, "cuda backend: NVRTC compilation failed: {why}"),
+            CudaError::Driver(why) => write!(f, "cuda backend: driver error: {why}"),
+            CudaError::Blas(why) => write!(f, "cuda backend: cuBLAS error: {why}"),
+            CudaError::TooLarge(why) => write!(f, "cuda backend: too large: {why}"),
+            CudaError::UnknownBuffer(id) => write!(f, "cuda backend: no live f32 buffer {id}"),
+            CudaError::UnknownIndexBuffer(id) => write!(f, "cuda backend: no live u32 buffer {id}"),
+            CudaError::OutOfRange {
+                kind,
+                buffer,
+                offset,
+                len,
+                buffer_len,
+            } => write!(
+                f,
+                "cuda backend: range [{offset}, {offset} + {len}) is outside {kind} buffer \
+                 {buffer} of {buffer_len} elements"
+            ),
+            CudaError::Overlap(a, b) => write!(
+                f,
+                "cuda backend: tensors overlap in buffer {}: [{}, +{}) and [{}, +{})",
+                a.buffer.0, a.offset, a.len, b.offset, b.len
+            ),
+            CudaError::Shape(message)
+            | CudaError::BadArgument(message)
+            | CudaError::BadSequences(message) => write!(f, "cuda backend: {message}"),
+            CudaError::TooManyBuffers => write!(f, "cuda backend: buffer ids exhausted"),
+        }
+    }
+}
+
+impl std::error::Error for CudaError {}
+
+impl From<cudarc::driver::DriverError> for CudaError {
+    fn from(e: cudarc::driver::DriverError) -> CudaError {
+        CudaError::Driver(e.to_string())
+    }
+}
+
+impl From<cudarc::cublas::result::CublasError> for CudaError {
+    fn from(e: cudarc::cublas::result::CublasError) -> CudaError {
+        CudaError::Blas(format!("{e:?}"))
+    }
+}
+
+/// Fails with [`CudaError::Shape`] unless `got == expected`.
+pub(crate) fn expect_len(
+    op: &str,
+    operand: &str,
+    got: usize,
+    expected: usize,
+) -> Result<(), CudaError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(CudaError::Shape(format!(
+            "{op}: `{operand}` has {got} elements, expected {expected}"
+        )))
+    }
+}
+
+/// Rows of a `[rows, width]` operand of `len` elements; fails if `width` is zero or
+/// does not divide `len`.
+pub(crate) fn rows_of(
+    op: &str,
+    operand: &str,
+    len: usize,
+    width: usize,
+) -> Result<usize, CudaError> {
+    if width == 0 || len % width != 0 {
+        Err(CudaError::Shape(format!(
+            "{op}: `{operand}` has {len} elements, not a whole number of rows of {width}"
+        )))
+    } else {
+        Ok(len / width)
+    }
+}
+
+/// A size as a `u32` kernel parameter, or [`CudaError::TooLarge`].
+pub(crate) fn to_u32(op: &str, what: &str, value: usize) -> Result<u32, CudaError> {
+    u32::try_from(value).map_err(|_| {
+        CudaError::TooLarge(format!("{op}: `{what}` = {value} does not fit in 32 bits"))
+    })
+}
+
+/// A size as a cuBLAS `int`, or [`CudaError::TooLarge`].
+pub(crate) fn to_i32(op: &str, what: &str, value: usize) -> Result<i32, CudaError> {
+    i32::try_from(value).map_err(|_| {
+        CudaError::TooLarge(format!(
+            "{op}: `{what}` = {value} does not fit cuBLAS's 32-bit int"
+        ))
+    })
+}

@@ -1,0 +1,226 @@
+//! The output head: full logits for sampling, and the fused logits -> log-softmax ->
+//! log-prob of the targets with its per-token weighted backward. The fused pair walks
+//! the rows in chunks, so at most [`LOGITS_CHUNK`] logits exist at any time; each chunk
+//! is a cuBLAS GEMM into a scratch buffer followed by a row kernel
+//! (`kernels/logprob.cu`), and in the backward pass two more GEMMs (into dhidden, and
+//! accumulated into dlm_head).
+//!
+//! Targets live on the device: a target at or above V gives a NaN log-prob.
+
+use sage_core::transformer::{Indices, MatmulShape, Tensor};
+
+use crate::error::{expect_len, rows_of, to_u32, CudaError};
+use crate::launch::{blocks_for, blocks_per_task, Arg, THREADS};
+use crate::matmul::gemm;
+use crate::scratch::Scratch;
+use crate::CudaBackend;
+
+/// Most logits (`f32`) the fused head holds at once: 256 MiB, which for a 152k
+/// vocabulary is chunks of 441 rows, large enough for efficient GEMMs.
+const LOGITS_CHUNK: usize = 1 << 26;
+/// Threads per block of the row kernel (HEAD_THREADS in logprob.cu).
+const HEAD_THREADS: u32 = 512;
+
+/// The fused head's inputs that the forward and backward passes share.
+pub(crate) struct Head {
+    /// [N, D].
+    pub(crate) hidden: Tensor,
+    /// [V, D].
+    pub(crate) lm_head: Tensor,
+    /// [N].
+    pub(crate) targets: Indices,
+}
+
+/// The sizes of an output-head call: rows N, width D and vocabulary V.
+struct HeadDims {
+    rows: usize,
+    dim: usize,
+    vocab: usize,
+}
+
+/// N from `targets`, D from hidden[N, D], V from lm_head[V, D].
+fn head_dims(op: &str, head: &Head) -> Result<HeadDims, CudaError> {
+    let rows = head.targets.len;
+    if rows == 0 {
+        expect_len(op, "hidden", head.hidden.len, 0)?;
+        return Ok(HeadDims {
+            rows,
+            dim: 0,
+            vocab: 0,
+        });
+    }
+    let dim = rows_of(op, "hidden", head.hidden.len, rows)?;
+    let vocab = rows_of(op, "lm_head", head.lm_head.len, dim)?;
+    Ok(HeadDims { rows, dim, vocab })
+}
+
+/// The shape of `c[m, n] = op(a) · op(b)` (see [`MatmulShape`]).
+fn mm(m: usize, n: usize, k: usize, trans_a: bool, trans_b: bool, accumulate: bool) -> MatmulShape {
+    MatmulShape {
+        m,
+        n,
+        k,
+        trans_a,
+        trans_b,
+        accumulate,
+    }
+}
+
+/// Addresses of the head's operands, checked.
+struct HeadAddresses {
+    hidden: u64,
+    lm_head: u64,
+    targets: u64,
+}
+
+fn addresses(b: &CudaBackend, head: &Head) -> Result<HeadAddresses, CudaError> {
+    Ok(HeadAddresses {
+        hidden: b.store.address(head.hidden)?,
+        lm_head: b.store.address(head.lm_head)?,
+        targets: b.store.index_address(head.targets)?,
+    })
+}
+
+/// logp[N] = logits[n, targets[n]] - lse[n] and lse[N] = log sum_j exp(logits[n, j]),
+/// logits = hidden[N, D] · lm_head[V, D]^T, chunk by chunk of rows.
+pub(crate) fn logprob_forward(
+    b: &mut CudaBackend,
+    logp: Tensor,
+    lse: Tensor,
+    head: Head,
+) -> Result<(), CudaError> {
+    let op = "logprob_forward";
+    let d = head_dims(op, &head)?;
+    expect_len(op, "logp", logp.len, d.rows)?;
+    expect_len(op, "lse", lse.len, d.rows)?;
+    let at = addresses(b, &head)?;
+    let (logp, lse) = (b.store.address(logp)?, b.store.address(lse)?);
+    if d.rows == 0 {
+        return Ok(());
+    }
+    let chunk = (LOGITS_CHUNK / d.vocab.max(1)).max(1);
+    let logits = b.scratch_space(Scratch::Logits, chunk.min(d.rows) * d.vocab)?;
+    for start in (0..d.rows).step_by(chunk) {
+        let rows = chunk.min(d.rows - start);
+        // logits[rows, V] = hidden[start.., D] · lm_head^T
+        let hidden = at.hidden + 4 * (start * d.dim) as u64;
+        gemm(
+            b,
+            logits,
+            hidden,
+            at.lm_head,
+            mm(rows, d.vocab, d.dim, false, true, false),
+        )?;
+        b.launch(
+            "logprob_rows",
+            (blocks_per_task(rows), 1),
+            HEAD_THREADS,
+            &[
+                Arg::Ptr(logits),
+                Arg::Ptr(at.targets + 4 * start as u64),
+                Arg::Ptr(logp + 4 * start as u64),
+                Arg::Ptr(lse + 4 * start as u64),
+                Arg::U32(to_u32(op, "rows", rows)?),
+                Arg::U32(to_u32(op, "V", d.vocab)?),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// Backward of sum_n weights[n] * logp[n]: with dlogits = w (onehot(target) - softmax),
+/// dhidden[N, D] = dlogits · lm_head (overwritten; 0 on rows of weight 0) and
+/// dlm_head[V, D] += dlogits^T · hidden, chunk by chunk of rows in order.
+pub(crate) fn logprob_backward(
+    b: &mut CudaBackend,
+    dhidden: Tensor,
+    dlm_head: Tensor,
+    weights: Tensor,
+    lse: Tensor,
+    head: Head,
+) -> Result<(), CudaError> {
+    let op = "logprob_backward";
+    let d = head_dims(op, &head)?;
+    expect_len(op, "weights", weights.len, d.rows)?;
+    expect_len(op, "lse", lse.len, d.rows)?;
+    expect_len(op, "dhidden", dhidden.len, head.hidden.len)?;
+    expect_len(op, "dlm_head", dlm_head.len, head.lm_head.len)?;
+    let at = addresses(b, &head)?;
+    let (dhidden, dlm_head) = (b.store.address(dhidden)?, b.store.address(dlm_head)?);
+    let (weights, lse) = (b.store.address(weights)?, b.store.address(lse)?);
+    if d.rows == 0 {
+        return Ok(());
+    }
+    let chunk = (LOGITS_CHUNK / d.vocab.max(1)).max(1);
+    let dlogits = b.scratch_space(Scratch::Logits, chunk.min(d.rows) * d.vocab)?;
+    for start in (0..d.rows).step_by(chunk) {
+        let rows = chunk.min(d.rows - start);
+        let hidden = at.hidden + 4 * (start * d.dim) as u64;
+        // dlogits[rows, V], made in place from the logits.
+        gemm(
+            b,
+            dlogits,
+            hidden,
+            at.lm_head,
+            mm(rows, d.vocab, d.dim, false, true, false),
+        )?;
+        b.launch(
+            "logprob_dlogits",
+            (blocks_for((rows * d.vocab) as u64), 1),
+            THREADS,
+            &[
+                Arg::Ptr(dlogits),
+                Arg::Ptr(at.targets + 4 * start as u64),
+                Arg::Ptr(weights + 4 * start as u64),
+                Arg::Ptr(lse + 4 * start as u64),
+                Arg::U32(to_u32(op, "rows", rows)?),
+                Arg::U32(to_u32(op, "V", d.vocab)?),
+            ],
+        )?;
+        // dhidden[rows, D] = dlogits · lm_head
+        let dhidden_rows = dhidden + 4 * (start * d.dim) as u64;
+        let shape = mm(rows, d.dim, d.vocab, false, false, false);
+        gemm(b, dhidden_rows, dlogits, at.lm_head, shape)?;
+        // dlm_head[V, D] += dlogits^T · hidden
+        let shape = mm(d.vocab, d.dim, rows, true, false, true);
+        gemm(b, dlm_head, dlogits, hidden, shape)?;
+    }
+    Ok(())
+}
+
+/// out[B, V] = hidden[B, D] · lm_head[V, D]^T. The call carries no sizes, so B, D and V
+/// are solved from the three lengths (B*D, V*D, B*V).
+pub(crate) fn logits(
+    b: &mut CudaBackend,
+    out: Tensor,
+    hidden: Tensor,
+    lm_head: Tensor,
+) -> Result<(), CudaError> {
+    let (h, l, o) = (hidden.len as u128, lm_head.len as u128, out.len as u128);
+    let mismatch = || {
+        CudaError::Shape(format!(
+            "logits: hidden {h}, lm_head {l} and out {o} elements do not fit [B, D], [V, D], [B, V]"
+        ))
+    };
+    if o == 0 || h == 0 || l == 0 {
+        return if o == 0 && (h == 0 || l == 0) {
+            Ok(())
+        } else {
+            Err(mismatch())
+        };
+    }
+    // D^2 = (B*D)(V*D) / (B*V).
+    let dim = (h * l / o).isqrt();
+    let fits = dim > 0 && dim * dim * o == h * l && h % dim == 0 && l % dim == 0;
+    if !fits {
+        return Err(mismatch());
+    }
+    let dim = dim as usize;
+    let (rows, vocab) = (hidden.len / dim, lm_head.len / dim);
+    let (o, hs, lm) = (
+        b.store.address(out)?,
+        b.store.address(hidden)?,
+        b.store.address(lm_head)?,
+    );
+    gemm(b, o, hs, lm, mm(rows, vocab, dim, false, true, false))
+}

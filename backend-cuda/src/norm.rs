@@ -1,0 +1,171 @@
+//! RMSNorm forward and backward, the linear layer's bias add and bias gradient, and the
+//! fixed-order column sums that both gradients use (partials over blocks of 64 rows,
+//! then the blocks in order). Kernels in `kernels/norm.cu`.
+
+use sage_core::transformer::Tensor;
+
+use crate::error::{expect_len, rows_of, to_u32, CudaError};
+use crate::launch::{blocks_for, blocks_per_task, Arg, THREADS};
+use crate::scratch::Scratch;
+use crate::CudaBackend;
+
+/// Rows per block of the column sums (ROWS_PER_BLOCK in norm.cu).
+const ROWS_PER_BLOCK: usize = 64;
+/// Columns per block of the column sums (COLUMN_THREADS in norm.cu).
+const COLUMNS_PER_BLOCK: usize = 256;
+
+/// out[N, D] = x / rms(x) * weight[D]; rstd[N] = 1 / sqrt(mean(x^2) + eps).
+pub(crate) fn rmsnorm_forward(
+    b: &mut CudaBackend,
+    out: Tensor,
+    rstd: Tensor,
+    x: Tensor,
+    weight: Tensor,
+    dim: usize,
+    eps: f32,
+) -> Result<(), CudaError> {
+    let op = "rmsnorm_forward";
+    let rows = rows_of(op, "x", x.len, dim)?;
+    expect_len(op, "weight", weight.len, dim)?;
+    expect_len(op, "out", out.len, x.len)?;
+    expect_len(op, "rstd", rstd.len, rows)?;
+    let args = [
+        Arg::Ptr(b.store.address(out)?),
+        Arg::Ptr(b.store.address(rstd)?),
+        Arg::Ptr(b.store.address(x)?),
+        Arg::Ptr(b.store.address(weight)?),
+        Arg::U32(to_u32(op, "N", rows)?),
+        Arg::U32(to_u32(op, "D", dim)?),
+        Arg::F32(eps),
+    ];
+    if rows == 0 {
+        return Ok(());
+    }
+    b.launch(op, (blocks_per_task(rows), 1), THREADS, &args)
+}
+
+/// dx[N, D] += r * w * dout - x * r^3 / D * sum(dout * w * x) and dweight[D] += column
+/// sums of dout * x * r, from dout[N, D], x[N, D], weight[D] and rstd (r) [N].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rmsnorm_backward(
+    b: &mut CudaBackend,
+    dx: Tensor,
+    dweight: Tensor,
+    dout: Tensor,
+    x: Tensor,
+    weight: Tensor,
+    rstd: Tensor,
+    dim: usize,
+) -> Result<(), CudaError> {
+    let op = "rmsnorm_backward";
+    let rows = rows_of(op, "x", x.len, dim)?;
+    expect_len(op, "weight", weight.len, dim)?;
+    expect_len(op, "dweight", dweight.len, dim)?;
+    expect_len(op, "dout", dout.len, x.len)?;
+    expect_len(op, "dx", dx.len, x.len)?;
+    expect_len(op, "rstd", rstd.len, rows)?;
+    let (d, xs, r) = (
+        b.store.address(dout)?,
+        b.store.address(x)?,
+        b.store.address(rstd)?,
+    );
+    let args = [
+        Arg::Ptr(b.store.address(dx)?),
+        Arg::Ptr(d),
+        Arg::Ptr(xs),
+        Arg::Ptr(b.store.address(weight)?),
+        Arg::Ptr(r),
+        Arg::U32(to_u32(op, "N", rows)?),
+        Arg::U32(to_u32(op, "D", dim)?),
+    ];
+    let dw = b.store.address(dweight)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    b.launch(
+        "rmsnorm_backward_dx",
+        (blocks_per_task(rows), 1),
+        THREADS,
+        &args,
+    )?;
+    column_sums(b, op, dw, dim, rows, d, Some((xs, r)))
+}
+
+/// out[N, C] += bias[C] on every row.
+pub(crate) fn add_bias(b: &mut CudaBackend, out: Tensor, bias: Tensor) -> Result<(), CudaError> {
+    let op = "add_bias";
+    rows_of(op, "out", out.len, bias.len)?;
+    let args = [
+        Arg::Ptr(b.store.address(out)?),
+        Arg::Ptr(b.store.address(bias)?),
+        Arg::U64(out.len as u64),
+        Arg::U32(to_u32(op, "C", bias.len)?),
+    ];
+    if out.len == 0 {
+        return Ok(());
+    }
+    b.launch(op, (blocks_for(out.len as u64), 1), THREADS, &args)
+}
+
+/// dbias[C] += column sums of dout[N, C].
+pub(crate) fn bias_backward(
+    b: &mut CudaBackend,
+    dbias: Tensor,
+    dout: Tensor,
+) -> Result<(), CudaError> {
+    let op = "bias_backward";
+    let rows = rows_of(op, "dout", dout.len, dbias.len)?;
+    let (db, d) = (b.store.address(dbias)?, b.store.address(dout)?);
+    if rows == 0 {
+        return Ok(());
+    }
+    column_sums(b, op, db, dbias.len, rows, d, None)
+}
+
+/// grad[C] += the column sums over `rows` rows of a[N, C], or of a * x * rstd[n] when
+/// `scaled` holds the addresses of (x [N, C], rstd [N]).
+fn column_sums(
+    b: &mut CudaBackend,
+    op: &str,
+    grad: u64,
+    width: usize,
+    rows: usize,
+    a: u64,
+    scaled: Option<(u64, u64)>,
+) -> Result<(), CudaError> {
+    let blocks = rows.div_ceil(ROWS_PER_BLOCK);
+    let partials = b.scratch_space(Scratch::Columns, blocks * width)?;
+    let (x, rstd) = scaled.unwrap_or((0, 0));
+    let column_blocks = to_u32(op, "column blocks", width.div_ceil(COLUMNS_PER_BLOCK))?;
+    let row_blocks = to_u32(op, "row blocks", blocks)?;
+    if row_blocks > 65_535 {
+        return Err(CudaError::TooLarge(format!(
+            "{op}: {rows} rows exceed the grid of the column sums"
+        )));
+    }
+    let (rows, width) = (to_u32(op, "N", rows)?, to_u32(op, "C", width)?);
+    b.launch(
+        "column_partials",
+        (column_blocks, row_blocks),
+        THREADS,
+        &[
+            Arg::Ptr(partials),
+            Arg::Ptr(a),
+            Arg::Ptr(x),
+            Arg::Ptr(rstd),
+            Arg::U32(rows),
+            Arg::U32(width),
+        ],
+    )?;
+    b.launch(
+        "column_finish",
+        (column_blocks, 1),
+        THREADS,
+        &[
+            Arg::Ptr(grad),
+            Arg::Ptr(partials),
+            Arg::U32(row_blocks),
+            Arg::U32(width),
+        ],
+    )
+}

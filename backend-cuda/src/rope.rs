@@ -1,0 +1,70 @@
+//! Rotary position embedding (the Qwen2 half-rotation layout) forward and backward, in
+//! place; the inverse frequencies are computed on the host in f32 exactly as the CPU
+//! backend computes them, and kept on the device while theta and hd stay the same.
+//! Kernel in `kernels/rope.cu`.
+
+use sage_core::transformer::{Indices, Tensor};
+
+use crate::error::{expect_len, rows_of, to_u32, CudaError};
+use crate::launch::{blocks_for, Arg, THREADS};
+use crate::scratch::Scratch;
+use crate::CudaBackend;
+
+/// Rotates x[N, heads * hd] in place by pos * inv_freq, by the opposite angles when
+/// `sign` is -1 (the backward pass).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rope(
+    b: &mut CudaBackend,
+    op: &str,
+    x: Tensor,
+    positions: Indices,
+    heads: usize,
+    head_dim: usize,
+    theta: f32,
+    sign: f32,
+) -> Result<(), CudaError> {
+    if head_dim % 2 != 0 {
+        return Err(CudaError::BadArgument(format!(
+            "{op}: head_dim {head_dim} is odd"
+        )));
+    }
+    let rows = rows_of(op, "x", x.len, heads * head_dim)?;
+    expect_len(op, "positions", positions.len, rows)?;
+    let (xs, pos) = (b.store.address(x)?, b.store.index_address(positions)?);
+    if x.len == 0 {
+        return Ok(());
+    }
+    let inv_freq = frequencies(b, theta, head_dim)?;
+    b.launch(
+        "rope",
+        (blocks_for(x.len as u64 / 2), 1),
+        THREADS,
+        &[
+            Arg::Ptr(xs),
+            Arg::Ptr(pos),
+            Arg::Ptr(inv_freq),
+            Arg::U32(to_u32(op, "N", rows)?),
+            Arg::U32(to_u32(op, "heads", heads)?),
+            Arg::U32(to_u32(op, "hd", head_dim)?),
+            Arg::F32(sign),
+        ],
+    )
+}
+
+/// The device address of inv_freq[hd / 2] = 1 / theta^(2i / hd), uploaded when theta or
+/// hd changes.
+fn frequencies(b: &mut CudaBackend, theta: f32, head_dim: usize) -> Result<u64, CudaError> {
+    let half = head_dim / 2;
+    let key = (theta.to_bits(), head_dim);
+    if b.scratch.rope_of == Some(key) {
+        return b.scratch_space(Scratch::RopeFrequencies, half);
+    }
+    let inv_freq: Vec<f32> = (0..half)
+        .map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32))
+        .collect();
+    let address = b
+        .scratch
+        .upload(&b.gpu.stream, Scratch::RopeFrequencies, &inv_freq)?;
+    b.scratch.rope_of = Some(key);
+    Ok(address)
+}

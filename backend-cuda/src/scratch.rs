@@ -1,0 +1,164 @@
+//! The backend's own device buffers: scratch space that kernels share between the calls
+//! of one operation (partial sums, a chunk of logits, bf16 copies of GEMM operands) and
+//! small index tables uploaded from the host (sequence spans, cache lengths). Each slot
+//! grows to the largest size asked of it and is reused: every use is ordered on the one
+//! stream, so a later call cannot overwrite what an earlier kernel still reads.
+
+use std::sync::Arc;
+
+use cudarc::driver::{result as driver_result, CudaSlice, CudaStream};
+
+use crate::error::CudaError;
+use crate::store::allocate;
+
+/// A purpose of `f32` scratch space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scratch {
+    /// Per-block partial sums (the sum of squares, in f64, and its result).
+    Partials,
+    /// Per-row-block column sums of the weight and bias gradients.
+    Columns,
+    /// One chunk of the output head's logits.
+    Logits,
+    /// The attention backward pass's delta [N, H].
+    Delta,
+    /// RoPE's inverse frequencies [hd / 2].
+    RopeFrequencies,
+    /// bf16 copy of a GEMM's first operand (two per `f32` element).
+    Bf16A,
+    /// bf16 copy of a GEMM's second operand.
+    Bf16B,
+}
+
+/// A purpose of `u32` scratch space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IndexScratch {
+    /// The training attention's spans [N, 2].
+    Spans,
+    /// The embedding backward pass's links [2, N].
+    Links,
+    /// Cache lengths [B] for decoding.
+    Lengths,
+}
+
+const F32_SLOTS: usize = 7;
+const U32_SLOTS: usize = 3;
+
+/// One growable allocation.
+struct Slot<T> {
+    memory: Option<CudaSlice<T>>,
+    address: u64,
+    len: usize,
+}
+
+impl<T> Default for Slot<T> {
+    fn default() -> Slot<T> {
+        Slot {
+            memory: None,
+            address: 0,
+            len: 0,
+        }
+    }
+}
+
+impl<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits> Slot<T> {
+    /// The address of at least `len` elements, growing the slot when needed.
+    fn reserve(&mut self, stream: &Arc<CudaStream>, len: usize) -> Result<u64, CudaError> {
+        if self.memory.is_none() || self.len < len {
+            self.memory = None;
+            let (memory, address) = allocate::<T>(stream, len)?;
+            self.memory = Some(memory);
+            self.address = address;
+            self.len = len.max(1);
+        }
+        Ok(self.address)
+    }
+}
+
+/// Every scratch slot, and what the cached ones hold.
+#[derive(Default)]
+pub(crate) struct ScratchBuffers {
+    f32s: [Slot<f32>; F32_SLOTS],
+    u32s: [Slot<u32>; U32_SLOTS],
+    /// The `seq_starts` whose spans the `Spans` slot holds.
+    pub(crate) spans_of: Vec<u32>,
+    /// The (theta bits, head_dim) whose frequencies the `RopeFrequencies` slot holds.
+    pub(crate) rope_of: Option<(u32, usize)>,
+}
+
+impl ScratchBuffers {
+    /// The address of at least `len` elements of `f32` scratch for `which`.
+    pub(crate) fn space(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        which: Scratch,
+        len: usize,
+    ) -> Result<u64, CudaError> {
+        self.f32s[which as usize].reserve(stream, len)
+    }
+
+    /// The address of at least `len` elements of `u32` scratch for `which`.
+    pub(crate) fn index_space(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        which: IndexScratch,
+        len: usize,
+    ) -> Result<u64, CudaError> {
+        self.u32s[which as usize].reserve(stream, len)
+    }
+
+    /// Uploads `data` into the `u32` scratch `which` and returns its address.
+    pub(crate) fn upload_indices(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        which: IndexScratch,
+        data: &[u32],
+    ) -> Result<u64, CudaError> {
+        let address = self.index_space(stream, which, data.len())?;
+        upload(stream, address, data)?;
+        Ok(address)
+    }
+
+    /// Uploads `data` into the `f32` scratch `which` and returns its address.
+    pub(crate) fn upload(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        which: Scratch,
+        data: &[f32],
+    ) -> Result<u64, CudaError> {
+        let address = self.space(stream, which, data.len())?;
+        upload(stream, address, data)?;
+        Ok(address)
+    }
+}
+
+/// Queues a copy of host `data` to device address `dst` on `stream`. The driver stages
+/// pageable host memory before returning, so `data` may be dropped afterwards.
+pub(crate) fn upload<T>(stream: &Arc<CudaStream>, dst: u64, data: &[T]) -> Result<(), CudaError> {
+    if data.is_empty() {
+        return Ok(());
+    }
+    stream.context().bind_to_thread()?;
+    // SAFETY: `dst` is the address of a live allocation of at least `data.len()`
+    // elements of T (checked by the store or reserved by a scratch slot).
+    unsafe { driver_result::memcpy_htod_async(dst, data, stream.cu_stream()) }?;
+    Ok(())
+}
+
+/// Copies `dst.len()` elements from device address `src` to the host, waiting for the
+/// stream first.
+pub(crate) fn download<T>(
+    stream: &Arc<CudaStream>,
+    dst: &mut [T],
+    src: u64,
+) -> Result<(), CudaError> {
+    if dst.is_empty() {
+        return stream.synchronize().map_err(CudaError::from);
+    }
+    stream.context().bind_to_thread()?;
+    // SAFETY: `src` is the address of a live allocation of at least `dst.len()` elements
+    // of T (checked by the store); the stream is synchronized before `dst` is read.
+    unsafe { driver_result::memcpy_dtoh_async(dst, src, stream.cu_stream()) }?;
+    stream.synchronize()?;
+    Ok(())
+}

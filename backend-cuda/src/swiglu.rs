@@ -1,0 +1,64 @@
+//! The SwiGLU activation of the MLP, silu(gate) * up, and its backward; kernels in
+//! `kernels/swiglu.cu`.
+
+use sage_core::transformer::Tensor;
+
+use crate::error::{expect_len, CudaError};
+use crate::launch::{blocks_for, Arg, THREADS};
+use crate::CudaBackend;
+
+/// out[N, I] = silu(gate[N, I]) * up[N, I].
+pub(crate) fn swiglu_forward(
+    b: &mut CudaBackend,
+    out: Tensor,
+    gate: Tensor,
+    up: Tensor,
+) -> Result<(), CudaError> {
+    let op = "swiglu_forward";
+    expect_len(op, "gate", gate.len, out.len)?;
+    expect_len(op, "up", up.len, out.len)?;
+    let n = out.len as u64;
+    let args = [
+        Arg::Ptr(b.store.address(out)?),
+        Arg::Ptr(b.store.address(gate)?),
+        Arg::Ptr(b.store.address(up)?),
+        Arg::U64(n),
+    ];
+    if n == 0 {
+        return Ok(());
+    }
+    b.launch(op, (blocks_for(n), 1), THREADS, &args)
+}
+
+/// dgate, dup [N, I] (overwritten) from dout[N, I] and the forward's gate and up.
+pub(crate) fn swiglu_backward(
+    b: &mut CudaBackend,
+    dgate: Tensor,
+    dup: Tensor,
+    dout: Tensor,
+    gate: Tensor,
+    up: Tensor,
+) -> Result<(), CudaError> {
+    let op = "swiglu_backward";
+    for (name, len) in [
+        ("dgate", dgate.len),
+        ("dup", dup.len),
+        ("gate", gate.len),
+        ("up", up.len),
+    ] {
+        expect_len(op, name, len, dout.len)?;
+    }
+    let n = dout.len as u64;
+    let args = [
+        Arg::Ptr(b.store.address(dgate)?),
+        Arg::Ptr(b.store.address(dup)?),
+        Arg::Ptr(b.store.address(dout)?),
+        Arg::Ptr(b.store.address(gate)?),
+        Arg::Ptr(b.store.address(up)?),
+        Arg::U64(n),
+    ];
+    if n == 0 {
+        return Ok(());
+    }
+    b.launch(op, (blocks_for(n), 1), THREADS, &args)
+}

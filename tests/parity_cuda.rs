@@ -1,0 +1,134 @@
+//! The backend parity tests for the CUDA backend against the CPU oracle, in f32. Without
+//! a CUDA driver or GPU each test says so and returns; with `SAGE_REQUIRE_CUDA=1` a
+//! missing device fails the test instead (the GPU benchmark script sets it).
+
+use std::io::Write;
+use std::sync::Once;
+
+use sage_backend_cuda::CudaBackend;
+
+/// Says once per process which device the tests run on, or why they are skipped.
+static REPORT: Once = Once::new();
+
+fn report(line: String) {
+    REPORT.call_once(|| say(&line));
+}
+
+/// Writes `line` to the process's stderr past the test harness's output capture,
+/// through a duplicate of the stderr handle, so a skip is seen even when tests pass.
+fn say(line: &str) {
+    #[cfg(unix)]
+    let handle = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned();
+    #[cfg(windows)]
+    let handle = std::os::windows::io::AsHandle::as_handle(&std::io::stderr()).try_clone_to_owned();
+    #[cfg(any(unix, windows))]
+    if let Ok(handle) = handle {
+        let _ = writeln!(std::fs::File::from(handle), "{line}");
+        return;
+    }
+    eprintln!("{line}");
+}
+
+/// The CUDA backend, or `None` (after saying why) when it cannot start and
+/// `SAGE_REQUIRE_CUDA` is not `1`.
+fn cuda_backend() -> Option<CudaBackend> {
+    match CudaBackend::new() {
+        Ok(backend) => {
+            report(format!(
+                "cuda parity tests run on: {}",
+                backend.description()
+            ));
+            Some(backend)
+        }
+        Err(e) if std::env::var("SAGE_REQUIRE_CUDA").as_deref() == Ok("1") => {
+            panic!("SAGE_REQUIRE_CUDA=1 but the CUDA backend cannot start: {e}")
+        }
+        Err(e) => {
+            report(format!(
+                "SKIPPED: cuda parity tests, no CUDA device ({e}); \
+                 set SAGE_REQUIRE_CUDA=1 to make this a failure"
+            ));
+            None
+        }
+    }
+}
+
+sage_e2e::backend_parity_tests!(cuda_backend());
+
+/// The tiny model fits any device; a model of 2^40 parameters fits none, and the error
+/// says why; heads wider than the kernels hold are refused.
+#[test]
+fn check_model_names_the_limit() {
+    let Some(backend) = cuda_backend() else {
+        return;
+    };
+    let tiny = sage_core::transformer::ModelConfig::tiny();
+    backend.check_model(&tiny).expect("the tiny model fits");
+    let huge = sage_core::transformer::ModelConfig {
+        vocab_size: 1 << 24,
+        hidden_size: 1 << 16,
+        num_attention_heads: 512,
+        num_key_value_heads: 512,
+        ..tiny.clone()
+    };
+    let message = backend
+        .check_model(&huge)
+        .expect_err("too large")
+        .to_string();
+    assert!(message.contains("memory"), "{message}");
+    let wide = sage_core::transformer::ModelConfig {
+        hidden_size: 512,
+        num_attention_heads: 2,
+        num_key_value_heads: 2,
+        ..tiny
+    };
+    let message = backend
+        .check_model(&wide)
+        .expect_err("heads of 256")
+        .to_string();
+    assert!(message.contains("128"), "{message}");
+}
+
+/// The backend can move to another thread, as the trainer's backends must.
+#[test]
+fn the_backend_is_send() {
+    fn assert_send<T: Send>() {}
+    assert_send::<CudaBackend>();
+}
+
+/// The bf16 GEMM mode agrees with the CPU's f32 GEMM to bf16's precision (8 bits of
+/// mantissa per operand, sums of 150 products in f32): 2e-2 of the largest value.
+#[test]
+fn bf16_matmul_is_close_to_f32() {
+    use sage_backend_cuda::Precision;
+    use sage_core::transformer::{Kernels, MatmulShape};
+    use sage_e2e::backend_parity::{assert_close, Both, Rng};
+
+    let Some(mut b) = Both::new(|| {
+        cuda_backend()?;
+        Some(CudaBackend::with_precision(Precision::Bf16).expect("bf16 backend"))
+    }) else {
+        return;
+    };
+    let mut rng = Rng::new(21);
+    let (m, n, k) = (130, 70, 150);
+    for layout in 0..4 {
+        let shape = MatmulShape {
+            m,
+            n,
+            k,
+            trans_a: layout & 1 != 0,
+            trans_b: layout & 2 != 0,
+            accumulate: false,
+        };
+        let a = b.random(&mut rng, m * k, 1.0);
+        let bm = b.random(&mut rng, k * n, 1.0);
+        let c = b.random(&mut rng, m * n, 1.0);
+        b.cpu.matmul(c[0], a[0], bm[0], shape).expect("cpu");
+        b.other
+            .matmul(c[1], a[1], bm[1], shape)
+            .expect("bf16 matmul");
+        let (want, got) = b.download(c);
+        assert_close(&format!("bf16 matmul {shape:?}"), &got, &want, 2e-2);
+    }
+}
