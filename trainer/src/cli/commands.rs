@@ -34,6 +34,12 @@ macro_rules! with_backend {
                 let $k = sage_backend_cpu::CpuBackend::new();
                 $body
             }
+            #[cfg(feature = "cuda")]
+            "cuda" => {
+                let $k = sage_backend_cuda::CudaBackend::new().map_err(failed("backend"))?;
+                tracing::info!("cuda device: {}", $k.description());
+                $body
+            }
             #[cfg(feature = "wgpu")]
             "wgpu" => {
                 let $k = sage_backend_wgpu::WgpuBackend::new().map_err(failed("backend"))?;
