@@ -1,12 +1,15 @@
-//! Throughput of the transformer on the CPU backend: a training step (forward,
-//! backward, AdamW) and batched greedy decoding with a KV cache, on the benchmark
-//! configs of issue 3, and the 2048^3 f32 GEMM. Prints one JSON object per measurement, so that
-//! `scripts/bench_vs_pytorch.py` can set it beside PyTorch; peak memory is the
-//! process's high-water mark, so run one measurement per process for it to mean
-//! anything.
+//! Throughput of the transformer: a training step (forward, backward, AdamW) and batched
+//! greedy decoding with a KV cache, on the benchmark configs of issue 3 (CPU) and a
+//! Qwen2.5-0.5B-shaped config (issue 8, CUDA), and the 2048^3 f32 GEMM. Prints one JSON
+//! object per measurement, so that `scripts/bench_vs_pytorch.py` (CPU) and
+//! `scripts/bench_cuda.sh` (GPU) can set it beside PyTorch; peak memory is the process's
+//! host high-water mark, so run one measurement per process for it to mean anything.
 //!
 //! Run: `cargo run --release -p sage-examples --example transformer_bench -- train tiny`
-//! (`train|decode`, `tiny|small`; optional `--steps N`), or `-- gemm` (GFLOP/s).
+//! (`train|decode`, `tiny|small|qwen0.5b`; optional `--steps N`, `--batch B --seq S` for
+//! training, `--seqs B --prompt P --new T` for decoding), or `-- gemm` (GFLOP/s). With
+//! `--features cuda`, `--backend cuda` runs on GPU 0 (`--precision f32|bf16`, bf16 by
+//! default there: bf16 GEMM operands, f32 everything else).
 
 use std::error::Error;
 use std::time::Instant;
@@ -15,6 +18,9 @@ use sage_backend_cpu::CpuBackend;
 use sage_core::transformer::{
     AdamWStep, Kernels, KvCache, MatmulShape, ModelConfig, Tensor, Transformer,
 };
+
+/// A backend's error, as the benchmark's.
+type BenchResult<T> = Result<T, Box<dyn Error>>;
 
 /// The "small" benchmark model of issue 3: V 32000, D 768, I 2048, 12 layers, 12 heads,
 /// 4 kv heads, tied embeddings.
@@ -26,6 +32,22 @@ fn small() -> ModelConfig {
         num_hidden_layers: 12,
         num_attention_heads: 12,
         num_key_value_heads: 4,
+        ..ModelConfig::tiny()
+    }
+}
+
+/// Qwen2.5-0.5B's shape: V 151936, D 896, I 4864, 24 layers, 14 heads of 64, 2 kv
+/// heads, tied embeddings, q/k/v bias, theta 1e6.
+fn qwen05() -> ModelConfig {
+    ModelConfig {
+        vocab_size: 151_936,
+        hidden_size: 896,
+        intermediate_size: 4864,
+        num_hidden_layers: 24,
+        num_attention_heads: 14,
+        num_key_value_heads: 2,
+        rope_theta: 1_000_000.0,
+        max_position_embeddings: 32_768,
         ..ModelConfig::tiny()
     }
 }
@@ -51,7 +73,10 @@ fn tokens(len: usize, vocab: usize, seed: u64) -> Vec<u32> {
 }
 
 /// A model with small random weights and unit norm weights.
-fn random_model(k: &mut CpuBackend, config: ModelConfig) -> Result<Transformer, Box<dyn Error>> {
+fn random_model<K: Kernels>(k: &mut K, config: ModelConfig) -> BenchResult<Transformer>
+where
+    K::Error: Error + 'static,
+{
     let model = Transformer::new(k, config)?;
     let mut params = noise(model.params().len, 1, 0.02);
     let layout = model.layout();
@@ -65,6 +90,16 @@ fn random_model(k: &mut CpuBackend, config: ModelConfig) -> Result<Transformer, 
     }
     k.write(model.params(), &params)?;
     Ok(model)
+}
+
+/// Waits for the backend's queued work: a read returns only once everything before it
+/// has run (a GPU backend queues work asynchronously).
+fn settle<K: Kernels>(k: &mut K, probe: Tensor) -> BenchResult<()>
+where
+    K::Error: Error + 'static,
+{
+    k.read(probe.slice(0, 1), &mut [0.0])?;
+    Ok(())
 }
 
 /// The process's peak resident memory in MiB (Linux), 0 when unknown.
@@ -82,24 +117,28 @@ fn peak_rss_mib() -> f64 {
 
 /// Training: batch x seq tokens, forward + backward + AdamW, `steps` timed steps after
 /// one warm-up step. Returns tokens per second.
-fn train(
+fn train<K: Kernels>(
+    k: &mut K,
     config: ModelConfig,
     batch: usize,
     seq: usize,
     steps: usize,
-) -> Result<f64, Box<dyn Error>> {
-    let mut k = CpuBackend::new();
+) -> BenchResult<f64>
+where
+    K::Error: Error + 'static,
+{
     let vocab = config.vocab_size;
-    let mut model = random_model(&mut k, config)?;
+    let mut model = random_model(k, config)?;
     let n = batch * seq;
     let input = tokens(n, vocab, 2);
     let targets = tokens(n, vocab, 3);
     let starts: Vec<u32> = (0..=batch).map(|b| (b * seq) as u32).collect();
     let weights = vec![-1.0 / n as f32; n];
     let total = model.params().len;
+    let probe = model.params();
     let m = Tensor::whole(k.alloc(total)?, total);
     let v = Tensor::whole(k.alloc(total)?, total);
-    let mut step = |k: &mut CpuBackend, i: u32| -> Result<(), Box<dyn Error>> {
+    let mut step = |k: &mut K, i: u32| -> BenchResult<()> {
         model.zero_grads(k)?;
         model.forward(k, &input, &targets, &starts)?;
         model.backward(k, &weights)?;
@@ -114,25 +153,30 @@ fn train(
         k.adamw(model.params(), model.grads(), m, v, hyper)?;
         Ok(())
     };
-    step(&mut k, 1)?;
+    step(k, 1)?;
+    settle(k, probe)?;
     let start = Instant::now();
     for i in 0..steps {
-        step(&mut k, i as u32 + 2)?;
+        step(k, i as u32 + 2)?;
     }
+    settle(k, probe)?;
     Ok((n * steps) as f64 / start.elapsed().as_secs_f64())
 }
 
 /// Greedy decoding of `batch` sequences: a `prompt`-token prefill, then `new_tokens`
 /// decoding steps. Returns generated tokens per second (prefill included in the time).
-fn decode(
+fn decode<K: Kernels>(
+    k: &mut K,
     config: ModelConfig,
     batch: usize,
     prompt: usize,
     new_tokens: usize,
-) -> Result<f64, Box<dyn Error>> {
-    let mut k = CpuBackend::new();
+) -> BenchResult<f64>
+where
+    K::Error: Error + 'static,
+{
     let vocab = config.vocab_size;
-    let mut model = random_model(&mut k, config)?;
+    let mut model = random_model(k, config)?;
     let prompts: Vec<Vec<u32>> = (0..batch)
         .map(|b| tokens(prompt, vocab, 10 + b as u64))
         .collect();
@@ -149,21 +193,24 @@ fn decode(
             })
             .0 as u32
     };
+    settle(k, model.params())?;
     let start = Instant::now();
-    let mut cache = KvCache::new(&mut k, &model, batch, prompt + new_tokens)?;
-    let mut logits = model.prefill(&mut k, &mut cache, &prompt_refs)?;
+    let mut cache = KvCache::new(k, &model, batch, prompt + new_tokens)?;
+    let mut logits = model.prefill(k, &mut cache, &prompt_refs)?;
     for _ in 1..new_tokens {
         let next: Vec<u32> = logits.chunks(vocab).map(argmax).collect();
-        logits = model.decode_step(&mut k, &mut cache, &next)?;
+        logits = model.decode_step(k, &mut cache, &next)?;
     }
     Ok((batch * new_tokens) as f64 / start.elapsed().as_secs_f64())
 }
 
 /// c[n, n] = a[n, n] · b[n, n]^T (a linear layer's layout), median of 5 runs after a
 /// warm-up. Returns GFLOP/s.
-fn gemm(n: usize) -> Result<f64, Box<dyn Error>> {
-    let mut k = CpuBackend::new();
-    let mut operand = |seed| -> Result<Tensor, Box<dyn Error>> {
+fn gemm<K: Kernels>(k: &mut K, n: usize) -> BenchResult<f64>
+where
+    K::Error: Error + 'static,
+{
+    let mut operand = |seed| -> BenchResult<Tensor> {
         let t = Tensor::whole(k.alloc(n * n)?, n * n);
         k.write(t, &noise(n * n, seed, 1.0))?;
         Ok(t)
@@ -180,44 +227,128 @@ fn gemm(n: usize) -> Result<f64, Box<dyn Error>> {
     k.matmul(c, a, b, shape)?;
     let mut times = Vec::new();
     for _ in 0..5 {
+        settle(k, c)?;
         let start = Instant::now();
         k.matmul(c, a, b, shape)?;
+        settle(k, c)?;
         times.push(start.elapsed().as_secs_f64());
     }
     times.sort_by(f64::total_cmp);
     Ok(2.0 * (n * n * n) as f64 / times[2] / 1e9)
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let what = args.first().map(String::as_str).unwrap_or("train");
-    if what == "gemm" {
-        let gflops = gemm(2048)?;
-        println!("{{\"side\":\"sage-cpu\",\"what\":\"gemm\",\"config\":\"2048^3\",\"threads\":{},\"gflops\":{gflops:.1}}}", rayon::current_num_threads());
+/// The value after `flag` in `args`, parsed, or `default`.
+fn option<T: std::str::FromStr>(args: &[String], flag: &str, default: T) -> BenchResult<T>
+where
+    T::Err: Error + 'static,
+{
+    match args.iter().position(|a| a == flag) {
+        Some(i) => Ok(args
+            .get(i + 1)
+            .ok_or_else(|| format!("{flag} needs a value"))?
+            .parse()?),
+        None => Ok(default),
+    }
+}
+
+/// What to measure, parsed from the command line.
+struct Request {
+    what: String,
+    name: String,
+    config: ModelConfig,
+    steps: usize,
+    /// Training batch and sequence length.
+    batch: usize,
+    seq: usize,
+    /// Decoding: sequences, prompt tokens, new tokens.
+    seqs: usize,
+    prompt: usize,
+    new_tokens: usize,
+}
+
+/// Runs the request on backend `k`, printing its JSON line; `side` names the backend.
+fn measure<K: Kernels>(k: &mut K, side: &str, threads: usize, r: Request) -> BenchResult<()>
+where
+    K::Error: Error + 'static,
+{
+    if r.what == "gemm" {
+        let gflops = gemm(k, 2048)?;
+        println!("{{\"side\":\"{side}\",\"what\":\"gemm\",\"config\":\"2048^3\",\"threads\":{threads},\"gflops\":{gflops:.1}}}");
         return Ok(());
     }
-    let name = args.get(1).map(String::as_str).unwrap_or("tiny");
-    let steps = match args.iter().position(|a| a == "--steps") {
-        Some(i) => args.get(i + 1).ok_or("--steps needs a number")?.parse()?,
-        None => 3,
-    };
-    let (config, batch, seq) = match name {
-        "tiny" => (ModelConfig::tiny(), 8, 512),
-        "small" => (small(), 4, 256),
-        other => return Err(format!("unknown config `{other}` (tiny, small)").into()),
-    };
-    let threads = rayon::current_num_threads();
-    let (tokens_per_s, shape) = match what {
-        "train" => (train(config, batch, seq, steps)?, format!("{batch}x{seq}")),
-        "decode" => (
-            decode(config, 8, 256, 128)?,
-            "8 seqs, 256 prompt, 128 new".to_owned(),
+    let (tokens_per_s, shape) = match r.what.as_str() {
+        "train" => (
+            train(k, r.config, r.batch, r.seq, r.steps)?,
+            format!("{}x{}", r.batch, r.seq),
         ),
-        other => return Err(format!("unknown measurement `{other}` (train, decode)").into()),
+        "decode" => (
+            decode(k, r.config, r.seqs, r.prompt, r.new_tokens)?,
+            format!("{} seqs, {} prompt, {} new", r.seqs, r.prompt, r.new_tokens),
+        ),
+        other => return Err(format!("unknown measurement `{other}` (train, decode, gemm)").into()),
     };
     println!(
-        "{{\"side\":\"sage-cpu\",\"what\":\"{what}\",\"config\":\"{name}\",\"shape\":\"{shape}\",\"threads\":{threads},\"tokens_per_s\":{tokens_per_s:.1},\"peak_rss_mib\":{:.1}}}",
+        "{{\"side\":\"{side}\",\"what\":\"{}\",\"config\":\"{}\",\"shape\":\"{shape}\",\"threads\":{threads},\"tokens_per_s\":{tokens_per_s:.1},\"peak_rss_mib\":{:.1}}}",
+        r.what,
+        r.name,
         peak_rss_mib()
     );
     Ok(())
+}
+
+fn main() -> BenchResult<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let what = args.first().cloned().unwrap_or_else(|| "train".to_owned());
+    let name = match args.get(1) {
+        Some(n) if !n.starts_with("--") && what != "gemm" => n.clone(),
+        _ => "tiny".to_owned(),
+    };
+    let (config, batch, seq, seqs, prompt, new_tokens) = match name.as_str() {
+        "tiny" => (ModelConfig::tiny(), 8, 512, 8, 256, 128),
+        "small" => (small(), 4, 256, 8, 256, 128),
+        "qwen0.5b" => (qwen05(), 8, 1024, 64, 512, 256),
+        other => return Err(format!("unknown config `{other}` (tiny, small, qwen0.5b)").into()),
+    };
+    let request = Request {
+        what,
+        name,
+        config,
+        steps: option(&args, "--steps", 3)?,
+        batch: option(&args, "--batch", batch)?,
+        seq: option(&args, "--seq", seq)?,
+        seqs: option(&args, "--seqs", seqs)?,
+        prompt: option(&args, "--prompt", prompt)?,
+        new_tokens: option(&args, "--new", new_tokens)?,
+    };
+    let threads = rayon::current_num_threads();
+    let backend: String = option(&args, "--backend", "cpu".to_owned())?;
+    match backend.as_str() {
+        "cpu" => measure(&mut CpuBackend::new(), "sage-cpu", threads, request),
+        "cuda" => cuda(&args, threads, request),
+        other => Err(format!("unknown backend `{other}` (cpu, cuda)").into()),
+    }
+}
+
+/// Runs the request on the CUDA backend (GPU 0).
+#[cfg(feature = "cuda")]
+fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
+    use sage_backend_cuda::{CudaBackend, Precision};
+    let precision = match option(args, "--precision", "bf16".to_owned())?.as_str() {
+        "f32" => Precision::F32,
+        "bf16" => Precision::Bf16,
+        other => return Err(format!("unknown precision `{other}` (f32, bf16)").into()),
+    };
+    let mut k = CudaBackend::with_precision(precision)?;
+    eprintln!("cuda device: {}", k.description());
+    let side = match precision {
+        Precision::F32 => "sage-cuda-f32",
+        Precision::Bf16 => "sage-cuda-bf16",
+    };
+    measure(&mut k, side, threads, request)
+}
+
+/// Without the `cuda` feature there is no CUDA backend to run.
+#[cfg(not(feature = "cuda"))]
+fn cuda(_: &[String], _: usize, _: Request) -> BenchResult<()> {
+    Err("this build has no CUDA backend: build with `--features cuda`".into())
 }

@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""The CUDA backend beside PyTorch + transformers on one GPU (issue 8's Performance).
+
+NOT YET RUN: this script was written on a machine without a GPU. Nothing it measures
+has been measured; expect to debug it on the first GPU run.
+
+On a GPU machine it:
+  1. installs what it needs from PyPI (torch, transformers, and CUDA 13.0's NVRTC and
+     cuBLAS wheels for the Rust backend, on LD_LIBRARY_PATH) unless --no-install;
+  2. builds the CUDA parity tests, the NVRTC compile test and the benchmark example
+     (`cargo ... --features cuda`), or, where the machine has no Rust toolchain, uses
+     the binaries that `--build-only` left in target/cuda-bench/ on a build machine;
+  3. runs the NVRTC test and the parity tests with SAGE_REQUIRE_NVRTC=1 and
+     SAGE_REQUIRE_CUDA=1 (a missing device fails instead of skipping) and stops if
+     they fail;
+  4. measures, each in its own process, on a Qwen2.5-0.5B-shaped model with random
+     weights: training tokens/s and MFU (forward + backward + AdamW, bf16 GEMMs with
+     f32 master weights on our side; Qwen2ForCausalLM with SDPA attention under bf16
+     autocast with f32 weights and fused AdamW on PyTorch's side), and batched greedy
+     decoding tokens/s (64 sequences, 512-token prompts, 256 new tokens) against
+     transformers' generate() in bf16;
+  5. prints the table for BENCHMARKS.md, with the issue's targets (training >= 1.0x
+     PyTorch and >= 40% MFU; decoding >= 3x generate()).
+
+    python3 scripts/bench_cuda.py [--steps 5] [--batch 8] [--seq 1024] [--no-install]
+    python3 scripts/bench_cuda.py --build-only   # on a build machine, no GPU needed
+"""
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH_DIR = os.path.join(ROOT, "target", "cuda-bench")
+PINNED = ["nvidia-cuda-nvrtc==13.0.88", "nvidia-cublas==13.0.2.14"]
+WHEELS_DIR = os.path.join(ROOT, "target", "cuda-wheels")
+
+# Qwen2.5-0.5B's shape (the Rust side's `qwen0.5b` config in transformer_bench).
+QWEN05 = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864,
+              num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+              rope_theta=1000000.0, rms_norm_eps=1e-6, max_position_embeddings=32768,
+              tie_word_embeddings=True)
+
+# Dense bf16 tensor-core peaks in FLOP/s, by a substring of the device name.
+PEAKS = [("H100 PCIe", 756e12), ("H100", 989.4e12), ("H200", 989.4e12),
+         ("A100", 312e12), ("L40S", 362e12), ("RTX 4090", 165e12)]
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def run(args, env=None, capture=False):
+    log("+ " + " ".join(args))
+    result = subprocess.run(args, cwd=ROOT, env=env, check=True, text=True,
+                            capture_output=capture)
+    return result.stdout if capture else None
+
+
+# ---- setup ------------------------------------------------------------------------
+
+def install():
+    """torch and transformers into this Python; the CUDA 13.0 wheels into WHEELS_DIR."""
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        run(pip + ["torch", "transformers"])
+    if not glob.glob(os.path.join(WHEELS_DIR, "nvidia", "cu13", "lib", "libnvrtc.so.13")):
+        run(pip + ["--no-deps", "--target", WHEELS_DIR] + PINNED)
+
+
+def cuda_env():
+    """The environment for the Rust binaries: the CUDA 13.0 wheels' libraries first."""
+    env = dict(os.environ)
+    libs = sorted({os.path.dirname(p) for p in
+                   glob.glob(os.path.join(WHEELS_DIR, "nvidia", "**", "lib*.so*"),
+                             recursive=True)})
+    env["LD_LIBRARY_PATH"] = ":".join(libs + [env.get("LD_LIBRARY_PATH", "")]).strip(":")
+    env["SAGE_REQUIRE_CUDA"] = "1"
+    env["SAGE_REQUIRE_NVRTC"] = "1"
+    return env
+
+
+def test_binary(package, test):
+    """Builds one integration test (release, cuda) and returns its executable's path."""
+    out = run(["cargo", "test", "--release", "-p", package, "--test", test, "--no-run",
+               "--message-format=json"], capture=True)
+    for line in out.splitlines():
+        record = json.loads(line)
+        if record.get("reason") == "compiler-artifact" and record.get("executable") \
+                and record["target"]["name"] == test:
+            return record["executable"]
+    raise RuntimeError(f"cargo built no executable for test {test}")
+
+
+def build():
+    """Builds the three binaries and copies them to BENCH_DIR."""
+    os.makedirs(BENCH_DIR, exist_ok=True)
+    for package, test in [("sage-e2e", "parity_cuda"), ("sage-backend-cuda", "nvrtc")]:
+        shutil.copy(test_binary(package, test), os.path.join(BENCH_DIR, test))
+    run(["cargo", "build", "--release", "-p", "sage-examples", "--features", "cuda",
+         "--example", "transformer_bench"])
+    shutil.copy(os.path.join(ROOT, "target", "release", "examples", "transformer_bench"),
+                os.path.join(BENCH_DIR, "transformer_bench"))
+
+
+def binary(name):
+    path = os.path.join(BENCH_DIR, name)
+    if not os.path.exists(path):
+        raise RuntimeError(f"{path} is missing: run with cargo available, or "
+                           "`--build-only` on a build machine and bring target/cuda-bench")
+    return path
+
+
+# ---- PyTorch side (each measurement in its own process) ------------------------------
+
+def qwen2():
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    config = Qwen2Config(**QWEN05, attn_implementation="sdpa", use_cache=True)
+    torch.manual_seed(0)
+    return Qwen2ForCausalLM(config)
+
+
+def torch_train(batch, seq, steps):
+    """Training tokens/s: bf16 autocast, f32 weights, fused AdamW."""
+    import torch
+    model = qwen2().cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0, fused=True)
+    ids = torch.randint(0, QWEN05["vocab_size"], (batch, seq), device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+
+    step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    return {"tokens_per_s": batch * seq * steps / (time.perf_counter() - start),
+            "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2 ** 20}
+
+
+def torch_decode(seqs, prompt, new):
+    """Greedy generate() tokens/s in bf16 (prefill included, as on our side)."""
+    import torch
+    model = qwen2().to(device="cuda", dtype=torch.bfloat16).eval()
+    ids = torch.randint(0, QWEN05["vocab_size"], (seqs, prompt), device="cuda")
+    with torch.no_grad():
+        model.generate(input_ids=ids[:, :16], attention_mask=torch.ones_like(ids[:, :16]),
+                       max_new_tokens=4, do_sample=False, pad_token_id=0)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                             max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                             pad_token_id=0)
+        torch.cuda.synchronize()
+        elapsed = time.perf_counter() - start
+    return {"tokens_per_s": (out.shape[1] - prompt) * seqs / elapsed,
+            "peak_gpu_mib": torch.cuda.max_memory_allocated() / 2 ** 20}
+
+
+def torch_device():
+    import torch
+    return torch.cuda.get_device_name(0)
+
+
+def run_torch(function, *args):
+    code = ("import sys, json; sys.path.insert(0, %r); import bench_cuda as b; "
+            "print(json.dumps(b.%s(*%r)))"
+            % (os.path.dirname(os.path.abspath(__file__)), function, list(args)))
+    out = run([sys.executable, "-c", code], capture=True)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+# ---- our side ------------------------------------------------------------------------
+
+def run_rust(env, *args):
+    out = subprocess.run([binary("transformer_bench"), *args, "--backend", "cuda",
+                          "--precision", "bf16"], cwd=ROOT, env=env, check=True,
+                         capture_output=True, text=True)
+    log(out.stderr.strip())
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# ---- MFU -----------------------------------------------------------------------------
+
+def training_flops_per_token(seq):
+    """6 x the parameters every token multiplies (the layers and the output head, tied
+    or not), plus causal attention's 6 * L * seq * H * hd (half of 12 for the mask)."""
+    c = QWEN05
+    d, i, layers = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    hd = d // c["num_attention_heads"]
+    kv = c["num_key_value_heads"] * hd
+    per_layer = d * d + 2 * d * kv + d * d + 3 * d * i
+    matmul_params = layers * per_layer + c["vocab_size"] * d
+    return 6 * matmul_params + 6 * layers * seq * d
+
+
+def peak_flops(name, override):
+    if override:
+        return override * 1e12
+    for key, peak in PEAKS:
+        if key in name:
+            return peak
+    raise RuntimeError(f"no bf16 peak known for {name!r}: pass --peak-tflops")
+
+
+# ---- main ----------------------------------------------------------------------------
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=5, help="timed training steps")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=1024)
+    parser.add_argument("--seqs", type=int, default=64)
+    parser.add_argument("--prompt", type=int, default=512)
+    parser.add_argument("--new", type=int, default=256)
+    parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak")
+    parser.add_argument("--no-install", action="store_true")
+    parser.add_argument("--build-only", action="store_true")
+    args = parser.parse_args()
+
+    if args.build_only:
+        build()
+        log(f"built into {BENCH_DIR}")
+        return
+    if not args.no_install:
+        install()
+    if shutil.which("cargo"):
+        build()
+    env = cuda_env()
+    run([binary("nvrtc")], env=env)
+    run([binary("parity_cuda"), "--test-threads=1"], env=env)
+
+    device = run_torch("torch_device")
+    peak = peak_flops(device, args.peak_tflops)
+    flops = training_flops_per_token(args.seq)
+    shape = [str(args.batch), str(args.seq), str(args.steps)]
+    ours_train = run_rust(env, "train", "qwen0.5b", "--batch", shape[0], "--seq", shape[1],
+                          "--steps", shape[2])
+    theirs_train = run_torch("torch_train", args.batch, args.seq, args.steps)
+    ours_decode = run_rust(env, "decode", "qwen0.5b", "--seqs", str(args.seqs), "--prompt",
+                           str(args.prompt), "--new", str(args.new))
+    theirs_decode = run_torch("torch_decode", args.seqs, args.prompt, args.new)
+
+    def mfu(record):
+        return record["tokens_per_s"] * flops / peak
+
+    train_ratio = ours_train["tokens_per_s"] / theirs_train["tokens_per_s"]
+    decode_ratio = ours_decode["tokens_per_s"] / theirs_decode["tokens_per_s"]
+    print(f"device: {device}; peak {peak / 1e12:.0f} TFLOP/s bf16; "
+          f"{flops / 1e9:.2f} GFLOP per training token")
+    print(f"training {args.batch} x {args.seq} tokens, {args.steps} timed steps; decoding "
+          f"{args.seqs} sequences, {args.prompt}-token prompts, {args.new} new tokens\n")
+    print("| measurement | sage (CUDA, bf16 GEMMs) | PyTorch | ratio | target | status |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    print(f"| training tok/s | {ours_train['tokens_per_s']:.0f} | "
+          f"{theirs_train['tokens_per_s']:.0f} | {train_ratio:.2f}x | >= 1.0x | "
+          f"{'met' if train_ratio >= 1.0 else 'not met'} |")
+    print(f"| training MFU | {100 * mfu(ours_train):.1f}% | {100 * mfu(theirs_train):.1f}% | "
+          f"| >= 40% | {'met' if mfu(ours_train) >= 0.4 else 'not met'} |")
+    print(f"| decoding tok/s | {ours_decode['tokens_per_s']:.0f} | "
+          f"{theirs_decode['tokens_per_s']:.0f} | {decode_ratio:.2f}x | >= 3x | "
+          f"{'met' if decode_ratio >= 3.0 else 'not met'} |")
+
+
+if __name__ == "__main__":
+    main()
