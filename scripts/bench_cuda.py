@@ -66,14 +66,21 @@ def run(args, env=None, capture=False):
 
 def install():
     """torch and transformers into this Python; the CUDA 13.0 wheels into WHEELS_DIR."""
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    def pip(*args):
+        base = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        try:
+            run(base + list(args))
+        except subprocess.CalledProcessError:
+            # A system Python refuses installs unless told (PEP 668).
+            run(base + ["--break-system-packages"] + list(args))
+
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
     except ImportError:
-        run(pip + ["torch", "transformers"])
+        pip("torch", "transformers")
     if not glob.glob(os.path.join(WHEELS_DIR, "nvidia", "cu13", "lib", "libnvrtc.so.13")):
-        run(pip + ["--no-deps", "--target", WHEELS_DIR] + PINNED)
+        pip("--no-deps", "--target", WHEELS_DIR, *PINNED)
 
 
 def cuda_env():
@@ -88,27 +95,28 @@ def cuda_env():
     return env
 
 
-def test_binary(package, test):
-    """Builds one integration test (release, cuda) and returns its executable's path."""
-    out = run(["cargo", "test", "--release", "-p", package, "--test", test, "--no-run",
-               "--message-format=json"], capture=True)
+def executable(cargo_args, name):
+    """Runs a cargo build and returns the path of the executable target `name`."""
+    out = run(["cargo", *cargo_args, "--release", "--message-format=json"], capture=True)
     for line in out.splitlines():
         record = json.loads(line)
         if record.get("reason") == "compiler-artifact" and record.get("executable") \
-                and record["target"]["name"] == test:
+                and record["target"]["name"] == name:
             return record["executable"]
-    raise RuntimeError(f"cargo built no executable for test {test}")
+    raise RuntimeError(f"cargo built no executable named {name}")
 
 
 def build():
-    """Builds the three binaries and copies them to BENCH_DIR."""
+    """Builds the two test binaries and the benchmark, and copies them to BENCH_DIR."""
     os.makedirs(BENCH_DIR, exist_ok=True)
-    for package, test in [("sage-e2e", "parity_cuda"), ("sage-backend-cuda", "nvrtc")]:
-        shutil.copy(test_binary(package, test), os.path.join(BENCH_DIR, test))
-    run(["cargo", "build", "--release", "-p", "sage-examples", "--features", "cuda",
-         "--example", "transformer_bench"])
-    shutil.copy(os.path.join(ROOT, "target", "release", "examples", "transformer_bench"),
-                os.path.join(BENCH_DIR, "transformer_bench"))
+    targets = [
+        (["test", "-p", "sage-e2e", "--test", "parity_cuda", "--no-run"], "parity_cuda"),
+        (["test", "-p", "sage-backend-cuda", "--test", "nvrtc", "--no-run"], "nvrtc"),
+        (["build", "-p", "sage-examples", "--features", "cuda", "--example",
+          "transformer_bench"], "transformer_bench"),
+    ]
+    for cargo_args, name in targets:
+        shutil.copy(executable(cargo_args, name), os.path.join(BENCH_DIR, name))
 
 
 def binary(name):

@@ -13,20 +13,21 @@
 //! trusted.
 //!
 //! ## Loading CUDA
-//! cudarc loads the libraries at run time (`dynamic-loading`, CUDA 13.0 bindings), so
-//! building needs no toolkit. On Linux it tries, in order, `lib{name}.so`,
-//! `lib{name}64.so`, `lib{name}64_13.so`, `lib{name}64_130.so`, `lib{name}64_130_0.so`,
-//! `lib{name}64_130_0.so` (13 and 0 joined differently), `lib{name}64_10.so`,
-//! `lib{name}64_11.so`, `lib{name}64_130_0.so`, `lib{name}64_9.so`, `lib{name}.so.13`,
-//! `lib{name}.so.11`, `lib{name}.so.10` and `lib{name}.so.1`, for `name` = `cuda` (the
-//! driver: found as `libcuda.so.1`, installed with driver 580), `nvrtc` (found as
-//! `libnvrtc.so.13`) and `cublas` (found as `libcublas.so.13`, which loads
+//! cudarc 0.18.2 loads the libraries at run time (`dynamic-loading`, CUDA 13.0
+//! bindings: feature `cuda-13000`), so building needs no toolkit. For each library it
+//! `dlopen`s, in order, the first of these names that loads (Linux, CUDA 13.0):
+//! `lib{name}.so`, `lib{name}64.so`, `lib{name}64_13.so`, `lib{name}64_130.so`,
+//! `lib{name}64_130_0.so`, `lib{name}64_10.so`, `lib{name}64_11.so`, `lib{name}64_9.so`,
+//! `lib{name}.so.13`, `lib{name}.so.11`, `lib{name}.so.10`, `lib{name}.so.1`, where
+//! `name` is `cuda` (the driver; driver 580 installs `libcuda.so.1`, and `libcuda.so`
+//! where its development link is present), `nvrtc` (CUDA 13.0 ships `libnvrtc.so.13`;
+//! `libnvrtc.so` only with a toolkit) and `cublas` (`libcublas.so.13`, which loads
 //! `libcublasLt.so.13` beside it). Only the loader's search path is used: put the
-//! directories of NVRTC and cuBLAS on `LD_LIBRARY_PATH` (for the pip wheels
-//! `nvidia-cuda-nvrtc==13.0.*` and `nvidia-cublas==13.0.*`, their `nvidia/cu13/lib`).
-//! NVRTC also loads `libnvrtc-builtins.so.13.0`, which sits beside it. The NVRTC used
-//! must not be newer than the driver: driver 580 (CUDA 13.0) cannot load PTX from a
-//! later NVRTC.
+//! directories of NVRTC and cuBLAS on `LD_LIBRARY_PATH` (for the PyPI wheels
+//! `nvidia-cuda-nvrtc==13.0.88` and `nvidia-cublas==13.0.2.14`, their
+//! `nvidia/cu13/lib`), where the NVRTC wheel also puts `libnvrtc-builtins.so.13.0`. The
+//! NVRTC used must not be newer than the driver: driver 580 (CUDA 13.0) cannot load PTX
+//! from a later NVRTC.
 //!
 //! Without a driver, [`CudaBackend::new`] returns [`CudaError::NoLibrary`] ("no CUDA
 //! driver found (libcuda.so) ..."); the presence of each library is checked before
