@@ -72,7 +72,7 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     // 2. The training chains: K consecutive tasks of each training scenario of the
     //    built-in world, with its environments and the skill-format system prompt.
-    let world = WorldRl::new(rl)?;
+    let world = WorldRl::new(rl, config.data.prompt_rules)?;
     let template = ChatTemplate::new(&tokenizer)?.with_max_len(rl.rollout.max_episode_tokens);
 
     // 3. The RL loop. Each step: G rollouts of each chain, task after task, each

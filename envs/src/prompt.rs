@@ -44,27 +44,64 @@ redefining it; never duplicate an existing skill.";
 const DIRECT_RULES: &str =
     "Write plain code that calls the APIs directly and prints what you need.";
 
-/// The system prompt for `mode`, listing `library` (signature and docstring of each).
-pub fn system_prompt(mode: PromptMode, library: &[Skill]) -> String {
-    let mut prompt = format!("{COMMON_RULES}\n");
-    match mode {
-        PromptMode::Direct => prompt.push_str(DIRECT_RULES),
-        PromptMode::Skills => {
-            prompt.push_str(SKILL_RULES);
-            prompt.push_str("\n\nSkill library (already defined in the interpreter):");
-            if library.is_empty() {
-                prompt.push_str("\n(empty)");
+/// The whole direct-mode prompt without its rules.
+const DIRECT_HEADING: &str = "Plain code, no skill library.";
+
+/// What the system prompt says: which rules, and whether it spells them out.
+///
+/// With `rules` off, the prompt is only the mode's one-line heading and, in the skill
+/// format, the library: for a model trained from scratch on the expert's trajectories
+/// the rules text is a constant it cannot read, about 400 tokens of every sequence it
+/// trains and decodes; it learns the format from the examples instead. A pretrained
+/// model wants the rules. Data, evaluation and RL of one model must use the same
+/// prompt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Prompt {
+    /// The skill format or plain code.
+    pub mode: PromptMode,
+    /// Whether the rules text is included.
+    pub rules: bool,
+}
+
+impl Prompt {
+    /// The full prompt of `mode`, rules included.
+    pub fn new(mode: PromptMode) -> Prompt {
+        Prompt { mode, rules: true }
+    }
+
+    /// The system message, listing `library` (signature and first docstring line of
+    /// each skill) in the skill format.
+    pub fn system(&self, library: &[Skill]) -> String {
+        let mut prompt = String::new();
+        match (self.mode, self.rules) {
+            (PromptMode::Direct, true) => {
+                prompt.push_str(&format!("{COMMON_RULES}\n{DIRECT_RULES}"));
             }
-            for skill in library {
-                prompt.push_str(&format!("\n- {}", skill.signature()));
-                if let Some(doc) = &skill.docstring {
-                    let first = doc.trim().lines().next().unwrap_or("");
-                    prompt.push_str(&format!(": {first}"));
+            (PromptMode::Direct, false) => prompt.push_str(DIRECT_HEADING),
+            (PromptMode::Skills, rules) => {
+                if rules {
+                    prompt.push_str(&format!("{COMMON_RULES}\n{SKILL_RULES}\n\n"));
+                }
+                prompt.push_str("Skill library (already defined in the interpreter):");
+                if library.is_empty() {
+                    prompt.push_str("\n(empty)");
+                }
+                for skill in library {
+                    prompt.push_str(&format!("\n- {}", skill.signature()));
+                    if let Some(doc) = &skill.docstring {
+                        let first = doc.trim().lines().next().unwrap_or("");
+                        prompt.push_str(&format!(": {first}"));
+                    }
                 }
             }
         }
+        prompt
     }
-    prompt
+}
+
+/// The system prompt for `mode` with its rules, listing `library`.
+pub fn system_prompt(mode: PromptMode, library: &[Skill]) -> String {
+    Prompt::new(mode).system(library)
 }
 
 /// The user message of a task.
@@ -75,4 +112,47 @@ pub fn task_message(instruction: &str) -> String {
 /// The user message that carries an observation.
 pub fn observation_message(observation: &str) -> String {
     format!("{OBSERVATION_PREFIX}{observation}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sage_core::skill::parse_response;
+    use sage_core::Origin;
+
+    fn skill() -> Skill {
+        let parsed = parse_response(
+            "```python\ndef count_songs(playlist: str):\n    \"\"\"Number of songs in a playlist.\n    More.\"\"\"\n    return 0\n```",
+        );
+        Skill::from_def(&parsed.analysis.defs[0], &parsed.code, Origin::default())
+    }
+
+    #[test]
+    fn the_full_prompt_states_the_rules_and_lists_the_library() {
+        let text = system_prompt(PromptMode::Skills, &[skill()]);
+        assert!(text.starts_with(COMMON_RULES));
+        assert!(text.contains(SKILL_RULES));
+        assert!(text.ends_with(
+            "Skill library (already defined in the interpreter):\n\
+             - count_songs(playlist: str): Number of songs in a playlist."
+        ));
+        let direct = system_prompt(PromptMode::Direct, &[skill()]);
+        assert_eq!(direct, format!("{COMMON_RULES}\n{DIRECT_RULES}"));
+    }
+
+    #[test]
+    fn without_rules_only_the_library_is_left() {
+        let compact = |mode| Prompt { mode, rules: false };
+        assert_eq!(
+            compact(PromptMode::Skills).system(&[]),
+            "Skill library (already defined in the interpreter):\n(empty)"
+        );
+        let full = system_prompt(PromptMode::Skills, &[skill()]);
+        let listed = compact(PromptMode::Skills).system(&[skill()]);
+        assert!(full.ends_with(&listed), "{listed}");
+        assert_eq!(
+            compact(PromptMode::Direct).system(&[skill()]),
+            DIRECT_HEADING
+        );
+    }
 }

@@ -57,6 +57,7 @@ fn the_expert_passes_every_task_of_every_split_in_both_modes() {
                     mistake_rate,
                     read_docs,
                     varied_style,
+                    prompt_rules: true,
                 });
                 let (runs, metrics) = expert
                     .solve_all(&mut env, scenarios.iter().map(|s| s.as_ref()))

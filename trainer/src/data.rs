@@ -38,6 +38,10 @@ pub struct ExpertDataConfig {
     /// Whether scenarios differ in style (names, docstrings, wordings); off, every
     /// scenario of a template is solved one canonical way (for small models).
     pub varied_style: bool,
+    /// Whether the system prompt spells out the agent's rules; off, it only lists the
+    /// skill library (for a model trained from scratch, which learns the format from
+    /// the trajectories). Evaluation and RL use the same prompt as the data.
+    pub prompt_rules: bool,
 }
 
 impl Default for ExpertDataConfig {
@@ -50,6 +54,7 @@ impl Default for ExpertDataConfig {
             mistake_rate: 0.2,
             read_docs: true,
             varied_style: true,
+            prompt_rules: true,
         }
     }
 }
@@ -86,6 +91,9 @@ pub struct ExpertData {
     pub kept: usize,
     /// Scenarios dropped because a task failed.
     pub dropped: usize,
+    /// (template, seed) pairs with no scenario: the template found no parameters in
+    /// that seed's world.
+    pub skipped: usize,
 }
 
 impl ExpertDataConfig {
@@ -137,7 +145,10 @@ pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
         .map_err(|e| DataError::World(e.to_string()))?;
     let catalog = Arc::new(catalog);
     let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default());
-    let mut data = ExpertData::default();
+    let mut data = ExpertData {
+        skipped: catalog.skipped().len(),
+        ..ExpertData::default()
+    };
     for variant in 0..config.variants {
         let expert = Expert::new(ExpertConfig {
             mode,
@@ -145,6 +156,7 @@ pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
             mistake_rate: config.mistake_rate,
             read_docs: config.read_docs,
             varied_style: config.varied_style,
+            prompt_rules: config.prompt_rules,
         });
         for scenario in catalog.scenarios() {
             let run = expert

@@ -17,7 +17,7 @@ use sage_core::retrieval::{RetrievalMode, Retriever};
 use sage_core::skill::{HashSkillLibrary, SkillLibrary};
 use sage_core::{Policy, Skill};
 use sage_envs::environment::{EnvConfig, WorldEnv};
-use sage_envs::prompt::{system_prompt, PromptMode};
+use sage_envs::prompt::{Prompt, PromptMode};
 use sage_envs::scenarios::{BuiltScenario, Catalog, Split};
 
 use crate::chat::ChatTemplate;
@@ -240,7 +240,9 @@ impl Libraries {
     }
 }
 
-/// Runs `split` under `mode` and returns its metrics and every task's outcome.
+/// Runs `split` under `mode` and returns its metrics and every task's outcome; the
+/// system prompt spells out its rules when `prompt_rules` is set (as the model's SFT
+/// data did).
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate_split<P: Policy>(
     policy: &mut P,
@@ -249,9 +251,13 @@ pub fn evaluate_split<P: Policy>(
     split: Split,
     mode: RetrievalMode,
     config: &EvalConfig,
+    prompt_rules: bool,
     on_wave: &mut dyn FnMut(usize, usize),
 ) -> Result<(EvalMetrics, Vec<TaskOutcome>), EvalError> {
-    let prompt_mode = config.prompt_mode()?;
+    let prompt = Prompt {
+        mode: config.prompt_mode()?,
+        rules: prompt_rules,
+    };
     let mut scenarios: Vec<&Arc<BuiltScenario>> = catalog.split(split);
     if config.max_scenarios > 0 {
         scenarios.truncate(config.max_scenarios);
@@ -263,7 +269,7 @@ pub fn evaluate_split<P: Policy>(
     };
     let waves = scenarios.iter().map(|s| s.tasks.len()).max().unwrap_or(0);
     let mut outcomes: Vec<Vec<RolloutEpisode>> = (0..scenarios.len()).map(|_| Vec::new()).collect();
-    let prompt = |skills: &[Skill]| system_prompt(prompt_mode, skills);
+    let prompt = |skills: &[Skill]| prompt.system(skills);
     for wave in 0..waves {
         on_wave(wave, waves);
         let members: Vec<usize> = (0..scenarios.len())

@@ -341,7 +341,7 @@ fn run_arm<K: Kernels>(
             let mut policy =
                 TransformerPolicy::trainable(k, model, optimizer).map_err(failed("model"))?;
             let started = std::time::Instant::now();
-            let world = WorldRl::new(&rl).map_err(failed("world"))?;
+            let world = WorldRl::new(&rl, config.data.prompt_rules).map_err(failed("world"))?;
             let template = ChatTemplate::new(tokenizer)
                 .map_err(failed("tokenizer"))?
                 .with_max_len(rl.rollout.max_episode_tokens);

@@ -145,9 +145,10 @@ pub fn prepare_data(
     let dev = expert_data(&dev_config).map_err(failed("data"))?;
     write_records(&files.dev, &dev.records).map_err(failed("data"))?;
     reporter.info(&format!(
-        "expert: {} training scenarios kept ({} rejected), {} trajectories -> {}; {} dev trajectories",
+        "expert: {} training scenarios kept ({} rejected, {} template-seed pairs without one), {} trajectories -> {}; {} dev trajectories",
         train.kept,
         train.dropped,
+        train.skipped,
         train.records.len(),
         files.train.display(),
         dev.records.len()
@@ -342,6 +343,7 @@ pub fn run_eval<P: Policy>(
                 split,
                 mode,
                 eval,
+                config.data.prompt_rules,
                 &mut |wave, waves| reporter.eval_wave(split.name(), &mode_name, wave, waves),
             )
             .map_err(failed("eval"))?;

@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::environment::{EnvError, WorldEnv};
-use crate::prompt::{observation_message, system_prompt, task_message, PromptMode};
+use crate::prompt::{observation_message, task_message, Prompt, PromptMode};
 use crate::scenarios::{BuiltScenario, Report, TaskKind};
 use sage_core::skill::parse_response;
 use sage_core::{Environment, Evaluation, Skill};
@@ -81,11 +81,13 @@ pub struct ExpertConfig {
     /// the same canonical way and only the task's values change (far less for a small
     /// model to learn; mistakes are still drawn).
     pub varied_style: bool,
+    /// Whether the system prompt spells out the rules ([`Prompt::rules`]).
+    pub prompt_rules: bool,
 }
 
 impl ExpertConfig {
     /// The default settings for `mode`: variant 0, mistakes in 20% of scenarios, docs
-    /// read before new code, varied style.
+    /// read before new code, varied style, the full prompt.
     pub fn new(mode: ExpertMode) -> ExpertConfig {
         ExpertConfig {
             mode,
@@ -93,6 +95,7 @@ impl ExpertConfig {
             mistake_rate: 0.2,
             read_docs: true,
             varied_style: true,
+            prompt_rules: true,
         }
     }
 }
@@ -284,7 +287,13 @@ impl Expert {
             env,
             task_id: &built.task.id,
             messages: vec![
-                ChatMessage::system(system_prompt(self.config.mode.prompt_mode(), &loaded)),
+                ChatMessage::system(
+                    Prompt {
+                        mode: self.config.mode.prompt_mode(),
+                        rules: self.config.prompt_rules,
+                    }
+                    .system(&loaded),
+                ),
                 ChatMessage::user(task_message(&built.task.instruction)),
             ],
             used: Vec::new(),

@@ -207,6 +207,7 @@ impl TaskRef {
 pub struct Catalog {
     scenarios: Vec<Arc<BuiltScenario>>,
     by_id: HashMap<String, usize>,
+    skipped: Vec<ScenarioError>,
 }
 
 impl Catalog {
@@ -216,7 +217,10 @@ impl Catalog {
     }
 
     /// The scenarios of `splits` (each split's templates with each of its seeds). Each
-    /// seed's world is generated once and shared by its scenarios.
+    /// seed's world is generated once and shared by its scenarios. A template that finds
+    /// no parameters for one of its tasks in a seed's world (say, fewer pending requests
+    /// than tasks) has no scenario with that seed: it is left out and listed in
+    /// [`Catalog::skipped`]; ids of the other scenarios do not change.
     pub fn build_splits(
         config: &CatalogConfig,
         splits: &[Split],
@@ -234,9 +238,11 @@ impl Catalog {
                 let world = Arc::new(World::generate_with(seed, config.world.clone()));
                 for &template in &templates {
                     let id = split.scenario_id(template.name, seed);
-                    let scenario =
-                        BuiltScenario::build(&id, split.name(), template, seed, world.clone())?;
-                    catalog.insert(scenario);
+                    match BuiltScenario::build(&id, split.name(), template, seed, world.clone()) {
+                        Ok(scenario) => catalog.insert(scenario),
+                        Err(e @ ScenarioError::NoTask { .. }) => catalog.skipped.push(e),
+                        Err(e) => return Err(e),
+                    }
                 }
             }
         }
@@ -250,6 +256,12 @@ impl Catalog {
             catalog.insert(scenario);
         }
         catalog
+    }
+
+    /// The (template, seed) pairs left out because the template found no parameters
+    /// for a task in the seed's world.
+    pub fn skipped(&self) -> &[ScenarioError] {
+        &self.skipped
     }
 
     fn insert(&mut self, scenario: BuiltScenario) {

@@ -81,11 +81,12 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             let data = expert_data(&config.data).map_err(failed("data"))?;
             write_records(&out, &data.records).map_err(failed("data"))?;
             println!(
-                "wrote {} trajectories of {} scenarios to {} ({} scenarios rejected)",
+                "wrote {} trajectories of {} scenarios to {} ({} scenarios rejected, {} template-seed pairs without one)",
                 data.records.len(),
                 data.kept,
                 out.display(),
-                data.dropped
+                data.dropped,
+                data.skipped
             );
             Ok(())
         }

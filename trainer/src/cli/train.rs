@@ -87,7 +87,7 @@ pub(super) fn train<K: Kernels>(
     let mut policy = policy.with_max_batch_tokens(config.run.max_batch_tokens);
 
     reporter.stage("rl");
-    let world = WorldRl::new(rl).map_err(failed("world"))?;
+    let world = WorldRl::new(rl, config.data.prompt_rules).map_err(failed("world"))?;
     reporter.info(&format!(
         "{} training chains of {} tasks; {} steps of {} chains x {} rollouts",
         world.chains.len(),

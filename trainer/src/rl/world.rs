@@ -6,7 +6,7 @@ use std::sync::Arc;
 use sage_core::policy::Policy;
 use sage_core::{Skill, TaskChain};
 use sage_envs::environment::{EnvConfig, WorldEnv};
-use sage_envs::prompt::{system_prompt, PromptMode};
+use sage_envs::prompt::{Prompt, PromptMode};
 use sage_envs::scenarios::{Catalog, CatalogConfig, ScenarioError, Split};
 
 use super::{RlConfig, RlError, RlStepStats, RlTrainer};
@@ -26,14 +26,16 @@ pub fn world_chains(catalog: &Catalog, split: Split, chain_len: usize) -> Vec<Ta
 pub struct WorldRl {
     catalog: Arc<Catalog>,
     env_config: EnvConfig,
-    mode: PromptMode,
+    prompt: Prompt,
     /// The training chains (`rl.chain_len` tasks each).
     pub chains: Vec<TaskChain>,
 }
 
 impl WorldRl {
-    /// Builds the training scenarios of `rl.scenario_seeds` seeds per template.
-    pub fn new(rl: &RlConfig) -> Result<WorldRl, ScenarioError> {
+    /// Builds the training scenarios of `rl.scenario_seeds` seeds per template; the
+    /// system prompt spells out its rules when `prompt_rules` is set (as the policy's
+    /// SFT data did).
+    pub fn new(rl: &RlConfig, prompt_rules: bool) -> Result<WorldRl, ScenarioError> {
         let catalog_config = CatalogConfig {
             seeds: rl.scenario_seeds,
             ..CatalogConfig::default()
@@ -46,10 +48,13 @@ impl WorldRl {
                 max_turns: rl.rollout.max_turns.max(1),
                 ..EnvConfig::default()
             },
-            mode: if rl.prompt == "direct" {
-                PromptMode::Direct
-            } else {
-                PromptMode::Skills
+            prompt: Prompt {
+                mode: if rl.prompt == "direct" {
+                    PromptMode::Direct
+                } else {
+                    PromptMode::Skills
+                },
+                rules: prompt_rules,
             },
             chains,
         })
@@ -63,7 +68,7 @@ impl WorldRl {
         template: &ChatTemplate<'_>,
     ) -> Result<RlStepStats, RlError> {
         let new_env = || WorldEnv::new(self.catalog.clone(), self.env_config.clone());
-        let prompt = |skills: &[Skill]| system_prompt(self.mode, skills);
+        let prompt = |skills: &[Skill]| self.prompt.system(skills);
         trainer.step(policy, None, &new_env, template, &prompt)
     }
 }
