@@ -48,7 +48,7 @@ fn tokenizer(vocab_size: usize) -> Tokenizer {
         .collect();
     let config = TrainConfig {
         vocab_size,
-        min_frequency: 2,
+        ..TrainConfig::default()
     };
     Tokenizer::train(texts, &config).unwrap()
 }

@@ -254,3 +254,45 @@ fn errors_name_the_file_and_the_problem() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// With `separate_spaces`, a name reads as the same tokens in prose and in code, which
+/// Qwen2's split does not give (there ` Clara` and `("Clara` share no token); decoding
+/// gives back the text either way.
+#[test]
+fn separate_spaces_tokenize_a_value_alike_in_prose_and_code() {
+    let texts: Vec<String> = (0..40)
+        .flat_map(|i| {
+            [
+                format!("How much money did Clara Abernathy send me in month {i}?"),
+                format!("result = total_received(\"Clara Abernathy\", {i})"),
+            ]
+        })
+        .collect();
+    let tokens_of = |separate_spaces: bool| {
+        let config = TrainConfig {
+            vocab_size: 400,
+            separate_spaces,
+            ..TrainConfig::default()
+        };
+        let tokenizer = Tokenizer::train(texts.iter(), &config).unwrap();
+        for text in &texts {
+            let ids = tokenizer.encode(text).unwrap();
+            assert_eq!(&tokenizer.decode(&ids).unwrap(), text);
+        }
+        let name = |text: &str| {
+            let ids = tokenizer.encode(text).unwrap();
+            let decoded: Vec<String> = ids
+                .iter()
+                .map(|&id| tokenizer.decode(&[id]).unwrap())
+                .collect();
+            let at = decoded.iter().position(|t| t.contains("Clara")).unwrap();
+            (ids[at], decoded[at].clone())
+        };
+        (name(&texts[0]), name(&texts[1]))
+    };
+    let (prose, code) = tokens_of(true);
+    assert_eq!(prose, code);
+    assert_eq!(prose.1, "Clara");
+    let (prose, code) = tokens_of(false);
+    assert_ne!(prose.0, code.0, "{prose:?} {code:?}");
+}
