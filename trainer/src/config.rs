@@ -84,10 +84,6 @@ pub struct TokenizerSection {
     pub vocab_size: usize,
     /// Least frequency of a merged pair.
     pub min_frequency: u64,
-    /// Spaces and punctuation as tokens of their own, never part of the next word, so
-    /// a value reads the same in an instruction and in code (see
-    /// `TrainConfig::separate_spaces`).
-    pub separate_spaces: bool,
 }
 
 impl Default for TokenizerSection {
@@ -95,7 +91,6 @@ impl Default for TokenizerSection {
         TokenizerSection {
             vocab_size: 4096,
             min_frequency: 2,
-            separate_spaces: false,
         }
     }
 }
@@ -106,7 +101,6 @@ impl TokenizerSection {
         TrainConfig {
             vocab_size: self.vocab_size,
             min_frequency: self.min_frequency,
-            separate_spaces: self.separate_spaces,
         }
     }
 }
@@ -143,7 +137,6 @@ impl Default for RunConfig {
                 mistake_rate: 0.0,
                 read_docs: false,
                 varied_style: false,
-                prompt_rules: false,
                 ..ExpertDataConfig::default()
             },
             tokenizer: TokenizerSection::default(),

@@ -48,7 +48,7 @@ fn tokenizer(vocab_size: usize) -> Tokenizer {
         .collect();
     let config = TrainConfig {
         vocab_size,
-        ..TrainConfig::default()
+        min_frequency: 2,
     };
     Tokenizer::train(texts, &config).unwrap()
 }

@@ -110,7 +110,7 @@ fn evaluation_and_rl_use_the_data_prompt() {
             systems.iter().map(String::as_str),
             &TrainConfig {
                 vocab_size: 400,
-                ..TrainConfig::default()
+                min_frequency: 2,
             },
         )
         .expect("tokenizer");

@@ -22,12 +22,6 @@ use super::{Tokenizer, TokenizerError};
 /// newline runs, and whitespace runs.
 const SPLIT_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
-/// The split pattern with [`TrainConfig::separate_spaces`]: the same pieces, but no
-/// letter or punctuation run takes the character before it, and whitespace runs stay
-/// whole.
-const SEPARATE_SPACES_PATTERN: &str =
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|\p{L}+|\p{N}|[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+";
-
 /// Number of distinct bytes, all of which are base tokens.
 const BYTE_ALPHABET: usize = 256;
 
@@ -38,12 +32,6 @@ pub struct TrainConfig {
     pub vocab_size: usize,
     /// A pair must occur at least this often in the corpus to be merged.
     pub min_frequency: u64,
-    /// Whether spaces (and punctuation) stay out of the word that follows them: `Clara`
-    /// is then the same token in ` Clara` (prose) and in `("Clara` (code), so a value
-    /// copied from an instruction into code is the same tokens in both places, which a
-    /// small model trained from scratch learns to copy far more easily; texts take
-    /// about a third more tokens. Off: Qwen2's split.
-    pub separate_spaces: bool,
 }
 
 impl Default for TrainConfig {
@@ -51,7 +39,6 @@ impl Default for TrainConfig {
         TrainConfig {
             vocab_size: 4096,
             min_frequency: 2,
-            separate_spaces: false,
         }
     }
 }
@@ -73,14 +60,9 @@ impl TrainConfig {
 }
 
 /// The byte-level BPE pipeline with an empty model, ready to train.
-fn untrained(config: &TrainConfig) -> Result<tokenizers::Tokenizer, TokenizerError> {
-    let pattern = if config.separate_spaces {
-        SEPARATE_SPACES_PATTERN
-    } else {
-        SPLIT_PATTERN
-    };
+fn untrained() -> Result<tokenizers::Tokenizer, TokenizerError> {
     let split = Split::new(
-        SplitPattern::Regex(pattern.to_owned()),
+        SplitPattern::Regex(SPLIT_PATTERN.to_owned()),
         SplitDelimiterBehavior::Isolated,
         false,
     )
@@ -122,7 +104,7 @@ impl Tokenizer {
             .initial_alphabet(alphabet)
             .show_progress(false)
             .build();
-        let mut tokenizer = untrained(config)?;
+        let mut tokenizer = untrained()?;
         tokenizer
             .train(&mut TrainerWrapper::BpeTrainer(trainer), texts.into_iter())
             .map_err(|e| TokenizerError::Train(e.to_string()))?;
