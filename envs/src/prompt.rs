@@ -51,8 +51,8 @@ const DIRECT_HEADING: &str = "Plain code, no skill library.";
 ///
 /// With `rules` off, the prompt is only the mode's one-line heading and, in the skill
 /// format, the library: for a model trained from scratch on the expert's trajectories
-/// the rules text is a constant it cannot read, about 400 tokens of every sequence it
-/// trains and decodes; it learns the format from the examples instead. A pretrained
+/// the rules text is a constant it cannot read, about 340 of the 570 tokens of an
+/// average demo chat; it learns the format from the examples instead. A pretrained
 /// model wants the rules. Data, evaluation and RL of one model must use the same
 /// prompt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -124,19 +124,21 @@ pub fn demo_model() -> ModelConfig {
 }
 
 impl Default for RunConfig {
-    /// The `sage demo` settings: the expert's trajectories over 20 seeds of every
+    /// The `sage demo` settings: the expert's trajectories over 60 seeds of every
     /// training template (no docs lookups, no mistakes, one canonical style per
-    /// template), a 4096-token BPE, the [`demo_model`], 7 epochs of SFT at a
+    /// template, the system prompt without its rules text), a 4096-token BPE, the
+    /// [`demo_model`], 7 epochs of SFT at a
     /// warmup-cosine learning rate, and greedy evaluation of 20 scenarios (60 tasks)
     /// of iid and of test-normal with same-scenario retrieval.
     fn default() -> RunConfig {
         RunConfig {
             run: RunSection::default(),
             data: ExpertDataConfig {
-                seeds: 20,
+                seeds: 60,
                 mistake_rate: 0.0,
                 read_docs: false,
                 varied_style: false,
+                prompt_rules: false,
                 ..ExpertDataConfig::default()
             },
             tokenizer: TokenizerSection::default(),
@@ -261,7 +263,7 @@ impl RunConfig {
         config.run.dir = dir.into();
         config.run.checkpoint_every = 0;
         // The settings the README's table was measured with (the demo's before its
-        // prompt without rules and its larger data).
+        // prompt without rules and its 60 seeds).
         config.data.seeds = 20;
         config.data.prompt_rules = true;
         config.sft.epochs = 7;
