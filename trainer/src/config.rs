@@ -164,7 +164,7 @@ impl Default for RunConfig {
             rl: RlConfig {
                 rollout: RolloutConfig {
                     max_turns: 6,
-                    max_new_tokens: 384,
+                    max_new_tokens: 512,
                     ..RolloutConfig::default()
                 },
                 ..RlConfig::default()
@@ -254,27 +254,22 @@ impl RunConfig {
 
     /// The default `sage experiment` run in `dir`: every arm over 3 seeds at a scale meant
     /// to fit an hour on two CPU cores (see the README's experiment section): the demo's
-    /// model, with the data and SFT the README's table was measured with (20 seeds, the
-    /// full prompt, 7 epochs per data mode, shared by the seeds), 8 RL steps of
+    /// model, data and SFT (per data mode, shared by the seeds), 8 RL steps of
     /// 2 chains x 4 rollouts of episodes of at most 4 turns, and 10 scenarios (30 tasks)
-    /// per split evaluated.
+    /// per split evaluated. Turns may take 512 new tokens: the expert's longest skill
+    /// definition is about 410.
     pub fn experiment(dir: impl Into<PathBuf>) -> RunConfig {
         let mut config = RunConfig::default();
         config.run.dir = dir.into();
         config.run.checkpoint_every = 0;
-        // The settings the README's table was measured with (the demo's before its
-        // prompt without rules and its 60 seeds).
-        config.data.seeds = 20;
-        config.data.prompt_rules = true;
-        config.sft.epochs = 7;
         config.eval.max_scenarios = 10;
         config.eval.rollout.max_turns = 4;
-        config.eval.rollout.max_new_tokens = 256;
+        config.eval.rollout.max_new_tokens = 512;
         config.rl.steps = 8;
         config.rl.chains_per_step = 2;
         config.rl.rollouts = 4;
         config.rl.rollout.max_turns = 4;
-        config.rl.rollout.max_new_tokens = 256;
+        config.rl.rollout.max_new_tokens = 512;
         config
     }
 

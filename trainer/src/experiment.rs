@@ -35,7 +35,7 @@ use crate::eval::{EvalConfig, EvalMetrics};
 use crate::metrics::{read_series, LineChart, MetricsLog};
 use crate::pipeline::{
     failed, fresh_model, load_sft_data, prepare_data, run_eval, run_sft, train_tokenizer,
-    write_chart, PipelineError, Reporter,
+    warn_turn_limits, write_chart, PipelineError, Reporter,
 };
 use crate::policy::TransformerPolicy;
 use crate::rl::{RlConfig, RlState, RlTrainer, WorldRl};
@@ -239,6 +239,7 @@ pub fn run_experiment<K: Kernels>(
     for (mode, files) in &data {
         let train = load_sft_data(&files.train, &template, reporter)?;
         let dev = load_sft_data(&files.dev, &template, reporter)?;
+        warn_turn_limits(&train, config, true);
         sft_data.push((mode, train, dev));
     }
 

@@ -231,6 +231,35 @@ pub fn load_sft_data(
     Ok(data)
 }
 
+/// What is wrong with the rollout limits for a model trained on `data`: one line per
+/// per-turn token limit (`[eval.rollout]`, and `[rl.rollout]` when `with_rl`) below the
+/// longest agent turn of the data. A model that learnt such a turn is cut off before
+/// its code block ends and fails the task, which hides what it learnt.
+pub fn turn_limit_warnings(data: &SftData, config: &RunConfig, with_rl: bool) -> Vec<String> {
+    let mut limits = vec![("[eval.rollout]", config.eval.rollout.max_new_tokens)];
+    if with_rl {
+        limits.push(("[rl.rollout]", config.rl.rollout.max_new_tokens));
+    }
+    limits
+        .into_iter()
+        .filter(|&(_, limit)| (limit as usize) < data.longest_agent_turn)
+        .map(|(section, limit)| {
+            format!(
+                "{section} max_new_tokens = {limit} is below the longest agent turn of the \
+                 SFT data ({} tokens): such turns will be cut off",
+                data.longest_agent_turn
+            )
+        })
+        .collect()
+}
+
+/// Logs [`turn_limit_warnings`] as warnings.
+pub fn warn_turn_limits(data: &SftData, config: &RunConfig, with_rl: bool) {
+    for warning in turn_limit_warnings(data, config, with_rl) {
+        tracing::warn!("{warning}");
+    }
+}
+
 /// Writes `chart` as a PNG at `path` (creating its directory) and reports it as `what`.
 pub fn write_chart(
     path: &Path,
@@ -395,6 +424,7 @@ pub fn run_demo<K: Kernels>(
         .with_max_len(config.model.max_position_embeddings);
     let train = load_sft_data(&files.train, &template, reporter)?;
     let dev = load_sft_data(&files.dev, &template, reporter)?;
+    warn_turn_limits(&train, config, false);
     let model = fresh_model(&mut k, config, &tokenizer)?;
     let mut optimizer = config.optimizer.clone();
     let total = SftTrainer::new(config.sft.clone(), &train, SftState::default()).total_steps();

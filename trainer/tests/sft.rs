@@ -1,14 +1,17 @@
 //! `sft`: loss masks on the agent's tokens only (checked by decoding them), malformed
 //! lines named by number, length-bucketed batches that cover every example once within
 //! the budget, the policy's log-probs against a direct forward pass, and a run resumed
-//! from its state that takes exactly the steps of an uninterrupted one.
+//! from its state that takes exactly the steps of an uninterrupted one, and the
+//! longest agent turn against the rollouts' per-turn limits.
 
 use sage_backend_cpu::CpuBackend;
 use sage_core::transformer::{ModelConfig, Transformer};
 use sage_core::Policy;
 use sage_trainer::chat::ChatTemplate;
+use sage_trainer::config::RunConfig;
 use sage_trainer::init::init_params;
 use sage_trainer::optim::{AdamWConfig, LrSchedule};
+use sage_trainer::pipeline::turn_limit_warnings;
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::sft::{
     dev_loss, epoch_batches, nll_coefficients, SftConfig, SftData, SftState, SftTrainer,
@@ -95,6 +98,31 @@ fn malformed_lines_are_named_and_agentless_chats_counted() {
     let short = ChatTemplate::new(&tk).unwrap().with_max_len(10);
     let data = SftData::parse(&jsonl(2), &short).unwrap();
     assert_eq!((data.examples.len(), data.too_long), (0, 2));
+}
+
+#[test]
+fn the_longest_agent_turn_is_measured_and_rollout_limits_below_it_are_named() {
+    let tk = tokenizer();
+    let template = ChatTemplate::new(&tk).unwrap();
+    let data = SftData::parse(&jsonl(12), &template).unwrap();
+    // The first agent turn of the chat with the widest number is the longest turn.
+    let longest = (0..12)
+        .map(|i| {
+            let turn = format!("I pay.\n```python\npay(\"Ana\", {i})\n```");
+            tk.encode(&turn).unwrap().len() + 1
+        })
+        .max()
+        .unwrap();
+    assert_eq!(data.longest_agent_turn, longest);
+
+    let mut config = RunConfig::default();
+    config.eval.rollout.max_new_tokens = longest as u32;
+    config.rl.rollout.max_new_tokens = longest as u32 - 1;
+    assert!(turn_limit_warnings(&data, &config, false).is_empty());
+    let warnings = turn_limit_warnings(&data, &config, true);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].starts_with("[rl.rollout] max_new_tokens"));
+    assert!(warnings[0].contains(&format!("({longest} tokens)")));
 }
 
 #[test]

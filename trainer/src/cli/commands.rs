@@ -13,7 +13,7 @@ use sage_trainer::experiment::run_experiment;
 use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricValue, MetricsLog};
 use sage_trainer::pipeline::{
     failed, fresh_model, load_sft_data, prepare_data, run_demo, run_eval, run_sft, train_tokenizer,
-    write_chart, PipelineError, Reporter,
+    warn_turn_limits, write_chart, PipelineError, Reporter,
 };
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::sft::{SftState, SftStep, SftTrainer};
@@ -387,6 +387,7 @@ fn sft<K: Kernels>(
         .map_err(failed("tokenizer"))?
         .with_max_len(model.config().max_position_embeddings);
     let train = load_sft_data(&train_path, &template, &mut reporter)?;
+    warn_turn_limits(&train, config, false);
     let dev = match &dev_path {
         Some(path) => Some(load_sft_data(path, &template, &mut reporter)?),
         None => None,

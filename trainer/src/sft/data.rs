@@ -33,6 +33,9 @@ pub struct SftData {
     pub too_long: usize,
     /// Lines skipped because they hold no agent turn.
     pub no_agent_turn: usize,
+    /// Tokens of the longest agent turn over all examples, its `<|im_end|>` included:
+    /// a rollout's per-turn token limit below this cuts such a turn short.
+    pub longest_agent_turn: usize,
 }
 
 impl SftData {
@@ -72,6 +75,8 @@ impl SftData {
                 data.no_agent_turn += 1;
                 continue;
             }
+            let longest = episode.agent_turns().iter().map(|turn| turn.len()).max();
+            data.longest_agent_turn = data.longest_agent_turn.max(longest.unwrap_or(0));
             let loss_mask = episode.loss_mask();
             let (tokens, _) = episode.into_parts();
             data.examples.push(SftExample { tokens, loss_mask });
