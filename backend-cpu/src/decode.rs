@@ -7,6 +7,7 @@ use rayon::prelude::*;
 use sage_core::transformer::AttentionShape;
 
 use crate::attention::Dims;
+use crate::elementwise::min_rows;
 use crate::error::{expect_len, CpuError};
 use crate::math;
 
@@ -46,8 +47,8 @@ pub(crate) fn kv_cache_append(
 }
 
 /// out[B, H*hd]: query q[B, H*hd] of sequence b attends to rows 0..lengths[b] (at least
-/// one, at most capacity) of its caches [B, capacity, KV*hd]. One rayon task per
-/// (sequence, head).
+/// one, at most capacity) of its caches [B, capacity, KV*hd]. Rayon tasks of whole
+/// (sequence, head) pairs, enough of them per task to be worth handing to the pool.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attention_decode(
     out: &mut [f32],
@@ -92,9 +93,12 @@ pub(crate) fn attention_decode(
         scale,
         ..
     } = dims;
+    // A task attends one query head over its sequence's rows: about `longest * hd` work.
+    let longest = lengths.iter().max().map_or(1, |&l| l as usize);
     out.par_chunks_mut(hd)
         .zip(q.par_chunks(hd))
         .enumerate()
+        .with_min_len(min_rows(longest * hd))
         .for_each_init(Vec::new, |weights, (bh, (out_h, q_h))| {
             let (b, h) = (bh / heads, bh % heads);
             let length = lengths[b] as usize;

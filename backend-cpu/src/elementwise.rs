@@ -9,6 +9,15 @@ use crate::error::{expect_len, CpuError};
 /// the sum-of-squares reduction, so its order never depends on threads).
 pub(crate) const CHUNK: usize = 1 << 14;
 
+/// The least rows of `width` elements one rayon task of a row loop takes: about
+/// [`CHUNK`] elements. A loop with no more rows than that runs on the calling thread;
+/// handing it to the pool parks a caller from outside the pool until a worker is done,
+/// which costs more than a few thousand floats of work (decoding a few sequences is all
+/// such loops).
+pub(crate) fn min_rows(width: usize) -> usize {
+    (CHUNK / width.max(1)).max(1)
+}
+
 /// dst[n] = value.
 pub(crate) fn fill(dst: &mut [f32], value: f32) {
     dst.par_chunks_mut(CHUNK).for_each(|d| d.fill(value));

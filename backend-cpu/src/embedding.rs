@@ -4,6 +4,7 @@
 
 use rayon::prelude::*;
 
+use crate::elementwise::min_rows;
 use crate::error::{expect_len, rows_of, CpuError};
 
 /// Rows of `table` (V) after checking that every token is below it.
@@ -31,6 +32,7 @@ pub(crate) fn embedding_forward(
     expect_len("embedding_forward", "out", out.len(), tokens.len() * dim)?;
     out.par_chunks_mut(dim)
         .zip(tokens.par_iter())
+        .with_min_len(min_rows(dim))
         .for_each(|(row, &token)| {
             let start = token as usize * dim;
             row.copy_from_slice(&table[start..start + dim]);

@@ -11,6 +11,7 @@ use ndarray::{ArrayView2, ArrayViewMut2, Axis, ShapeBuilder};
 use rayon::prelude::*;
 use sage_core::transformer::MatmulShape;
 
+use crate::elementwise::min_rows;
 use crate::error::{expect_len, rows_of, CpuError};
 use crate::math::vectorized;
 use crate::norm::column_sums;
@@ -270,11 +271,13 @@ pub(crate) fn matmul(
 /// out[N, C] += bias[C] on every row.
 pub(crate) fn add_bias(out: &mut [f32], bias: &[f32]) -> Result<(), CpuError> {
     rows_of("add_bias", "out", out.len(), bias.len())?;
-    out.par_chunks_mut(bias.len()).for_each(|row| {
-        for (o, b) in row.iter_mut().zip(bias) {
-            *o += b;
-        }
-    });
+    out.par_chunks_mut(bias.len())
+        .with_min_len(min_rows(bias.len()))
+        .for_each(|row| {
+            for (o, b) in row.iter_mut().zip(bias) {
+                *o += b;
+            }
+        });
     Ok(())
 }
 

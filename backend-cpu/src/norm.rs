@@ -3,6 +3,7 @@
 
 use rayon::prelude::*;
 
+use crate::elementwise::min_rows;
 use crate::error::{expect_len, rows_of, CpuError};
 use crate::math;
 
@@ -52,6 +53,7 @@ pub(crate) fn rmsnorm_forward(
     out.par_chunks_mut(dim)
         .zip(rstd.par_iter_mut())
         .zip(x.par_chunks(dim))
+        .with_min_len(min_rows(dim))
         .for_each(|((out_row, rstd_n), x_row)| {
             let r = 1.0 / (math::sum_squares(x_row) / dim as f32 + eps).sqrt();
             *rstd_n = r;
@@ -85,6 +87,7 @@ pub(crate) fn rmsnorm_backward(
         .zip(dout.par_chunks(dim))
         .zip(x.par_chunks(dim))
         .zip(rstd.par_iter())
+        .with_min_len(min_rows(dim))
         .for_each(|(((dx_row, dout_row), x_row), &r)| {
             let weighted = math::dot3(dout_row, weight, x_row);
             let correction = weighted * r * r * r / dim as f32;

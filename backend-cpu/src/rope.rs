@@ -4,6 +4,7 @@
 
 use rayon::prelude::*;
 
+use crate::elementwise::min_rows;
 use crate::error::{expect_len, rows_of, CpuError};
 
 /// Forward rotates by +angle, backward by -angle.
@@ -81,6 +82,7 @@ fn rotate(
     };
     x.par_chunks_mut(width)
         .zip(positions.par_iter())
+        .with_min_len(min_rows(width))
         .for_each_init(
             || (vec![0.0f32; half], vec![0.0f32; half]),
             |(cos, sin), (row, &pos)| {

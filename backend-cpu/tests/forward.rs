@@ -103,18 +103,26 @@ fn matmul_matches_triple_loop() {
     }
 }
 
+/// Row counts for the row kernels: a few rows (run on the calling thread) and enough
+/// rows of the test's width to be shared among rayon tasks.
+fn row_counts(width: usize) -> [usize; 2] {
+    [5, 3 * (1 << 14) / width + 7]
+}
+
 #[test]
 fn bias_and_elementwise_match_reference() {
     let mut rng = Rng::new(3);
     let backend = &mut CpuBackend::new();
-    let (rows, width) = (5, 7);
-    let (x_host, bias_host) = (rng.vec(rows * width, 1.0), rng.vec(width, 1.0));
-    let (x, bias) = (upload(backend, &x_host), upload(backend, &bias_host));
-    backend.add_bias(x, bias).unwrap();
-    let want: Vec<f64> = (0..rows * width)
-        .map(|i| f64::from(x_host[i]) + f64::from(bias_host[i % width]))
-        .collect();
-    assert_close("add_bias", &download(backend, x), &want, TOLERANCE);
+    let width = 7;
+    for rows in row_counts(width) {
+        let (x_host, bias_host) = (rng.vec(rows * width, 1.0), rng.vec(width, 1.0));
+        let (x, bias) = (upload(backend, &x_host), upload(backend, &bias_host));
+        backend.add_bias(x, bias).unwrap();
+        let want: Vec<f64> = (0..rows * width)
+            .map(|i| f64::from(x_host[i]) + f64::from(bias_host[i % width]))
+            .collect();
+        assert_close("add_bias", &download(backend, x), &want, TOLERANCE);
+    }
 
     // A buffer of 3 x 50000 elements, used through slices (more than one rayon chunk).
     let len = 50_000;
@@ -161,23 +169,31 @@ fn embedding_gathers_rows() {
     let backend = &mut CpuBackend::new();
     let (vocab, dim) = (11, 6);
     let table_host = rng.vec(vocab * dim, 1.0);
-    let tokens_host = [10u32, 0, 3, 3, 7];
     let table = upload(backend, &table_host);
-    let tokens = upload_indices(backend, &tokens_host);
-    let out = upload(backend, &vec![0.0; tokens_host.len() * dim]);
-    backend.embedding_forward(out, table, tokens, dim).unwrap();
-    let want: Vec<f32> = tokens_host
-        .iter()
-        .flat_map(|&t| table_host[t as usize * dim..(t as usize + 1) * dim].to_vec())
-        .collect();
-    assert_eq!(download(backend, out), want);
+    for count in row_counts(dim) {
+        let tokens_host = rng.ints(count, vocab as u32);
+        let tokens = upload_indices(backend, &tokens_host);
+        let out = upload(backend, &vec![0.0; tokens_host.len() * dim]);
+        backend.embedding_forward(out, table, tokens, dim).unwrap();
+        let want: Vec<f32> = tokens_host
+            .iter()
+            .flat_map(|&t| table_host[t as usize * dim..(t as usize + 1) * dim].to_vec())
+            .collect();
+        assert_eq!(download(backend, out), want);
+    }
 }
 
 #[test]
 fn rmsnorm_matches_reference() {
     let mut rng = Rng::new(5);
     let backend = &mut CpuBackend::new();
-    let (rows, dim, eps) = (9, 40, 1e-6f32);
+    let (dim, eps) = (40, 1e-6f32);
+    for rows in row_counts(dim) {
+        check_rmsnorm(backend, &mut rng, rows, dim, eps);
+    }
+}
+
+fn check_rmsnorm(backend: &mut CpuBackend, rng: &mut Rng, rows: usize, dim: usize, eps: f32) {
     let (x_host, w_host) = (rng.vec(rows * dim, 2.0), rng.vec(dim, 1.0));
     let (x, weight) = (upload(backend, &x_host), upload(backend, &w_host));
     let (out, rstd) = (
@@ -210,7 +226,14 @@ fn rmsnorm_matches_reference() {
 fn rope_matches_complex_rotation() {
     let mut rng = Rng::new(6);
     let backend = &mut CpuBackend::new();
-    let (rows, heads, head_dim, theta) = (6, 3, 16, 1_000_000.0f32);
+    let (heads, head_dim) = (3, 16);
+    for rows in row_counts(heads * head_dim) {
+        check_rope(backend, &mut rng, rows, heads, head_dim);
+    }
+}
+
+fn check_rope(backend: &mut CpuBackend, rng: &mut Rng, rows: usize, heads: usize, head_dim: usize) {
+    let theta = 1_000_000.0f32;
     let width = heads * head_dim;
     let x_host = rng.vec(rows * width, 1.0);
     let positions_host = rng.ints(rows, 2048);
@@ -351,10 +374,12 @@ fn decode_equals_last_row_of_training_attention() {
         kv_heads: 2,
         head_dim: 8,
     };
-    let (qw, kw, capacity) = (32, 16, 80);
-    let lengths = [5u32, 70, 1];
-    let seq_starts = [0u32, 5, 75, 76];
-    let n = 76;
+    // The long sequence gives each (sequence, head) enough work for the decode to be
+    // shared among rayon tasks.
+    let (qw, kw, capacity) = (32, 16, 2110);
+    let lengths = [5u32, 2100, 1];
+    let seq_starts = [0u32, 5, 2105, 2106];
+    let n = 2106;
     let mut rng = Rng::new(8);
     let backend = &mut CpuBackend::new();
     let (q_host, k_host, v_host) = (
