@@ -2,8 +2,8 @@
 //! the demo's model trained on the expert's trajectories (length-bucketed batches of
 //! the demo's token budget) once through the SFT path (`SftTrainer` driving
 //! `TransformerPolicy`: packing, loss coefficients, grad-norm clipping, AdamW with its
-//! schedule), once through the bare transformer calls (forward, backward, AdamW
-//! kernel). The ratio is what the data path costs.
+//! schedule), once through the bare transformer calls (forward with the head on the
+//! loss-mask rows, backward, AdamW kernel). The ratio is what the data path costs.
 //!
 //! Run: `cargo run --release -p sage-examples --example sft_throughput -- [STEPS]`
 
@@ -75,7 +75,8 @@ fn raw_path(
             starts.push(input.len() as u32);
         }
         model.zero_grads(&mut k)?;
-        model.forward(&mut k, &input, &targets, &starts)?;
+        let scored: Vec<bool> = weights.iter().map(|&w| w != 0.0).collect();
+        model.forward_scored(&mut k, &input, &targets, &starts, &scored)?;
         model.backward(&mut k, &weights)?;
         let hyper = AdamWStep {
             learning_rate: 1e-3,

@@ -622,21 +622,36 @@ fn packed_batch(rng: &mut Rng, vocab: usize) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
 
 /// One forward and backward pass of the small model (tied and untied) on a packed
 /// batch: log-probs to 1e-5 and every gradient to 1e-4 of its slab's largest value
-/// (the chain through two layers compounds the kernels' rounding differences).
+/// (the chain through two layers compounds the kernels' rounding differences). Run
+/// twice: with the output head on every row, and with the other backend scoring two
+/// rows in three (`forward_scored`, weights 0 elsewhere) against the CPU's full pass.
 pub fn model_forward_backward<K: Kernels>(make: impl FnOnce() -> Option<K>) {
     let Some(mut b) = Both::new(make) else { return };
-    for tied in [true, false] {
+    for (tied, some_rows) in [(true, false), (false, false), (true, true), (false, true)] {
         let config = small_config(tied);
         let mut rng = Rng::new(13 + tied as u64);
         let [mut cpu, mut other] = models(&mut b, config.clone(), 14);
         let (tokens, targets, starts) = packed_batch(&mut rng, config.vocab_size);
-        let weights = rng.vec(tokens.len(), 1.0);
-        let want = cpu
+        let scored: Vec<bool> = (0..tokens.len())
+            .map(|t| !some_rows || t % 3 != 0)
+            .collect();
+        let mut weights = rng.vec(tokens.len(), 1.0);
+        for (w, &s) in weights.iter_mut().zip(&scored) {
+            if !s {
+                *w = 0.0;
+            }
+        }
+        let mut want = cpu
             .forward(&mut b.cpu, &tokens, &targets, &starts)
             .expect("cpu");
         let got = other
-            .forward(&mut b.other, &tokens, &targets, &starts)
+            .forward_scored(&mut b.other, &tokens, &targets, &starts, &scored)
             .expect("forward");
+        for (w, &s) in want.iter_mut().zip(&scored) {
+            if !s {
+                *w = 0.0;
+            }
+        }
         assert_close("model logp", &got, &want, 1e-5);
         cpu.backward(&mut b.cpu, &weights).expect("cpu backward");
         other.backward(&mut b.other, &weights).expect("backward");
@@ -645,7 +660,7 @@ pub fn model_forward_backward<K: Kernels>(make: impl FnOnce() -> Option<K>) {
         for (name, slot) in cpu.layout().named() {
             let range = slot.offset..slot.offset + slot.len;
             assert_close(
-                &format!("grad {name} (tied {tied})"),
+                &format!("grad {name} (tied {tied}, some rows {some_rows})"),
                 &got[range.clone()],
                 &want[range],
                 1e-4,

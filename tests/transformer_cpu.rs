@@ -239,6 +239,70 @@ fn adamw_steps_lower_the_loss() {
     );
 }
 
+/// The head run on some rows only (`forward_scored`) gives, on those rows, exactly the
+/// log-probs of the full forward pass and, for weights that are 0 elsewhere, exactly its
+/// gradients: the scored rows go through the same products in the same order, so the
+/// comparison is bitwise. Unscored rows read 0, a nonzero weight on one is an error,
+/// and a batch with no scored row leaves the head's gradient at 0.
+#[test]
+fn the_head_on_scored_rows_only_matches_the_full_forward_pass() {
+    let mut rng = Rng(0x5c0_4ed);
+    let mut k = CpuBackend::new();
+    let config = config(true);
+    let mut model = random_model(&mut k, config.clone(), &mut rng);
+    let (tokens, targets, starts) = batch(&mut rng, config.vocab_size);
+    let scored: Vec<bool> = (0..tokens.len()).map(|t| t % 3 != 1).collect();
+    let weights: Vec<f32> = scored
+        .iter()
+        .map(|&s| if s { rng.unit() } else { 0.0 })
+        .collect();
+    let mut grads_of = |k: &mut CpuBackend, model: &mut Transformer, scored: Option<&[bool]>| {
+        model.zero_grads(k).unwrap();
+        let logp = match scored {
+            Some(scored) => model
+                .forward_scored(k, &tokens, &targets, &starts, scored)
+                .unwrap(),
+            None => model.forward(k, &tokens, &targets, &starts).unwrap(),
+        };
+        model.backward(k, &weights).unwrap();
+        let mut grads = vec![0.0f32; model.grads().len];
+        k.read(model.grads(), &mut grads).unwrap();
+        (logp, grads)
+    };
+    let (full_logp, full_grads) = grads_of(&mut k, &mut model, None);
+    let (logp, grads) = grads_of(&mut k, &mut model, Some(&scored));
+    for (t, (&s, (&l, &full))) in scored.iter().zip(logp.iter().zip(&full_logp)).enumerate() {
+        assert_eq!(l, if s { full } else { 0.0 }, "log-prob of row {t}");
+    }
+    assert!(full_grads.iter().any(|&g| g != 0.0));
+    assert_eq!(grads, full_grads);
+
+    let unscored = scored.iter().position(|&s| !s).unwrap();
+    let mut bad = weights.clone();
+    bad[unscored] = 0.5;
+    model
+        .forward_scored(&mut k, &tokens, &targets, &starts, &scored)
+        .unwrap();
+    assert!(matches!(
+        model.backward(&mut k, &bad),
+        Err(ModelError::Input(InputError::WeightOnUnscoredRow { index })) if index == unscored
+    ));
+
+    let none = vec![false; tokens.len()];
+    model.zero_grads(&mut k).unwrap();
+    let logp = model
+        .forward_scored(&mut k, &tokens, &targets, &starts, &none)
+        .unwrap();
+    assert!(logp.iter().all(|&l| l == 0.0));
+    model.backward(&mut k, &vec![0.0; tokens.len()]).unwrap();
+    let mut grads = vec![0.0f32; model.grads().len];
+    k.read(model.grads(), &mut grads).unwrap();
+    let head = model.layout().lm_head;
+    assert!(grads[head.offset..head.offset + head.len]
+        .iter()
+        .all(|&g| g == 0.0));
+}
+
 #[test]
 fn malformed_batches_are_clear_errors() {
     let mut rng = Rng(7);

@@ -1,12 +1,13 @@
 //! The output head: full logits for sampling, and the fused logits -> log-softmax ->
 //! log-prob of the targets with its per-token weighted backward. The fused pair walks
-//! the rows in chunks, so at most [`LOGITS_CHUNK`] logits exist at any time.
+//! the rows in chunks, so at most [`LOGITS_CHUNK`] logits exist at any time, and computes
+//! each row the same way whatever rows share its batch or chunk.
 
 use rayon::prelude::*;
 
 use crate::error::{expect_len, rows_of, CpuError};
 use crate::math;
-use crate::matmul::{gemm_parallel, view, view_mut};
+use crate::matmul::{gemm_parallel, gemm_parallel_packed, view, view_mut};
 
 /// Most logits (`f32`) the fused head holds at once: 16 MiB.
 const LOGITS_CHUNK: usize = 1 << 22;
@@ -47,6 +48,16 @@ fn chunk_rows(vocab: usize) -> usize {
     (LOGITS_CHUNK / vocab.max(1)).max(1)
 }
 
+/// How [`project`] computes its product.
+#[derive(Clone, Copy)]
+enum Rows {
+    /// The fastest way for the number of rows (sampling's few rows skip packing).
+    Any,
+    /// Each row computed the same way however many rows there are (the fused head,
+    /// whose log-probs and gradients must not depend on a row's batch-mates).
+    Independent,
+}
+
 /// logits[r, V] = hidden[r, D] · lm_head[V, D]^T for the `rows` rows of `hidden`.
 fn project(
     logits: &mut [f32],
@@ -54,15 +65,17 @@ fn project(
     lm_head: &[f32],
     rows: usize,
     d: &HeadDims,
+    how: Rows,
 ) -> Result<(), CpuError> {
     let lm_head_t = view(lm_head, d.vocab, d.dim, d.dim)?.reversed_axes();
-    gemm_parallel(
+    let (c, a) = (
         view_mut(logits, rows, d.vocab, d.vocab)?,
         view(hidden, rows, d.dim, d.dim)?,
-        lm_head_t,
-        1.0,
-        0.0,
     );
+    match how {
+        Rows::Any => gemm_parallel(c, a, lm_head_t, 1.0, 0.0),
+        Rows::Independent => gemm_parallel_packed(c, a, lm_head_t, 1.0, 0.0),
+    }
     Ok(())
 }
 
@@ -93,6 +106,7 @@ pub(crate) fn logprob_forward(
             lm_head,
             rows,
             &d,
+            Rows::Independent,
         )?;
         logits
             .par_chunks_mut(d.vocab)
@@ -145,7 +159,7 @@ pub(crate) fn logprob_backward(
             dst.copy_from_slice(&hidden[n * d.dim..(n + 1) * d.dim]);
         }
         let dlogits = &mut scratch[..rows * d.vocab];
-        project(dlogits, hidden_chunk, lm_head, rows, &d)?;
+        project(dlogits, hidden_chunk, lm_head, rows, &d, Rows::Independent)?;
         dlogits
             .par_chunks_mut(d.vocab)
             .zip(rows_of_chunk.par_iter())
@@ -207,5 +221,5 @@ pub(crate) fn logits(out: &mut [f32], hidden: &[f32], lm_head: &[f32]) -> Result
         dim,
         vocab: lm_head.len() / dim,
     };
-    project(out, hidden, lm_head, d.rows, &d)
+    project(out, hidden, lm_head, d.rows, &d, Rows::Any)
 }

@@ -225,6 +225,13 @@ fn gemm_split(
     }
 }
 
+/// Halvings of a parallel product: about two blocks per thread.
+fn split_depth() -> u32 {
+    (2 * rayon::current_num_threads())
+        .next_power_of_two()
+        .trailing_zeros()
+}
+
 /// [`gemm`] on all of rayon's threads: about two blocks per thread.
 pub(crate) fn gemm_parallel(
     c: ArrayViewMut2<'_, f32>,
@@ -233,11 +240,21 @@ pub(crate) fn gemm_parallel(
     alpha: f32,
     beta: f32,
 ) {
-    let depth = (2 * rayon::current_num_threads())
-        .next_power_of_two()
-        .trailing_zeros();
     let path = Path::of(&c, &a, &b);
-    gemm_split(path, c, a, b, alpha, beta, depth);
+    gemm_split(path, c, a, b, alpha, beta, split_depth());
+}
+
+/// [`gemm_parallel`] through matrixmultiply's packed kernels however few the rows, so
+/// that each row of `c` comes out the same whatever rows are computed beside it (the
+/// output head scores some rows of a batch or all of them, with equal results).
+pub(crate) fn gemm_parallel_packed(
+    c: ArrayViewMut2<'_, f32>,
+    a: ArrayView2<'_, f32>,
+    b: ArrayView2<'_, f32>,
+    alpha: f32,
+    beta: f32,
+) {
+    gemm_split(Path::Packed, c, a, b, alpha, beta, split_depth());
 }
 
 /// c[m, n] (+)= op(a)[m, k] · op(b)[k, n]: `a` holds [k, m] when `trans_a`, `b` holds

@@ -276,7 +276,6 @@ impl<K: Kernels> Policy for TransformerPolicy<K> {
         }
         let mut weighted_sum = 0.0f64;
         for packed in self.pack(sequences)? {
-            let logp = self.forward(&packed)?;
             // weights[N]: d objective / d logp, zero at each sequence's last position.
             let mut weights = vec![0.0f32; packed.tokens.len()];
             for (window, &member) in packed.seq_starts.windows(2).zip(&packed.members) {
@@ -284,6 +283,15 @@ impl<K: Kernels> Policy for TransformerPolicy<K> {
                 let coef = coefficients[member];
                 weights[start..start + coef.len()].copy_from_slice(coef);
             }
+            // Only the rows of nonzero weight need the output head.
+            let scored: Vec<bool> = weights.iter().map(|&w| w != 0.0).collect();
+            let logp = self.model.forward_scored(
+                &mut self.kernels,
+                &packed.tokens,
+                &packed.targets,
+                &packed.seq_starts,
+                &scored,
+            )?;
             weighted_sum += weights
                 .iter()
                 .zip(&logp)

@@ -215,6 +215,11 @@ pub struct ActLayout {
     pub logits_lse: Slot,
     /// Per-token weights of the backward pass (loss mask or GRPO coefficients), [N].
     pub loss_weights: Slot,
+    /// The scored rows of `final_norm`, gathered when the head runs on some rows only,
+    /// [N, D] (the first `rows * D` used).
+    pub head_in: Slot,
+    /// Backward scratch: gradient of `head_in`, [N, D].
+    pub d_head_in: Slot,
     /// Backward scratch: gradient of the residual stream, [N, D].
     pub d_residual: Slot,
     /// Backward scratch: gradient of a normed input, [N, D].
@@ -285,6 +290,8 @@ impl ActLayout {
             logp: carve.vector(n),
             logits_lse: carve.vector(n),
             loss_weights: carve.vector(n),
+            head_in: carve.matrix(n, d),
+            d_head_in: carve.matrix(n, d),
             d_residual: carve.matrix(n, d),
             d_norm: carve.matrix(n, d),
             d_q: carve.matrix(n, q),

@@ -55,6 +55,12 @@ pub enum InputError {
     BadSeqStarts,
     /// No forward pass has run, so there is nothing to differentiate or read.
     NoForward,
+    /// The backward pass was given a nonzero weight on a row that the forward pass did
+    /// not score ([`Transformer::forward_scored`]).
+    WeightOnUnscoredRow {
+        /// Position in the batch.
+        index: usize,
+    },
     /// A KV cache is full.
     CacheFull {
         /// The cache's capacity in tokens per sequence.
@@ -82,6 +88,10 @@ impl fmt::Display for InputError {
                 "seq_starts must start at 0, end at the token count and increase strictly"
             ),
             InputError::NoForward => write!(f, "no forward pass has run on this batch"),
+            InputError::WeightOnUnscoredRow { index } => write!(
+                f,
+                "the backward weight at position {index} is not 0, but the forward pass did not score that row"
+            ),
             InputError::CacheFull { capacity } => {
                 write!(f, "the KV cache is full ({capacity} tokens per sequence)")
             }
@@ -127,10 +137,13 @@ pub(super) struct Activations {
     /// Elements the buffer holds (at least `layout.total`).
     capacity: usize,
     pub(super) buffer: BufferId,
-    /// tokens[N], targets[N], positions[N], one after the other.
+    /// tokens[N], targets[N], positions[N], scored rows[N], one after the other. Targets
+    /// are the head's: those of the scored rows, in order, when only some are scored.
     indices: IndexBufferId,
     index_capacity: usize,
     seq_starts: Vec<u32>,
+    /// The rows the output head ran on, when not all ([`Transformer::forward_scored`]).
+    scored_rows: Option<Vec<u32>>,
     /// A forward pass ran over the current layout.
     forward_done: bool,
 }
@@ -144,6 +157,33 @@ impl Activations {
     }
     fn positions(&self) -> Indices {
         self.ids(2)
+    }
+    /// Rows the output head runs on: N, or the number of scored rows.
+    fn head_rows(&self) -> usize {
+        self.scored_rows
+            .as_ref()
+            .map_or(self.layout.tokens, |rows| rows.len())
+    }
+    /// The targets of the head's rows, `[head_rows]`.
+    fn head_targets(&self) -> Indices {
+        Indices {
+            len: self.head_rows(),
+            ..self.targets()
+        }
+    }
+    /// The indices of the scored rows, `[head_rows]`.
+    fn scored_ids(&self) -> Indices {
+        Indices {
+            len: self.head_rows(),
+            ..self.ids(3)
+        }
+    }
+    /// The head's input `[head_rows, D]`: `final_norm`, or its scored rows gathered.
+    fn head_hidden(&self, dim: usize) -> Tensor {
+        match self.scored_rows {
+            Some(_) => self.t(self.layout.head_in).slice(0, self.head_rows() * dim),
+            None => self.t(self.layout.final_norm),
+        }
     }
     fn ids(&self, which: usize) -> Indices {
         let n = self.layout.tokens;
@@ -244,7 +284,7 @@ impl Transformer {
     fn prepare_acts<K: Kernels>(&mut self, k: &mut K, n: usize) -> Result<(), K> {
         let layout = ActLayout::new(&self.config, n);
         match &mut self.acts {
-            Some(acts) if acts.capacity >= layout.total && acts.index_capacity >= 3 * n => {
+            Some(acts) if acts.capacity >= layout.total && acts.index_capacity >= 4 * n => {
                 acts.layout = layout;
                 acts.forward_done = false;
             }
@@ -254,14 +294,15 @@ impl Transformer {
                     k.free_indices(old.indices).map_err(backend)?;
                 }
                 let buffer = k.alloc(layout.total).map_err(backend)?;
-                let indices = k.alloc_indices(3 * n).map_err(backend)?;
+                let indices = k.alloc_indices(4 * n).map_err(backend)?;
                 *slot = Some(Activations {
                     capacity: layout.total,
                     layout,
                     buffer,
                     indices,
-                    index_capacity: 3 * n,
+                    index_capacity: 4 * n,
                     seq_starts: Vec::new(),
+                    scored_rows: None,
                     forward_done: false,
                 });
             }
@@ -282,6 +323,43 @@ impl Transformer {
         targets: &[u32],
         seq_starts: &[u32],
     ) -> Result<Vec<f32>, K> {
+        self.forward_rows(k, tokens, targets, seq_starts, None)
+    }
+
+    /// [`Transformer::forward`] with the output head run only on the rows marked in
+    /// `scored[N]`, for a loss that weighs some tokens only (SFT's agent tokens, the
+    /// tokens of GRPO's nonzero coefficients). The head is the largest product of a small
+    /// model and its log-softmax spans the vocabulary, so this saves the work of every
+    /// row nobody reads. Returns log p(targets[t]) where `scored[t]`, and 0 elsewhere;
+    /// the next [`Transformer::backward`] must put weight 0 on every unscored row. On the
+    /// scored rows the results and the gradients are those of [`Transformer::forward`].
+    pub fn forward_scored<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        tokens: &[u32],
+        targets: &[u32],
+        seq_starts: &[u32],
+        scored: &[bool],
+    ) -> Result<Vec<f32>, K> {
+        if scored.len() != tokens.len() {
+            return Err(input(InputError::LengthMismatch {
+                what: "scored",
+                expected: tokens.len(),
+                got: scored.len(),
+            }));
+        }
+        self.forward_rows(k, tokens, targets, seq_starts, Some(scored))
+    }
+
+    /// The forward pass, with the head on the `scored` rows (all when `None`).
+    fn forward_rows<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        tokens: &[u32],
+        targets: &[u32],
+        seq_starts: &[u32],
+        scored: Option<&[bool]>,
+    ) -> Result<Vec<f32>, K> {
         if targets.len() != tokens.len() {
             return Err(input(InputError::LengthMismatch {
                 what: "targets",
@@ -291,19 +369,62 @@ impl Transformer {
         }
         self.check_tokens(targets)?;
         self.run_batch(k, tokens, seq_starts)?;
+        let scored_rows: Option<Vec<u32>> =
+            scored
+                .filter(|scored| !scored.iter().all(|&s| s))
+                .map(|scored| {
+                    (0..)
+                        .zip(scored)
+                        .filter(|(_, &s)| s)
+                        .map(|(row, _)| row)
+                        .collect()
+                });
+        let acts = self.acts.as_mut().ok_or(input(InputError::NoForward))?;
+        acts.scored_rows = scored_rows;
         let acts = self.acts.as_ref().ok_or(input(InputError::NoForward))?;
-        let a = &acts.layout;
-        k.write_indices(acts.targets(), targets).map_err(backend)?;
-        k.logprob_forward(
-            acts.t(a.logp),
-            acts.t(a.logits_lse),
-            acts.t(a.final_norm),
-            at(self.params, self.params_layout.lm_head),
-            acts.targets(),
-        )
-        .map_err(backend)?;
+        let (a, d) = (&acts.layout, self.config.hidden_size);
+        let rows = acts.head_rows();
         let mut logp = vec![0.0; a.tokens];
-        k.read(acts.t(a.logp), &mut logp).map_err(backend)?;
+        if rows > 0 {
+            match &acts.scored_rows {
+                Some(scored) => {
+                    let head_targets: Vec<u32> =
+                        scored.iter().map(|&row| targets[row as usize]).collect();
+                    k.write_indices(acts.head_targets(), &head_targets)
+                        .map_err(backend)?;
+                    k.write_indices(acts.scored_ids(), scored)
+                        .map_err(backend)?;
+                    // head_in[rows, D] = final_norm[scored[r], :]
+                    k.embedding_forward(
+                        acts.head_hidden(d),
+                        acts.t(a.final_norm),
+                        acts.scored_ids(),
+                        d,
+                    )
+                    .map_err(backend)?;
+                }
+                None => k.write_indices(acts.targets(), targets).map_err(backend)?,
+            }
+            k.logprob_forward(
+                acts.t(a.logp).slice(0, rows),
+                acts.t(a.logits_lse).slice(0, rows),
+                acts.head_hidden(d),
+                at(self.params, self.params_layout.lm_head),
+                acts.head_targets(),
+            )
+            .map_err(backend)?;
+            match &acts.scored_rows {
+                Some(scored) => {
+                    let mut head_logp = vec![0.0; rows];
+                    k.read(acts.t(a.logp).slice(0, rows), &mut head_logp)
+                        .map_err(backend)?;
+                    for (&row, value) in scored.iter().zip(head_logp) {
+                        logp[row as usize] = value;
+                    }
+                }
+                None => k.read(acts.t(a.logp), &mut logp).map_err(backend)?,
+            }
+        }
         if let Some(acts) = self.acts.as_mut() {
             acts.forward_done = true;
         }
@@ -367,18 +488,48 @@ impl Transformer {
         let t = |slot: Slot| acts.t(slot);
         let kerr = backend::<K::Error>;
 
-        k.write(t(a.loss_weights), weights).map_err(kerr)?;
         // Output head: d final_norm, and the lm_head gradient.
-        k.logprob_backward(
-            t(a.d_norm),
-            g(p.lm_head),
-            t(a.loss_weights),
-            t(a.final_norm),
-            w(p.lm_head),
-            acts.targets(),
-            t(a.logits_lse),
-        )
-        .map_err(kerr)?;
+        let rows = acts.head_rows();
+        let head_weights = match &acts.scored_rows {
+            Some(scored) => {
+                let mut is_scored = vec![false; n];
+                for &row in scored {
+                    is_scored[row as usize] = true;
+                }
+                if let Some(index) = (0..n).find(|&t| !is_scored[t] && weights[t] != 0.0) {
+                    return Err(input(InputError::WeightOnUnscoredRow { index }));
+                }
+                scored.iter().map(|&row| weights[row as usize]).collect()
+            }
+            None => weights.to_vec(),
+        };
+        k.write(t(a.loss_weights).slice(0, rows), &head_weights)
+            .map_err(kerr)?;
+        // d_head[rows, D]: d final_norm itself, or the scored rows' share of it.
+        let d_head = match acts.scored_rows {
+            None => t(a.d_norm),
+            Some(_) => {
+                k.fill(t(a.d_norm), 0.0).map_err(kerr)?;
+                t(a.d_head_in).slice(0, rows * d)
+            }
+        };
+        if rows > 0 {
+            k.logprob_backward(
+                d_head,
+                g(p.lm_head),
+                t(a.loss_weights).slice(0, rows),
+                acts.head_hidden(d),
+                w(p.lm_head),
+                acts.head_targets(),
+                t(a.logits_lse).slice(0, rows),
+            )
+            .map_err(kerr)?;
+            if acts.scored_rows.is_some() {
+                // d_norm[scored[r], :] = d_head[r, :] (the other rows stay 0)
+                k.embedding_backward(t(a.d_norm), d_head, acts.scored_ids(), d)
+                    .map_err(kerr)?;
+            }
+        }
         k.fill(t(a.d_residual), 0.0).map_err(kerr)?;
         k.rmsnorm_backward(
             t(a.d_residual),
