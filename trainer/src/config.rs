@@ -254,8 +254,7 @@ impl RunConfig {
 
     /// The default `sage experiment` run in `dir`: every arm over 3 seeds at a scale meant
     /// to fit an hour on two CPU cores (see the README's experiment section): the demo's
-    /// model, data and SFT (per data mode, shared by the seeds; SFT batches of 4,096
-    /// tokens, the setting its README table was measured with), 8 RL steps of
+    /// model, data and SFT (per data mode, shared by the seeds), 16 RL steps of
     /// 2 chains x 4 rollouts of episodes of at most 4 turns, and 10 scenarios (30 tasks)
     /// per split evaluated. Turns may take 512 new tokens: the expert's longest skill
     /// definition is about 410.
@@ -263,11 +262,10 @@ impl RunConfig {
         let mut config = RunConfig::default();
         config.run.dir = dir.into();
         config.run.checkpoint_every = 0;
-        config.sft.batch_tokens = 4096;
         config.eval.max_scenarios = 10;
         config.eval.rollout.max_turns = 4;
         config.eval.rollout.max_new_tokens = 512;
-        config.rl.steps = 8;
+        config.rl.steps = 16;
         config.rl.chains_per_step = 2;
         config.rl.rollouts = 4;
         config.rl.rollout.max_turns = 4;
