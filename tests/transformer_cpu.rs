@@ -256,7 +256,7 @@ fn the_head_on_scored_rows_only_matches_the_full_forward_pass() {
         .iter()
         .map(|&s| if s { rng.unit() } else { 0.0 })
         .collect();
-    let mut grads_of = |k: &mut CpuBackend, model: &mut Transformer, scored: Option<&[bool]>| {
+    let grads_of = |k: &mut CpuBackend, model: &mut Transformer, scored: Option<&[bool]>| {
         model.zero_grads(k).unwrap();
         let logp = match scored {
             Some(scored) => model
