@@ -620,6 +620,13 @@ fn packed_batch(rng: &mut Rng, vocab: usize) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
     )
 }
 
+/// Sets `values[t]` to 0 wherever `scored[t]` is false.
+fn zero_unscored(values: &mut [f32], scored: &[bool]) {
+    for (value, _) in values.iter_mut().zip(scored).filter(|(_, &s)| !s) {
+        *value = 0.0;
+    }
+}
+
 /// One forward and backward pass of the small model (tied and untied) on a packed
 /// batch: log-probs to 1e-5 and every gradient to 1e-4 of its slab's largest value
 /// (the chain through two layers compounds the kernels' rounding differences). Run
@@ -636,22 +643,14 @@ pub fn model_forward_backward<K: Kernels>(make: impl FnOnce() -> Option<K>) {
             .map(|t| !some_rows || t % 3 != 0)
             .collect();
         let mut weights = rng.vec(tokens.len(), 1.0);
-        for (w, &s) in weights.iter_mut().zip(&scored) {
-            if !s {
-                *w = 0.0;
-            }
-        }
+        zero_unscored(&mut weights, &scored);
         let mut want = cpu
             .forward(&mut b.cpu, &tokens, &targets, &starts)
             .expect("cpu");
         let got = other
             .forward_scored(&mut b.other, &tokens, &targets, &starts, &scored)
             .expect("forward");
-        for (w, &s) in want.iter_mut().zip(&scored) {
-            if !s {
-                *w = 0.0;
-            }
-        }
+        zero_unscored(&mut want, &scored);
         assert_close("model logp", &got, &want, 1e-5);
         cpu.backward(&mut b.cpu, &weights).expect("cpu backward");
         other.backward(&mut b.other, &weights).expect("backward");

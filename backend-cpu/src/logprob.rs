@@ -48,34 +48,23 @@ fn chunk_rows(vocab: usize) -> usize {
     (LOGITS_CHUNK / vocab.max(1)).max(1)
 }
 
-/// How [`project`] computes its product.
-#[derive(Clone, Copy)]
-enum Rows {
-    /// The fastest way for the number of rows (sampling's few rows skip packing).
-    Any,
-    /// Each row computed the same way however many rows there are (the fused head,
-    /// whose log-probs and gradients must not depend on a row's batch-mates).
-    Independent,
-}
-
-/// logits[r, V] = hidden[r, D] · lm_head[V, D]^T for the `rows` rows of `hidden`.
+/// logits[r, V] = hidden[r, D] · lm_head[V, D]^T for the `rows` rows of `hidden`, each
+/// row computed the same way however many rows there are (packed kernels only), so that
+/// a row's log-prob and gradient do not depend on its batch-mates.
 fn project(
     logits: &mut [f32],
     hidden: &[f32],
     lm_head: &[f32],
     rows: usize,
     d: &HeadDims,
-    how: Rows,
 ) -> Result<(), CpuError> {
-    let lm_head_t = view(lm_head, d.vocab, d.dim, d.dim)?.reversed_axes();
-    let (c, a) = (
+    gemm_parallel_packed(
         view_mut(logits, rows, d.vocab, d.vocab)?,
         view(hidden, rows, d.dim, d.dim)?,
+        view(lm_head, d.vocab, d.dim, d.dim)?.reversed_axes(),
+        1.0,
+        0.0,
     );
-    match how {
-        Rows::Any => gemm_parallel(c, a, lm_head_t, 1.0, 0.0),
-        Rows::Independent => gemm_parallel_packed(c, a, lm_head_t, 1.0, 0.0),
-    }
     Ok(())
 }
 
@@ -106,7 +95,6 @@ pub(crate) fn logprob_forward(
             lm_head,
             rows,
             &d,
-            Rows::Independent,
         )?;
         logits
             .par_chunks_mut(d.vocab)
@@ -159,7 +147,7 @@ pub(crate) fn logprob_backward(
             dst.copy_from_slice(&hidden[n * d.dim..(n + 1) * d.dim]);
         }
         let dlogits = &mut scratch[..rows * d.vocab];
-        project(dlogits, hidden_chunk, lm_head, rows, &d, Rows::Independent)?;
+        project(dlogits, hidden_chunk, lm_head, rows, &d)?;
         dlogits
             .par_chunks_mut(d.vocab)
             .zip(rows_of_chunk.par_iter())
@@ -216,10 +204,14 @@ pub(crate) fn logits(out: &mut [f32], hidden: &[f32], lm_head: &[f32]) -> Result
         )));
     }
     let dim = dim as usize;
-    let d = HeadDims {
-        rows: hidden.len() / dim,
-        dim,
-        vocab: lm_head.len() / dim,
-    };
-    project(out, hidden, lm_head, d.rows, &d, Rows::Any)
+    let (rows, vocab) = (hidden.len() / dim, lm_head.len() / dim);
+    // Sampling's few rows may skip packing: no gradient depends on these logits.
+    gemm_parallel(
+        view_mut(out, rows, vocab, vocab)?,
+        view(hidden, rows, dim, dim)?,
+        view(lm_head, vocab, dim, dim)?.reversed_axes(),
+        1.0,
+        0.0,
+    );
+    Ok(())
 }

@@ -8,8 +8,8 @@ use alloc::vec::Vec;
 use super::kernels::{BufferId, IndexBufferId, Indices, Kernels, Tensor};
 use super::layout::{ActLayout, Slot};
 use super::model::{
-    at, attention_inputs, attention_output_and_mlp, attention_shape, backend, input, InputError,
-    Result, Transformer,
+    at, attention_inputs, attention_output_and_mlp, attention_shape, backend, input, same_len,
+    InputError, Result, Transformer,
 };
 
 /// Keys and values of B sequences, up to `capacity` tokens each, in one backend
@@ -124,13 +124,7 @@ impl Transformer {
         cache: &mut KvCache,
         prompts: &[&[u32]],
     ) -> Result<Vec<f32>, K> {
-        if prompts.len() != cache.batch {
-            return Err(input(InputError::LengthMismatch {
-                what: "prompts",
-                expected: cache.batch,
-                got: prompts.len(),
-            }));
-        }
+        same_len("prompts", cache.batch, prompts.len())?;
         if prompts.iter().any(|p| p.len() > cache.capacity) {
             return Err(input(InputError::CacheFull {
                 capacity: cache.capacity,
@@ -179,13 +173,7 @@ impl Transformer {
         cache: &mut KvCache,
         tokens: &[u32],
     ) -> Result<Vec<f32>, K> {
-        if tokens.len() != cache.batch {
-            return Err(input(InputError::LengthMismatch {
-                what: "decode tokens",
-                expected: cache.batch,
-                got: tokens.len(),
-            }));
-        }
+        same_len("decode tokens", cache.batch, tokens.len())?;
         if cache.lengths.iter().any(|&l| l as usize >= cache.capacity) {
             return Err(input(InputError::CacheFull {
                 capacity: cache.capacity,

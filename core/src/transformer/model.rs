@@ -122,6 +122,23 @@ pub(super) fn input<E>(e: InputError) -> ModelError<E> {
     ModelError::Input(e)
 }
 
+/// `Ok` when `got == expected`, else the [`InputError::LengthMismatch`] naming `what`.
+pub(super) fn same_len<E>(
+    what: &'static str,
+    expected: usize,
+    got: usize,
+) -> core::result::Result<(), ModelError<E>> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(input(InputError::LengthMismatch {
+            what,
+            expected,
+            got,
+        }))
+    }
+}
+
 /// A tensor of `buffer` at `slot`.
 pub(super) fn at(buffer: BufferId, slot: Slot) -> Tensor {
     Tensor {
@@ -341,13 +358,6 @@ impl Transformer {
         seq_starts: &[u32],
         scored: &[bool],
     ) -> Result<Vec<f32>, K> {
-        if scored.len() != tokens.len() {
-            return Err(input(InputError::LengthMismatch {
-                what: "scored",
-                expected: tokens.len(),
-                got: scored.len(),
-            }));
-        }
         self.forward_rows(k, tokens, targets, seq_starts, Some(scored))
     }
 
@@ -360,12 +370,9 @@ impl Transformer {
         seq_starts: &[u32],
         scored: Option<&[bool]>,
     ) -> Result<Vec<f32>, K> {
-        if targets.len() != tokens.len() {
-            return Err(input(InputError::LengthMismatch {
-                what: "targets",
-                expected: tokens.len(),
-                got: targets.len(),
-            }));
+        same_len("targets", tokens.len(), targets.len())?;
+        if let Some(scored) = scored {
+            same_len("scored", tokens.len(), scored.len())?;
         }
         self.check_tokens(targets)?;
         self.run_batch(k, tokens, seq_starts)?;
@@ -472,13 +479,7 @@ impl Transformer {
         };
         let a = &acts.layout;
         let n = a.tokens;
-        if weights.len() != n {
-            return Err(input(InputError::LengthMismatch {
-                what: "weights",
-                expected: n,
-                got: weights.len(),
-            }));
-        }
+        same_len("weights", n, weights.len())?;
         let (c, p) = (&self.config, &self.params_layout);
         let (d, i) = (c.hidden_size, c.intermediate_size);
         let (qd, kvd) = (c.q_dim(), c.kv_dim());
