@@ -132,6 +132,49 @@ fn skills_are_abstract_typed_and_documented() {
 }
 
 #[test]
+fn the_defining_turn_binds_the_values_first_and_reuse_passes_literals() {
+    let config = ExpertConfig::new(ExpertMode::Skills);
+    for built in catalog().split(Split::Iid) {
+        let run = solve(config, built);
+        let name = &run.tasks[0].saved[0].name;
+        let defining = run.tasks[0]
+            .messages
+            .iter()
+            .find(|m| m.role == "assistant" && m.content.contains("def "))
+            .expect("the first task defines its skill");
+        let code = defining.content.as_str();
+        let def_at = code.find("def ").unwrap_or(0);
+        let params = &built.template.solution.params;
+        for (param, value) in params
+            .iter()
+            .zip(built.template.arguments(&built.tasks[0].params))
+        {
+            let binding = format!("{} = {value}", param.name);
+            let bound_at = code.find(&binding);
+            assert!(
+                bound_at.is_some_and(|at| at < def_at),
+                "{name}: `{binding}` before the def in\n{code}"
+            );
+        }
+        let names: Vec<&str> = params.iter().map(|p| p.name).collect();
+        assert!(
+            code.contains(&format!("{name}({})", names.join(", "))),
+            "{name}: called with the bound names in\n{code}"
+        );
+        for (task, later) in built.tasks.iter().zip(&run.tasks).skip(1) {
+            let turn = &later.messages[2].content;
+            for value in built.template.arguments(&task.params) {
+                assert!(
+                    turn.contains(&value.to_string()),
+                    "{}: {value} passed as a literal in\n{turn}",
+                    later.task_id
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn the_direct_mode_writes_no_functions() {
     let config = ExpertConfig::new(ExpertMode::Direct);
     for built in catalog().split(Split::Dev) {

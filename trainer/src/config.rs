@@ -255,14 +255,13 @@ impl RunConfig {
     /// The default `sage experiment` run in `dir`: every arm over 3 seeds at a scale meant
     /// to fit an hour on two CPU cores (see the README's experiment section): the demo's
     /// model, data and SFT (per data mode, shared by the seeds), 16 RL steps of
-    /// 2 chains x 4 rollouts of episodes of at most 4 turns, and 10 scenarios (30 tasks)
-    /// per split evaluated. Turns may take 512 new tokens: the expert's longest skill
+    /// 2 chains x 4 rollouts of episodes of at most 4 turns, and the demo's 20 scenarios
+    /// (60 tasks) per split evaluated. Turns may take 512 new tokens: the expert's longest skill
     /// definition is about 410.
     pub fn experiment(dir: impl Into<PathBuf>) -> RunConfig {
         let mut config = RunConfig::default();
         config.run.dir = dir.into();
         config.run.checkpoint_every = 0;
-        config.eval.max_scenarios = 10;
         config.eval.rollout.max_turns = 4;
         config.eval.rollout.max_new_tokens = 512;
         config.rl.steps = 16;

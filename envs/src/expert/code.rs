@@ -1,6 +1,6 @@
 //! The code the expert writes, from a template's [`Solution`]: the login lines, the
-//! skill's full definition (typed signature, docstring, body), the call of a skill with
-//! a task's values, the same work inlined without a function (the no-skill mode), the
+//! skill's full definition (typed signature, docstring, body), a task's values bound to
+//! the parameters' names, the call of a skill with them or with literals, the same work inlined without a function (the no-skill mode), the
 //! docs lookups, and the deliberate mistakes of [`Mistake`].
 
 use serde_json::Value;
@@ -101,7 +101,7 @@ pub(crate) fn skill_name(template: &Template, style: &Style) -> &'static str {
 }
 
 /// The skill's signature as written in its `def` line (without `def`).
-pub(crate) fn signature(template: &Template, style: &Style) -> String {
+fn signature(template: &Template, style: &Style) -> String {
     let solution = &template.solution;
     let params: Vec<String> = solution
         .params
@@ -145,15 +145,47 @@ pub(crate) fn skill_source(template: &Template, style: &Style, mistake: Option<M
     out
 }
 
-/// A call of the skill with the task's values, storing and printing the result.
+/// A call of the skill with the task's values as literals, storing and printing the
+/// result (a task that reuses the skill).
 pub(crate) fn call(template: &Template, style: &Style, params: &Params) -> String {
     let args: Vec<String> = template.arguments(params).iter().map(literal).collect();
+    call_with(template, style, &args)
+}
+
+/// A call of the skill with the variables [`values`] bound, storing and printing the
+/// result (the task that defines the skill).
+pub(crate) fn call_bound(template: &Template, style: &Style) -> String {
+    let args: Vec<String> = template
+        .solution
+        .params
+        .iter()
+        .map(|p| p.name.to_owned())
+        .collect();
+    call_with(template, style, &args)
+}
+
+fn call_with(template: &Template, style: &Style, args: &[String]) -> String {
     format!(
         "{var} = {}({})\nprint({var})",
         skill_name(template, style),
         args.join(", "),
         var = style.result_var
     )
+}
+
+/// The task's values bound to the skill's parameter names, a line each. Code writes
+/// them first, next to the instruction it copies them from.
+pub(crate) fn values(template: &Template, params: &Params) -> String {
+    let mut out = String::new();
+    for (p, value) in template
+        .solution
+        .params
+        .iter()
+        .zip(template.arguments(params))
+    {
+        out.push_str(&format!("{} = {}\n", p.name, literal(&value)));
+    }
+    out
 }
 
 /// The work of the skill inlined at top level for one task: the values as variables,
@@ -164,11 +196,7 @@ pub(crate) fn direct(
     params: &Params,
     mistake: Option<Mistake>,
 ) -> String {
-    let mut out = String::new();
-    for p in template.solution.params {
-        let value = params.get(p.name).cloned().unwrap_or(Value::Null);
-        out.push_str(&format!("{} = {}\n", p.name, literal(&value)));
-    }
+    let mut out = values(template, params);
     for line in login_lines(template, style) {
         out.push_str(&line);
         out.push('\n');

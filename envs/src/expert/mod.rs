@@ -350,17 +350,17 @@ impl Expert {
             }
             let work = |mistake| match self.config.mode {
                 ExpertMode::Skills => format!(
-                    "{}\n\n{}",
+                    "{}\n{}\n\n{}",
+                    code::values(template, &built.params),
                     code::skill_source(template, style, mistake),
-                    code::call(template, style, &built.params)
+                    code::call_bound(template, style)
                 ),
                 ExpertMode::Direct => code::direct(template, style, &built.params, mistake),
             };
             let mut intro = match self.config.mode {
                 ExpertMode::Skills => format!(
-                    "{} `{}` {}",
+                    "{} {}",
                     thoughts.pick(&["I'll write a reusable skill", "Let me define a general function", "I will write a skill"]),
-                    code::signature(template, style),
                     thoughts.pick(&[
                         "that logs in and does the work for any values, then call it for this task.",
                         "with the task's specifics as parameters, and call it.",
