@@ -256,8 +256,8 @@ impl RunConfig {
     /// to fit an hour on two CPU cores (see the README's experiment section): the demo's
     /// model, data and SFT (per data mode, shared by the seeds), 16 RL steps of
     /// 2 chains x 4 rollouts of episodes of at most 4 turns, and the demo's 20 scenarios
-    /// (60 tasks) per split evaluated. Turns may take 512 new tokens: the expert's longest skill
-    /// definition is about 410.
+    /// (60 tasks) per split evaluated. Turns may take 512 new tokens: the expert's longest
+    /// skill definition is about 410.
     pub fn experiment(dir: impl Into<PathBuf>) -> RunConfig {
         let mut config = RunConfig::default();
         config.run.dir = dir.into();

@@ -1,7 +1,8 @@
 //! The code the expert writes, from a template's [`Solution`]: the login lines, the
 //! skill's full definition (typed signature, docstring, body), a task's values bound to
-//! the parameters' names, the call of a skill with them or with literals, the same work inlined without a function (the no-skill mode), the
-//! docs lookups, and the deliberate mistakes of [`Mistake`].
+//! the parameters' names, the call of a skill with those names or with literals, the
+//! same work inlined without a function (the no-skill mode), the docs lookups, and the
+//! deliberate mistakes of [`Mistake`].
 
 use serde_json::Value;
 
