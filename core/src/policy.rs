@@ -24,6 +24,17 @@ pub struct SamplingParams {
     pub stop_tokens: Vec<u32>,
     /// Seed of the sampler; the same seed and inputs give the same tokens.
     pub seed: u64,
+    /// The random stream of each prompt, when not empty (one key per prompt):
+    /// prompt `i` draws from the stream of `(seed, stream_keys[i])` instead of
+    /// `(seed, i)`. A caller that keys a sequence by what it is (a rollout, a turn)
+    /// rather than by its place in the batch keeps its randomness however the batch
+    /// is formed.
+    #[serde(default)]
+    pub stream_keys: Vec<u64>,
+    /// A limit per prompt, when not empty (one per prompt): prompt `i` stops after
+    /// `min(max_new_tokens, max_new_tokens_each[i])` new tokens.
+    #[serde(default)]
+    pub max_new_tokens_each: Vec<u32>,
 }
 
 impl Default for SamplingParams {
@@ -35,6 +46,8 @@ impl Default for SamplingParams {
             max_new_tokens: 1500,
             stop_tokens: Vec::new(),
             seed: 0,
+            stream_keys: Vec::new(),
+            max_new_tokens_each: Vec::new(),
         }
     }
 }

@@ -11,6 +11,7 @@
 //! | arm | SFT data | RL | evaluation |
 //! | --- | --- | --- | --- |
 //! | `sft-only` | skills | none | skill prompt, same-scenario library |
+//! | `sft-direct` | plain code | none | plain-code prompt, no library |
 //! | `sage` | skills | skill-integrated reward, K = `[rl] chain_len` | as above |
 //! | `sage-outcome-only` | skills | outcome-only reward | as above |
 //! | `sage-chain-reward` | skills | chain reward | as above |
@@ -20,6 +21,12 @@
 //! Every RL arm takes `[rl] steps` optimizer steps of `[rl] chains_per_step` chains;
 //! the K = 3 and K = 1 arms take as many chains per step as `sage` has tasks per step
 //! divided by their K (rounded up), so every arm sees about the same number of tasks.
+//!
+//! With `[experiment] controls` (the default) every RL arm first runs its update-off
+//! control: the same loop under the same seed without optimizer steps. The second
+//! table gives each arm's sampled success and reward over the last third of its steps
+//! against its control's, and its greedy `iid` SGC against its SFT start's (`sft-only`,
+//! or `sft-direct` for GRPO without skills).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -32,13 +39,13 @@ use sage_core::transformer::Kernels;
 use crate::chat::ChatTemplate;
 use crate::config::RunConfig;
 use crate::eval::{EvalConfig, EvalMetrics};
-use crate::metrics::{read_series, LineChart, MetricsLog};
+use crate::metrics::{read_series, LineChart, MetricsLog, Series};
 use crate::pipeline::{
     failed, fresh_model, load_sft_data, prepare_data, run_eval, run_sft, train_tokenizer,
     warn_turn_limits, write_chart, PipelineError, Reporter,
 };
 use crate::policy::TransformerPolicy;
-use crate::rl::{RlConfig, RlState, RlTrainer, WorldRl};
+use crate::rl::{control_gap, ControlGap, RlConfig, RlState, RlTrainer, WorldRl};
 use crate::sft::{SftData, SftState, SftTrainer};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{load_model, save_model, SaveOptions};
@@ -48,6 +55,8 @@ use crate::weights::{load_model, save_model, SaveOptions};
 pub enum Arm {
     /// The SFT model on skill trajectories, without RL.
     SftOnly,
+    /// The SFT model on plain-code trajectories, without RL: GRPO-no-skills' start.
+    SftDirect,
     /// SAGE: RL with sequential rollout and the skill-integrated reward.
     Sage,
     /// SAGE's rollout with the outcome-only reward.
@@ -62,8 +71,9 @@ pub enum Arm {
 
 impl Arm {
     /// Every arm, in table order.
-    pub const ALL: [Arm; 6] = [
+    pub const ALL: [Arm; 7] = [
         Arm::SftOnly,
+        Arm::SftDirect,
         Arm::GrpoNoSkills,
         Arm::Sage,
         Arm::OutcomeOnly,
@@ -75,6 +85,7 @@ impl Arm {
     pub fn name(self) -> &'static str {
         match self {
             Arm::SftOnly => "sft-only",
+            Arm::SftDirect => "sft-direct",
             Arm::Sage => "sage",
             Arm::OutcomeOnly => "sage-outcome-only",
             Arm::ChainReward => "sage-chain-reward",
@@ -88,14 +99,22 @@ impl Arm {
         Arm::ALL.into_iter().find(|arm| arm.name() == name)
     }
 
-    /// The arm has an RL stage (every arm but SFT only).
+    /// The arm has an RL stage (every arm but the SFT models alone).
     pub fn trains(self) -> bool {
-        self != Arm::SftOnly
+        !matches!(self, Arm::SftOnly | Arm::SftDirect)
+    }
+
+    /// The arm without RL that this arm starts from.
+    pub fn sft_start(self) -> Arm {
+        match self {
+            Arm::SftDirect | Arm::GrpoNoSkills => Arm::SftDirect,
+            _ => Arm::SftOnly,
+        }
     }
 
     /// The expert data mode of the arm's SFT (`skills` or `direct`).
     fn sft_mode(self) -> &'static str {
-        if self == Arm::GrpoNoSkills {
+        if self.sft_start() == Arm::SftDirect {
             "direct"
         } else {
             "skills"
@@ -114,7 +133,9 @@ impl Arm {
             ..base.clone()
         };
         let mut rl = match self {
-            Arm::SftOnly | Arm::Sage | Arm::OutcomeOnly | Arm::ChainReward => base.clone(),
+            Arm::SftOnly | Arm::SftDirect | Arm::Sage | Arm::OutcomeOnly | Arm::ChainReward => {
+                base.clone()
+            }
             Arm::SageK3 => with_chain_len(3),
             Arm::GrpoNoSkills => RlConfig {
                 prompt: "direct".to_owned(),
@@ -131,8 +152,8 @@ impl Arm {
 
     /// The arm's evaluation settings derived from the run's.
     pub fn eval_config(self, base: &EvalConfig) -> EvalConfig {
-        match self {
-            Arm::GrpoNoSkills => EvalConfig {
+        match self.sft_start() {
+            Arm::SftDirect => EvalConfig {
                 prompt: "direct".to_owned(),
                 modes: vec!["none".to_owned()],
                 ..base.clone()
@@ -150,6 +171,8 @@ pub struct ExperimentConfig {
     pub seeds: u64,
     /// The arms, by name (see [`Arm::name`]).
     pub arms: Vec<String>,
+    /// Run every RL arm's update-off control beside it (same seed, no optimizer step).
+    pub controls: bool,
 }
 
 impl Default for ExperimentConfig {
@@ -157,6 +180,7 @@ impl Default for ExperimentConfig {
         ExperimentConfig {
             seeds: 3,
             arms: Arm::ALL.iter().map(|a| a.name().to_owned()).collect(),
+            controls: true,
         }
     }
 }
@@ -193,6 +217,19 @@ pub struct ArmRun {
     pub metrics: Vec<EvalMetrics>,
     /// Seconds of its RL stage (0 without RL).
     pub rl_seconds: f64,
+    /// Its sampled success and mean reward (over chain positions) against its
+    /// update-off control's, when the arm trains and controls are on.
+    #[serde(default)]
+    pub control: Option<ArmControl>,
+}
+
+/// An RL arm against its update-off control under the same seed.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ArmControl {
+    /// Sampled task success (a share) over the last third of the steps.
+    pub success: ControlGap,
+    /// Mean reward over the same steps.
+    pub reward: ControlGap,
 }
 
 /// Runs every configured arm under every seed in `config.run.dir`, printing the table
@@ -264,7 +301,11 @@ pub fn run_experiment<K: Kernels>(
             runs.push(run);
         }
     }
-    let table = experiment_table(&runs, &arms);
+    let table = format!(
+        "{}\n{}",
+        experiment_table(&runs, &arms),
+        gain_table(&runs, &arms, "iid")
+    );
     reporter.result(&table);
     let write = |path: PathBuf, text: String| {
         fs::write(&path, text).map_err(|e| PipelineError {
@@ -335,6 +376,7 @@ fn run_arm<K: Kernels>(
     let model = load_model(&mut k, sft_dir).map_err(failed("experiment"))?;
     let arm_dir = seed_dir.join(arm.name());
     let mut rl_seconds = 0.0;
+    let mut control = None;
     let mut policy = match arm.rl_config(&config.rl) {
         None => TransformerPolicy::inference(k, model),
         Some(rl) => {
@@ -346,23 +388,35 @@ fn run_arm<K: Kernels>(
             let template = ChatTemplate::new(tokenizer)
                 .map_err(failed("tokenizer"))?
                 .with_max_len(rl.rollout.max_episode_tokens);
-            let mut trainer = RlTrainer::new(rl.clone(), world.chains.clone(), RlState::default())
-                .map_err(failed("rl"))?;
-            let mut metrics =
-                MetricsLog::create(&arm_dir.join("metrics"), "rl").map_err(failed("metrics"))?;
-            while !trainer.finished() {
-                let stats = world
-                    .step(&mut trainer, &mut policy, &template)
-                    .map_err(failed("rl"))?;
-                stats.log_to(&mut metrics).map_err(failed("metrics"))?;
-                reporter.info(&format!(
-                    "{} step {}/{}: mean reward {:?}, skill use {:.0}%",
-                    arm.name(),
-                    stats.step,
-                    rl.steps,
-                    stats.reward_mean,
-                    100.0 * stats.skill_usage
-                ));
+            // The control first: it leaves the weights and the optimizer as they were.
+            let control_curves = if config.experiment.controls {
+                let control_rl = RlConfig {
+                    apply_updates: false,
+                    ..rl.clone()
+                };
+                let dir = seed_dir.join(format!("{}-control", arm.name()));
+                let loop_ = RlLoop {
+                    world: &world,
+                    template: &template,
+                    label: &format!("{} control", arm.name()),
+                    metrics_dir: &dir.join("metrics"),
+                };
+                Some(loop_.run(&mut policy, control_rl, reporter)?)
+            } else {
+                None
+            };
+            let loop_ = RlLoop {
+                world: &world,
+                template: &template,
+                label: arm.name(),
+                metrics_dir: &arm_dir.join("metrics"),
+            };
+            let curves = loop_.run(&mut policy, rl, reporter)?;
+            if let Some(controls) = control_curves {
+                let gap = |i: usize| control_gap(&curves[i], &controls[i]);
+                control = gap(0)
+                    .zip(gap(1))
+                    .map(|(success, reward)| ArmControl { success, reward });
             }
             rl_seconds = started.elapsed().as_secs_f64();
             policy
@@ -385,8 +439,65 @@ fn run_arm<K: Kernels>(
         seed,
         metrics: reports.into_iter().map(|r| r.metrics).collect(),
         rl_seconds,
+        control,
     };
     Ok((run, policy.into_backend().map_err(failed("experiment"))?))
+}
+
+/// The RL loop of one arm (or its control) in the experiment.
+struct RlLoop<'a> {
+    world: &'a WorldRl,
+    template: &'a ChatTemplate<'a>,
+    /// The name in progress lines.
+    label: &'a str,
+    /// Where `rl.{jsonl,csv}` go.
+    metrics_dir: &'a Path,
+}
+
+impl RlLoop<'_> {
+    /// Runs every step of `rl` on `policy`; returns the curves of the sampled success
+    /// and the mean reward (each averaged over chain positions) per step.
+    fn run<K: Kernels>(
+        &self,
+        policy: &mut TransformerPolicy<K>,
+        rl: RlConfig,
+        reporter: &mut dyn Reporter,
+    ) -> Result<[Series; 2], PipelineError> {
+        let steps = rl.steps;
+        let mut trainer = RlTrainer::new(rl, self.world.chains.clone(), RlState::default())
+            .map_err(failed("rl"))?;
+        let mut metrics = MetricsLog::create(self.metrics_dir, "rl").map_err(failed("metrics"))?;
+        let mut curves = [
+            Series {
+                name: "success_all".to_owned(),
+                points: Vec::new(),
+            },
+            Series {
+                name: "reward_all".to_owned(),
+                points: Vec::new(),
+            },
+        ];
+        while !trainer.finished() {
+            let stats = self
+                .world
+                .step(&mut trainer, policy, self.template)
+                .map_err(failed("rl"))?;
+            stats.log_to(&mut metrics).map_err(failed("metrics"))?;
+            let mean =
+                |v: &[f32]| v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len().max(1) as f64;
+            let step = stats.step as f64;
+            curves[0].points.push((step, mean(&stats.success)));
+            curves[1].points.push((step, mean(&stats.reward_mean)));
+            reporter.info(&format!(
+                "{} step {}/{steps}: mean reward {:?}, skill use {:.0}%",
+                self.label,
+                stats.step,
+                stats.reward_mean,
+                100.0 * stats.skill_usage
+            ));
+        }
+        Ok(curves)
+    }
 }
 
 /// Mean and population standard deviation.
@@ -443,6 +554,70 @@ pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
                 cell(&|m| m.success_skill_usage, 13, 1),
             ));
         }
+    }
+    out
+}
+
+/// The gains of every RL arm, mean ± spread over seeds: its sampled success and reward
+/// over the last third of its steps minus its update-off control's, and its greedy
+/// TGC and SGC on `split` minus its SFT start's under the same seed. A cell without its
+/// baseline (no control, no SFT-start run) reads `-`.
+pub fn gain_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
+    let mut out = format!(
+        "{:<18} {:>16} {:>16} {:>16} {:>16} {:>16}   (RL arm minus its baseline, mean ± std over seeds)\n",
+        "arm",
+        "success % (ctl)",
+        "success gain",
+        "reward gain",
+        format!("{split} TGC gain"),
+        format!("{split} SGC gain"),
+    );
+    let metric = |run: &ArmRun, f: fn(&EvalMetrics) -> f64| {
+        run.metrics.iter().find(|m| m.split == split).map(f)
+    };
+    let cell = |values: &[f64], decimals: usize| {
+        if values.is_empty() {
+            return format!("{:>16}", "-");
+        }
+        let (mean, std) = mean_std(values);
+        format!("{:>16}", format!("{mean:+.decimals$} ± {std:.decimals$}"))
+    };
+    for &arm in arms.iter().filter(|a| a.trains()) {
+        let arm_runs: Vec<&ArmRun> = runs.iter().filter(|r| r.arm == arm.name()).collect();
+        if arm_runs.is_empty() {
+            continue;
+        }
+        let controls: Vec<ArmControl> = arm_runs.iter().filter_map(|r| r.control).collect();
+        let success: Vec<f64> = controls.iter().map(|c| 100.0 * c.success.gain()).collect();
+        let reward: Vec<f64> = controls.iter().map(|c| c.reward.gain()).collect();
+        let control_success: Vec<f64> =
+            controls.iter().map(|c| 100.0 * c.success.control).collect();
+        let versus_start = |f: fn(&EvalMetrics) -> f64| -> Vec<f64> {
+            arm_runs
+                .iter()
+                .filter_map(|run| {
+                    let start = runs
+                        .iter()
+                        .find(|r| r.arm == arm.sft_start().name() && r.seed == run.seed)?;
+                    Some(metric(run, f)? - metric(start, f)?)
+                })
+                .collect()
+        };
+        let (mean_control, _) = mean_std(&control_success);
+        let control_cell = if control_success.is_empty() {
+            format!("{:>16}", "-")
+        } else {
+            format!("{mean_control:>16.1}")
+        };
+        out.push_str(&format!(
+            "{:<18} {} {} {} {} {}\n",
+            arm.name(),
+            control_cell,
+            cell(&success, 1),
+            cell(&reward, 3),
+            cell(&versus_start(|m| m.tgc), 1),
+            cell(&versus_start(|m| m.sgc), 1),
+        ));
     }
     out
 }

@@ -13,7 +13,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use sage_core::env::{DroppedSkill, Episode, EpisodeEnd, Turn};
-use sage_core::policy::{Policy, SamplingParams};
+use sage_core::policy::{Policy, SamplingParams, StopReason};
 use sage_core::{Environment, Skill, Task};
 
 use crate::chat::{ChatEpisode, ChatError, ChatTemplate};
@@ -110,6 +110,8 @@ pub struct RolloutEpisode {
     pub logprobs: Vec<f32>,
     /// Library skills the environment refused to load.
     pub dropped: Vec<DroppedSkill>,
+    /// Agent turns cut off at their new-token limit (no end-of-turn token).
+    pub truncated_turns: u32,
 }
 
 /// An episode in progress.
@@ -120,12 +122,15 @@ struct Running {
     dropped: Vec<DroppedSkill>,
     library: Vec<String>,
     end: Option<EpisodeEnd>,
+    truncated_turns: u32,
 }
 
 /// Runs one episode per request, `envs[i]` running request `i`, and returns them in
 /// order. `system_prompt` renders the system message from the skills that loaded.
-/// Sampling is seeded by `seed`, the turn and the batch, so a run is reproducible on a
-/// deterministic backend.
+/// Each agent turn samples from its own random stream, keyed by `seed`, the request's
+/// index and the turn, so a run is reproducible on a deterministic backend, and two
+/// runs with the same seed (a run and its update-off control) draw the same numbers
+/// for the same turn of the same request however the generation batches are formed.
 pub fn run_episodes<P: Policy, E: Environment>(
     policy: &mut P,
     envs: &mut [E],
@@ -163,6 +168,7 @@ pub fn run_episodes<P: Policy, E: Environment>(
             dropped: reset.dropped,
             library: loaded.into_iter().map(|s| s.name).collect(),
             end: None,
+            truncated_turns: 0,
         });
     }
     for turn in 0..config.max_turns {
@@ -172,8 +178,7 @@ pub fn run_episodes<P: Policy, E: Environment>(
         if active.is_empty() {
             break;
         }
-        for (batch_index, batch) in batches(&running, &active, config).into_iter().enumerate() {
-            let batch_seed = seed ^ (u64::from(turn) << 32) ^ batch_index as u64;
+        for batch in batches(&running, &active, config) {
             run_turn(
                 policy,
                 envs,
@@ -182,7 +187,7 @@ pub fn run_episodes<P: Policy, E: Environment>(
                 &batch,
                 config,
                 turn,
-                batch_seed,
+                seed,
             )?;
         }
     }
@@ -202,6 +207,7 @@ pub fn run_episodes<P: Policy, E: Environment>(
             chat: episode.chat,
             logprobs: episode.logprobs,
             dropped: episode.dropped,
+            truncated_turns: episode.truncated_turns,
         });
     }
     Ok(out)
@@ -230,8 +236,14 @@ fn batches(running: &[Running], active: &[usize], config: &RolloutConfig) -> Vec
     out
 }
 
+/// The random stream of request `request`'s agent turn `turn`.
+fn stream_key(request: usize, turn: u32) -> u64 {
+    (u64::from(turn) << 32) ^ request as u64
+}
+
 /// Generates one agent turn for the episodes of `batch`, executes them, and appends
-/// what came back.
+/// what came back. Each episode's turn may take up to `max_new_tokens` new tokens, or
+/// what its own chat still has room for; one with no room left ends at the turn limit.
 #[allow(clippy::too_many_arguments)]
 fn run_turn<P: Policy, E: Environment>(
     policy: &mut P,
@@ -243,16 +255,21 @@ fn run_turn<P: Policy, E: Environment>(
     turn: u32,
     seed: u64,
 ) -> Result<(), RolloutError> {
-    let room = batch
-        .iter()
-        .map(|&i| template.max_len().saturating_sub(running[i].chat.len() + 1))
-        .min()
-        .unwrap_or(0);
-    let max_new_tokens = config.max_new_tokens.min(room as u32);
-    if max_new_tokens == 0 {
-        for &i in batch {
+    let mut generating = Vec::with_capacity(batch.len());
+    let mut limits = Vec::with_capacity(batch.len());
+    for &i in batch {
+        let room = template.max_len().saturating_sub(running[i].chat.len() + 1);
+        let limit = config
+            .max_new_tokens
+            .min(u32::try_from(room).unwrap_or(u32::MAX));
+        if limit == 0 {
             running[i].end = Some(EpisodeEnd::TurnLimit);
+        } else {
+            generating.push(i);
+            limits.push(limit);
         }
+    }
+    if generating.is_empty() {
         return Ok(());
     }
     let special = template.special_tokens();
@@ -260,16 +277,22 @@ fn run_turn<P: Policy, E: Environment>(
         temperature: config.temperature,
         top_k: config.top_k,
         top_p: config.top_p,
-        max_new_tokens,
+        max_new_tokens: config.max_new_tokens,
         stop_tokens: vec![special.im_end, special.end_of_text],
         seed,
+        stream_keys: generating.iter().map(|&i| stream_key(i, turn)).collect(),
+        max_new_tokens_each: limits,
     };
-    let prompts: Vec<&[u32]> = batch.iter().map(|&i| running[i].chat.tokens()).collect();
+    let prompts: Vec<&[u32]> = generating
+        .iter()
+        .map(|&i| running[i].chat.tokens())
+        .collect();
     let generations = policy
         .generate(&prompts, &params)
         .map_err(|e| RolloutError::Policy(e.to_string()))?;
-    for (&i, generation) in batch.iter().zip(generations) {
+    for (&i, generation) in generating.iter().zip(generations) {
         let episode = &mut running[i];
+        let truncated = generation.stop == StopReason::Length;
         let mut tokens = generation.tokens;
         let mut logprobs = generation.logprobs;
         // <|endoftext|> closes a turn like <|im_end|>: the chat keeps ChatML's end.
@@ -282,6 +305,7 @@ fn run_turn<P: Policy, E: Environment>(
             continue;
         }
         episode.logprobs.extend_from_slice(&logprobs);
+        episode.truncated_turns += u32::from(truncated);
         let text = episode
             .chat
             .last_agent_text(template)

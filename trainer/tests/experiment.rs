@@ -75,6 +75,7 @@ fn the_table_gives_mean_and_spread_over_seeds_per_split_and_arm() {
             metrics("test-normal", tgc / 2.0, tokens),
         ],
         rl_seconds: 0.0,
+        control: None,
     };
     let runs = [
         run(Arm::Sage, 0, 10.0, 100.0),

@@ -22,6 +22,7 @@ use sage_trainer::optim::{AdamWConfig, LrSchedule};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{
     chain_rewards, rollout_chains, update_policy, ChainRollout, RlConfig, RlState, RlTrainer,
+    UpdateOptions,
 };
 use sage_trainer::rollout::RolloutConfig;
 use sage_trainer::sampling::SequenceRng;
@@ -420,7 +421,16 @@ fn advantages_are_centred_per_chain_position_and_land_on_agent_tokens_only() {
         seen: Vec::new(),
     };
     let grpo = RlConfig::default().grpo;
-    let report = update_policy(&mut policy, None, &rollouts, &rewards, 6, &grpo).unwrap();
+    let report = update_policy(
+        &mut policy,
+        None,
+        &rollouts,
+        &rewards,
+        6,
+        &grpo,
+        UpdateOptions::default(),
+    )
+    .unwrap();
     assert!(report.not_applied.is_none(), "{report:?}");
     assert!(report.logprob_mismatch < 1e-6);
     // Sequences with at least one agent token: every episode (each has a turn).
@@ -623,7 +633,16 @@ fn a_transformer_update_is_on_policy_and_moves_toward_positive_advantages() {
     };
     let before = agent_logp(&mut policy);
     let grpo = RlConfig::default().grpo;
-    let report = update_policy(&mut policy, None, &rollouts, &rewards, 4, &grpo).unwrap();
+    let report = update_policy(
+        &mut policy,
+        None,
+        &rollouts,
+        &rewards,
+        4,
+        &grpo,
+        UpdateOptions::default(),
+    )
+    .unwrap();
     assert!(report.not_applied.is_none(), "{report:?}");
     // The sampler's log-probs (KV-cache decoding) agree with the trainer's packed
     // forward pass to f32 rounding: the update is on-policy.

@@ -111,10 +111,12 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             init,
             resume,
             steps,
+            control,
             tiny,
         } => {
             let mut config = load_config_over(&common, tiny_or(tiny, RunConfig::default()))?;
             config.rl.steps = steps.unwrap_or(config.rl.steps);
+            config.rl.apply_updates &= !control;
             let config = checked(config)?;
             let sources = TrainSources { init, resume };
             with_backend!(config.run.backend.as_str(), |k| train(k, &config, &sources))

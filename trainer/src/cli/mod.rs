@@ -101,6 +101,11 @@ enum Command {
         /// Optimizer steps (overrides `[rl] steps`).
         #[arg(long)]
         steps: Option<u64>,
+        /// Run the update-off control instead (`[rl] apply_updates = false`): the same
+        /// chains, sampling and rewards without any optimizer step, in RUN_DIR/rl-control.
+        /// Once both have run, either one prints and plots the run against its control.
+        #[arg(long)]
+        control: bool,
         /// A two-step smoke run on the tiny configuration in runs/demo-tiny (after
         /// `sage demo --tiny`).
         #[arg(long, conflicts_with = "config")]

@@ -3,7 +3,9 @@
 //!
 //! Everything goes under `RUN_DIR/rl/`: `checkpoints/step-NNNNNN/` (the model, tokenizer,
 //! optimizer and the [`RlState`]), `metrics/rl.{jsonl,csv}`, `plots/rl_reward.png` and
-//! `eval.json`.
+//! `eval.json`. The update-off control (`[rl] apply_updates = false`, `--control`) writes
+//! the same files under `RUN_DIR/rl-control/`; once both exist, the run's success and
+//! reward against its control go to `RUN_DIR/rl/plots/rl_vs_control.png` and the log.
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -15,7 +17,7 @@ use sage_trainer::config::RunConfig;
 use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricsLog};
 use sage_trainer::pipeline::{failed, run_eval, write_chart, PipelineError, Reporter};
 use sage_trainer::policy::TransformerPolicy;
-use sage_trainer::rl::{RlState, RlStepStats, RlTrainer, WorldRl};
+use sage_trainer::rl::{control_gap, RlState, RlStepStats, RlTrainer, WorldRl};
 use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::load_model;
 
@@ -29,9 +31,18 @@ pub(super) struct TrainSources {
     pub resume: bool,
 }
 
-/// `RUN_DIR/rl`.
+/// `RUN_DIR/rl`, or `RUN_DIR/rl-control` for the update-off control.
 fn rl_dir(config: &RunConfig) -> PathBuf {
-    config.run.dir.join("rl")
+    config.run.dir.join(rl_dir_name(config.rl.apply_updates))
+}
+
+/// The directory name of a run (`rl`) or of its update-off control (`rl-control`).
+fn rl_dir_name(apply_updates: bool) -> &'static str {
+    if apply_updates {
+        "rl"
+    } else {
+        "rl-control"
+    }
 }
 
 /// `sage train`.
@@ -125,6 +136,7 @@ pub(super) fn train<K: Kernels>(
         }
     }
     plot_rewards(config, rl.chain_len, &mut reporter)?;
+    compare_with_control(config, &mut reporter)?;
     let out = rl_dir(config).join("eval.json");
     let template = ChatTemplate::new(&tokenizer).map_err(failed("tokenizer"))?;
     run_eval(&mut policy, config, &template, Some(&out), &mut reporter)?;
@@ -216,4 +228,68 @@ fn plot_rewards(
     };
     let path = dir.join("plots").join("rl_reward.png");
     write_chart(&path, &chart, "reward curve", reporter)
+}
+
+/// When both the run and its update-off control have metrics, reports the run's
+/// success and reward against the control's over the last third of their common steps
+/// and plots both curves to `RUN_DIR/rl/plots/rl_vs_control.png`.
+fn compare_with_control(
+    config: &RunConfig,
+    reporter: &mut dyn Reporter,
+) -> Result<(), PipelineError> {
+    let log = |apply: bool| {
+        config
+            .run
+            .dir
+            .join(rl_dir_name(apply))
+            .join("metrics")
+            .join("rl.jsonl")
+    };
+    let (run_log, control_log) = (log(true), log(false));
+    if !run_log.is_file() || !control_log.is_file() {
+        return Ok(());
+    }
+    let columns = ["success_all", "reward_all"];
+    let run = read_series(&run_log, "step", &columns).map_err(failed("compare"))?;
+    let control = read_series(&control_log, "step", &columns).map_err(failed("compare"))?;
+    for ((name, scale), (run, control)) in [("success %", 100.0), ("reward", 1.0)]
+        .into_iter()
+        .zip(run.iter().zip(&control))
+    {
+        if let Some(gap) = control_gap(run, control) {
+            reporter.info(&format!(
+                "steps {}-{}: {name} {:.3} against the update-off control's {:.3} ({:+.3}; \
+                 below it at {} steps, above at {})",
+                gap.first_step,
+                gap.last_step,
+                scale * gap.run,
+                scale * gap.control,
+                scale * gap.gain(),
+                gap.below,
+                gap.above
+            ));
+        }
+    }
+    let mut series = Vec::new();
+    for (label, found) in [("run", run), ("control", control)] {
+        for mut s in found {
+            s.name = format!("{} ({label})", s.name);
+            series.push(s);
+        }
+    }
+    let chart = LineChart {
+        title: "RL against its update-off control (mean over chain positions)",
+        x_label: "step",
+        y_label: "success share / reward",
+        series: &series,
+        width: 800,
+        height: 480,
+    };
+    let path = config
+        .run
+        .dir
+        .join(rl_dir_name(true))
+        .join("plots")
+        .join("rl_vs_control.png");
+    write_chart(&path, &chart, "control curve", reporter)
 }

@@ -16,9 +16,12 @@
 //!    (prompt and observation tokens masked), one optimizer step.
 //!
 //! [`RlTrainer`] loops over steps with health statistics ([`RlStepStats`]) and stops a
-//! run whose updates keep failing (non-finite loss or gradient).
+//! run whose updates keep failing (non-finite loss or gradient). `[rl] apply_updates =
+//! false` makes the same loop the run's update-off control, and [`control_gap`] says
+//! how a run's curves compare with it.
 
 mod chain;
+mod control;
 mod outcome;
 mod trainer;
 mod update;
@@ -36,9 +39,10 @@ use crate::optim::{AdamWConfig, LrSchedule};
 use crate::rollout::{RolloutConfig, RolloutError};
 
 pub use chain::{rollout_chains, ChainRollout};
+pub use control::{control_gap, ControlGap};
 pub use outcome::{chain_outcomes, chain_rewards};
 pub use trainer::{RlState, RlStepStats, RlTrainer};
-pub use update::{update_policy, NotApplied, UpdateReport};
+pub use update::{update_policy, NotApplied, UpdateOptions, UpdateReport};
 pub use world::{world_chains, WorldRl};
 
 /// Settings of SAGE's RL stage. The defaults are SAGE's where the paper gives them
@@ -56,9 +60,20 @@ pub struct RlConfig {
     pub chains_per_step: usize,
     /// Optimizer steps of the run.
     pub steps: u64,
-    /// Constant learning rate of the RL stage (AdamW's other settings come from the
-    /// run's `[optimizer]` section).
+    /// Learning rate of the RL stage, constant after `warmup_steps` (AdamW's other
+    /// settings come from the run's `[optimizer]` section).
     pub learning_rate: f32,
+    /// Steps of linear warm-up of the learning rate from `learning_rate / warmup_steps`
+    /// (0: none). AdamW's moments start at zero in RL, so its first steps move every
+    /// parameter by about the learning rate, whatever the gradient's size.
+    pub warmup_steps: u64,
+    /// Optimizer steps per batch of rollouts (1: SAGE's strictly on-policy update;
+    /// `n > 1`: PPO-style, each step on every `n`-th sequence, the ratio clip active).
+    pub minibatches: usize,
+    /// Apply the updates. `false` runs the update-off control: the identical loop
+    /// (same chains, same random streams, same rewards and advantages) without any
+    /// optimizer step, the baseline every RL result is measured against.
+    pub apply_updates: bool,
     /// Seeds per training template of the built-in world whose scenarios give the
     /// training chains.
     pub scenario_seeds: u64,
@@ -84,6 +99,9 @@ impl Default for RlConfig {
             chains_per_step: 4,
             steps: 20,
             learning_rate: 1e-4,
+            warmup_steps: 0,
+            minibatches: 1,
+            apply_updates: true,
             scenario_seeds: 5,
             reward: RewardConfig::default(),
             grpo: GrpoConfig::default(),
@@ -97,13 +115,33 @@ impl Default for RlConfig {
 
 impl RlConfig {
     /// The optimizer of the RL stage: `base` (the run's AdamW settings) at this
-    /// configuration's constant learning rate.
+    /// configuration's learning rate, after its warm-up. The schedule counts optimizer
+    /// steps, so with `minibatches = n` the warm-up spans `warmup_steps / n` RL steps.
     pub fn optimizer(&self, base: &AdamWConfig) -> AdamWConfig {
-        AdamWConfig {
-            schedule: LrSchedule::Constant {
+        let schedule = if self.warmup_steps == 0 {
+            LrSchedule::Constant {
                 lr: self.learning_rate,
-            },
+            }
+        } else {
+            // A cosine from the peak to the same floor is flat after the warm-up.
+            LrSchedule::WarmupCosine {
+                peak_lr: self.learning_rate,
+                min_lr: self.learning_rate,
+                warmup_steps: self.warmup_steps,
+                total_steps: self.warmup_steps,
+            }
+        };
+        AdamWConfig {
+            schedule,
             ..base.clone()
+        }
+    }
+
+    /// The options of every update of the run.
+    pub fn update_options(&self) -> UpdateOptions {
+        UpdateOptions {
+            apply: self.apply_updates,
+            minibatches: self.minibatches,
         }
     }
 
@@ -121,6 +159,19 @@ impl RlConfig {
         }
         if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
             return invalid("learning_rate must be finite and > 0");
+        }
+        if self.minibatches == 0 {
+            return invalid("minibatches must be at least 1");
+        }
+        let sampling = &self.rollout;
+        if sampling.temperature != 1.0 || sampling.top_k != 0 || sampling.top_p != 1.0 {
+            return Err(RlError::Config(format!(
+                "rollout sampling must be the policy's own distribution (temperature 1, \
+                 top_k 0, top_p 1), got temperature {}, top_k {}, top_p {}: the update \
+                 scores tokens under that distribution, so any other would train on \
+                 samples it did not score",
+                sampling.temperature, sampling.top_k, sampling.top_p
+            )));
         }
         if self.scenario_seeds == 0 {
             return invalid("scenario_seeds must be at least 1");

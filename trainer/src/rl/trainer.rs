@@ -55,6 +55,9 @@ pub struct RlStepStats {
     pub generated_tokens: f32,
     /// Mean `-log p` of the sampled tokens: an estimate of the policy's entropy.
     pub entropy: f32,
+    /// Share of agent turns cut off at their new-token limit.
+    #[serde(default)]
+    pub truncated_turns: f32,
     /// The update.
     pub update: UpdateReport,
     /// Generated tokens per second of the rollouts.
@@ -72,9 +75,19 @@ impl RlStepStats {
         log.log(&row)
     }
 
-    /// The statistics as one metrics row (per-position values as `NAME_k`, 1-based).
+    /// The statistics as one metrics row (per-position values as `NAME_k`, 1-based;
+    /// `success_all` and `reward_all` average them over positions).
     pub fn metrics_row(&self) -> Vec<(String, MetricValue)> {
         let mut row = vec![("step".to_owned(), MetricValue::UInt(self.step))];
+        let mean = |values: &[f32]| values.iter().sum::<f32>() / values.len().max(1) as f32;
+        row.push((
+            "success_all".to_owned(),
+            MetricValue::Float(f64::from(mean(&self.success))),
+        ));
+        row.push((
+            "reward_all".to_owned(),
+            MetricValue::Float(f64::from(mean(&self.reward_mean))),
+        ));
         let per_position = [
             ("reward_mean", &self.reward_mean),
             ("reward_std", &self.reward_std),
@@ -96,6 +109,7 @@ impl RlStepStats {
             ("steps", self.steps),
             ("generated_tokens", self.generated_tokens),
             ("entropy", self.entropy),
+            ("truncated_turns", self.truncated_turns),
             ("loss", u.loss),
             ("zero_advantage_groups", u.zero_advantage_groups),
             ("clip_fraction", u.clip_fraction),
@@ -103,6 +117,9 @@ impl RlStepStats {
             ("ref_kl", u.ref_kl),
             ("logprob_mismatch", u.logprob_mismatch),
             ("grad_norm", u.grad_norm),
+            ("step_kl", u.step_kl),
+            ("logp_change_positive", u.logp_change_positive),
+            ("logp_change_negative", u.logp_change_negative),
             ("learning_rate", u.learning_rate),
             ("rollout_tokens_per_s", self.rollout_tokens_per_s),
             ("update_tokens_per_s", self.update_tokens_per_s),
@@ -214,6 +231,7 @@ impl RlTrainer {
             &rewards,
             rollouts_per_chain,
             &self.config.grpo,
+            self.config.update_options(),
         )?;
         let update_seconds = started.elapsed().as_secs_f32();
         self.state.step += 1;
@@ -316,7 +334,12 @@ fn step_stats(rollouts: &[ChainRollout], rewards: &[f32], chain_len: usize) -> R
             .count(),
         total,
     );
-    stats.steps = share(episodes.iter().map(|e| e.episode.steps()).sum(), total);
+    let turns: usize = episodes.iter().map(|e| e.episode.steps()).sum();
+    stats.steps = share(turns, total);
+    stats.truncated_turns = share(
+        episodes.iter().map(|e| e.truncated_turns as usize).sum(),
+        turns,
+    );
     let generated: u64 = episodes.iter().map(|e| e.episode.generated_tokens()).sum();
     stats.generated_tokens = generated as f32 / total.max(1) as f32;
     let (neg_logp, sampled) = episodes

@@ -16,14 +16,23 @@ pub enum SamplingError<E> {
         /// Position of the prompt in the batch.
         index: usize,
     },
-    /// The longest prompt plus `max_new_tokens` exceeds the model's positions.
+    /// A prompt plus its new-token limit exceeds the model's positions.
     TooLong {
-        /// Tokens in the longest prompt.
+        /// Tokens in the prompt (the one with the most positions to hold).
         longest_prompt: usize,
-        /// The requested `max_new_tokens`.
+        /// Its new-token limit.
         max_new_tokens: usize,
         /// The model's `max_position_embeddings`.
         max_positions: usize,
+    },
+    /// A per-prompt setting has neither one entry per prompt nor none.
+    PerPrompt {
+        /// The setting (`stream_keys` or `max_new_tokens_each`).
+        what: &'static str,
+        /// Its entries.
+        got: usize,
+        /// Prompts in the call.
+        prompts: usize,
     },
     /// The model produced a NaN or infinite logit.
     NonFiniteLogits {
@@ -60,9 +69,13 @@ impl<E: fmt::Display> fmt::Display for SamplingError<E> {
                 max_positions,
             } => write!(
                 f,
-                "the longest prompt ({longest_prompt} tokens) plus max_new_tokens \
+                "a prompt of {longest_prompt} tokens plus max_new_tokens \
                  ({max_new_tokens}) exceeds the model's max_position_embeddings \
                  ({max_positions})"
+            ),
+            SamplingError::PerPrompt { what, got, prompts } => write!(
+                f,
+                "{what} has {got} entries for {prompts} prompts (one per prompt, or none)"
             ),
             SamplingError::NonFiniteLogits { sequence, position } => write!(
                 f,

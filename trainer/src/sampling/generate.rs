@@ -16,16 +16,17 @@ use super::sampler::Sampler;
 /// Samples one continuation per prompt (in order) from `model` on backend `k`.
 ///
 /// Each sequence stops after a token of `params.stop_tokens` (kept as its last token)
-/// or after `params.max_new_tokens` tokens. Sequence `i` draws from its own random
-/// stream, derived from `(params.seed, i)`, so its tokens depend only on the seed, its
-/// index and its prompt, not on the other prompts of the batch (on a backend whose
-/// per-sequence results do not depend on the batch, as the CPU backend's do not).
-/// `logprobs` are those of the model's own distribution, before temperature, top-k
-/// and top-p.
+/// or after its limit: `params.max_new_tokens`, or less where
+/// `params.max_new_tokens_each` says so. Sequence `i` draws from its own random
+/// stream, derived from `(params.seed, key)` where the key is `params.stream_keys[i]`
+/// (or `i` when there are none), so its tokens depend only on the seed, its key and its
+/// prompt, not on the other prompts of the batch (on a backend whose per-sequence
+/// results do not depend on the batch, as the CPU backend's do not). `logprobs` are
+/// those of the model's own distribution, before temperature, top-k and top-p.
 ///
-/// The KV cache holds `longest prompt + max_new_tokens` tokens per sequence, which
-/// must not exceed the model's `max_position_embeddings`. The call reuses the model's
-/// activation buffers, so a pending backward pass is invalidated.
+/// The KV cache holds `max(prompt + limit)` tokens per sequence, which must not exceed
+/// the model's `max_position_embeddings`. The call reuses the model's activation
+/// buffers, so a pending backward pass is invalidated.
 pub fn generate<K: Kernels>(
     k: &mut K,
     model: &mut Transformer,
@@ -36,22 +37,54 @@ pub fn generate<K: Kernels>(
     if let Some(index) = prompts.iter().position(|p| p.is_empty()) {
         return Err(SamplingError::EmptyPrompt { index });
     }
-    let max_new_tokens = params.max_new_tokens as usize;
-    let longest_prompt = prompts.iter().map(|p| p.len()).max().unwrap_or(0);
+    let per_prompt = [
+        ("stream_keys", params.stream_keys.len()),
+        ("max_new_tokens_each", params.max_new_tokens_each.len()),
+    ];
+    if let Some(&(what, got)) = per_prompt
+        .iter()
+        .find(|&&(_, len)| len != 0 && len != prompts.len())
+    {
+        return Err(SamplingError::PerPrompt {
+            what,
+            got,
+            prompts: prompts.len(),
+        });
+    }
+    let limits = limits(params, prompts.len());
     let max_positions = model.config().max_position_embeddings;
-    let capacity = longest_prompt.saturating_add(max_new_tokens);
+    let (capacity, longest) = prompts
+        .iter()
+        .zip(&limits)
+        .enumerate()
+        .map(|(i, (p, &limit))| (p.len().saturating_add(limit), i))
+        .max()
+        .unwrap_or((0, 0));
     if capacity > max_positions {
         return Err(SamplingError::TooLong {
-            longest_prompt,
-            max_new_tokens,
+            longest_prompt: prompts[longest].len(),
+            max_new_tokens: limits[longest],
             max_positions,
         });
     }
-    if prompts.is_empty() || max_new_tokens == 0 {
+    if limits.iter().all(|&limit| limit == 0) {
         return Ok(prompts.iter().map(|_| empty_generation(0)).collect());
     }
     let cache = KvCache::new(k, model, prompts.len(), capacity)?;
-    decode(k, model, cache, prompts, params, sampler)
+    decode(k, model, cache, prompts, params, &limits, sampler)
+}
+
+/// The new-token limit of each of `prompts` prompts.
+fn limits(params: &SamplingParams, prompts: usize) -> Vec<usize> {
+    let max = params.max_new_tokens as usize;
+    if params.max_new_tokens_each.is_empty() {
+        return vec![max; prompts];
+    }
+    params
+        .max_new_tokens_each
+        .iter()
+        .map(|&each| max.min(each as usize))
+        .collect()
 }
 
 /// A generation with no tokens yet and room for `capacity`.
@@ -63,24 +96,27 @@ fn empty_generation(capacity: usize) -> Generation {
     }
 }
 
-/// Prefills `cache` with `prompts`, decodes until every sequence has stopped, and
-/// frees the cache (also on error).
+/// Prefills `cache` with `prompts`, decodes until every sequence has stopped (or
+/// reached its entry of `limits`), and frees the cache (also on error).
 fn decode<K: Kernels>(
     k: &mut K,
     model: &mut Transformer,
     mut cache: KvCache,
     prompts: &[&[u32]],
     params: &SamplingParams,
+    limits: &[usize],
     sampler: Sampler,
 ) -> Result<Vec<Generation>, SamplingError<K::Error>> {
     let vocab = model.config().vocab_size;
-    let max_new_tokens = params.max_new_tokens as usize;
     let mut rngs: Vec<SequenceRng> = (0..prompts.len())
-        .map(|i| SequenceRng::new(params.seed, i as u64))
+        .map(|i| {
+            let key = params.stream_keys.get(i).copied().unwrap_or(i as u64);
+            SequenceRng::new(params.seed, key)
+        })
         .collect();
-    let mut generations: Vec<Generation> = prompts
+    let mut generations: Vec<Generation> = limits
         .iter()
-        .map(|_| empty_generation(max_new_tokens))
+        .map(|&limit| empty_generation(limit))
         .collect();
     // rows[r]: the sequence in row r of the cache.
     let mut rows: Vec<usize> = (0..prompts.len()).collect();
@@ -91,7 +127,8 @@ fn decode<K: Kernels>(
             return Err(e.into());
         }
     };
-    let mut done = vec![false; prompts.len()];
+    // A sequence with no room is done before its first token.
+    let mut done: Vec<bool> = limits.iter().map(|&limit| limit == 0).collect();
     loop {
         for (r, row) in logits.chunks_exact(vocab).enumerate() {
             let sequence = rows[r];
@@ -109,7 +146,7 @@ fn decode<K: Kernels>(
             if params.stop_tokens.contains(&choice.token) {
                 generation.stop = StopReason::StopToken;
                 done[sequence] = true;
-            } else if generation.tokens.len() == max_new_tokens {
+            } else if generation.tokens.len() == limits[sequence] {
                 done[sequence] = true;
             }
         }
