@@ -149,6 +149,16 @@ impl<K: Kernels> TransformerPolicy<K> {
         }
     }
 
+    /// Replaces the optimizer (if any) with a fresh AdamW of `config`: zero moments,
+    /// step 0. RL from an SFT model starts so, as `sage train` does.
+    pub fn reset_optimizer(&mut self, config: AdamWConfig) -> Result<(), PolicyError<K::Error>> {
+        let fresh = AdamW::new(&mut self.kernels, &self.model, config)?;
+        if let Some(old) = self.optimizer.replace(fresh) {
+            old.free(&mut self.kernels)?;
+        }
+        Ok(())
+    }
+
     /// The same policy packing at most `tokens` tokens per micro-batch (at least 1).
     pub fn with_max_batch_tokens(mut self, tokens: usize) -> TransformerPolicy<K> {
         self.max_batch_tokens = tokens.max(1);

@@ -4,7 +4,11 @@
 use sage_core::reward::RewardKind;
 use sage_trainer::config::RunConfig;
 use sage_trainer::eval::{EvalConfig, EvalMetrics};
-use sage_trainer::experiment::{experiment_table, Arm, ArmRun, ExperimentConfig};
+use sage_trainer::experiment::{
+    experiment_table, gain_table, Arm, ArmControl, ArmRun, ExperimentConfig,
+};
+use sage_trainer::metrics::Series;
+use sage_trainer::rl::control_gap;
 use sage_trainer::rl::RlConfig;
 
 #[test]
@@ -126,4 +130,91 @@ fn unknown_arms_and_zero_seeds_are_named() {
         Arm::ALL.to_vec()
     );
     RunConfig::experiment("runs/x").validate().unwrap();
+}
+
+fn series(points: &[(f64, f64)]) -> Series {
+    Series {
+        name: "success_all".to_owned(),
+        points: points.to_vec(),
+    }
+}
+
+#[test]
+fn a_run_is_compared_with_its_control_over_the_last_third_of_their_common_steps() {
+    // Steps 1-6 in both (the run also has a step 7 the control lacks): the window is
+    // steps 5-6.
+    let run = series(&[
+        (1.0, 0.5),
+        (2.0, 0.5),
+        (3.0, 0.6),
+        (4.0, 0.6),
+        (5.0, 0.8),
+        (6.0, 0.4),
+        (7.0, 1.0),
+    ]);
+    let control = series(&[
+        (1.0, 0.5),
+        (2.0, 0.5),
+        (3.0, 0.5),
+        (4.0, 0.5),
+        (5.0, 0.5),
+        (6.0, 0.5),
+    ]);
+    let gap = control_gap(&run, &control).unwrap();
+    assert_eq!((gap.first_step, gap.last_step), (5, 6));
+    assert!((gap.run - 0.6).abs() < 1e-12 && (gap.control - 0.5).abs() < 1e-12);
+    assert!((gap.gain() - 0.1).abs() < 1e-12);
+    assert_eq!((gap.below, gap.above), (1, 1));
+    // Seven common steps: the last three.
+    let long = series(&(1..=7).map(|s| (s as f64, 0.0)).collect::<Vec<_>>());
+    assert_eq!(control_gap(&long, &long).unwrap().first_step, 5);
+    assert!(control_gap(&run, &series(&[(9.0, 0.1)])).is_none());
+}
+
+#[test]
+fn the_gain_table_puts_each_arm_against_its_control_and_its_sft_start() {
+    let gap = |run: f64, control: f64| {
+        control_gap(&series(&[(1.0, run)]), &series(&[(1.0, control)])).unwrap()
+    };
+    let run = |arm: Arm, seed, sgc: f64, control: Option<(f64, f64)>| ArmRun {
+        arm: arm.name().to_owned(),
+        seed,
+        metrics: vec![EvalMetrics {
+            split: "iid".to_owned(),
+            tgc: sgc,
+            sgc,
+            ..EvalMetrics::default()
+        }],
+        rl_seconds: 0.0,
+        control: control.map(|(r, c)| ArmControl {
+            success: gap(r, c),
+            reward: gap(2.0 * r, 2.0 * c),
+        }),
+    };
+    let runs = [
+        run(Arm::SftOnly, 0, 50.0, None),
+        run(Arm::SftOnly, 1, 50.0, None),
+        run(Arm::SftDirect, 0, 40.0, None),
+        run(Arm::Sage, 0, 60.0, Some((0.9, 0.8))),
+        run(Arm::Sage, 1, 50.0, Some((0.8, 0.8))),
+        run(Arm::GrpoNoSkills, 0, 45.0, Some((0.5, 0.6))),
+    ];
+    let arms = [Arm::SftOnly, Arm::SftDirect, Arm::Sage, Arm::GrpoNoSkills];
+    let table = gain_table(&runs, &arms, "iid");
+    let row = |arm: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(arm))
+            .unwrap_or_else(|| panic!("no row {arm} in\n{table}"))
+            .to_owned()
+    };
+    // sage: success +10 and +0 points over its controls, SGC +10 and +0 over sft-only.
+    assert!(row("sage").contains("+5.0 ± 5.0"), "{table}");
+    assert!(row("sage").contains("+0.100 ± 0.100"), "{table}");
+    assert!(row("sage").contains("80.0"), "control success: {table}");
+    // grpo-no-skills is measured against sft-direct, not sft-only.
+    assert!(row("grpo-no-skills").contains("-10.0 ± 0.0"), "{table}");
+    assert!(row("grpo-no-skills").contains("+5.0 ± 0.0"), "{table}");
+    // Arms without RL have no row.
+    assert!(table.lines().all(|l| !l.starts_with("sft-")), "{table}");
 }

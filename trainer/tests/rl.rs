@@ -554,8 +554,94 @@ fn bad_settings_and_chains_are_named() {
         ..RlConfig::default()
     })
     .contains("clip_eps_low"));
+    assert!(bad(RlConfig {
+        minibatches: 0,
+        ..RlConfig::default()
+    })
+    .contains("minibatches"));
+    for rollout in [
+        RolloutConfig {
+            temperature: 1.5,
+            ..RolloutConfig::default()
+        },
+        RolloutConfig {
+            top_p: 0.9,
+            ..RolloutConfig::default()
+        },
+        RolloutConfig {
+            top_k: 20,
+            ..RolloutConfig::default()
+        },
+    ] {
+        let message = bad(RlConfig {
+            rollout,
+            ..RlConfig::default()
+        });
+        assert!(message.contains("temperature 1, top_k 0, top_p 1"), "{message}");
+    }
     let error = RlTrainer::new(RlConfig::default(), Vec::new(), RlState::default()).err();
     assert!(error.expect("an error").to_string().contains("no chains"));
+}
+
+/// The update-off control runs the same loop without a step: the policy never moves,
+/// and a run with updates samples exactly what its control sampled until its first
+/// update has been applied.
+#[test]
+fn the_update_off_control_moves_nothing_and_shares_the_first_step_with_its_run() {
+    let (tasks, chains) = tasks_and_chains();
+    let tk = tokenizer(&tasks);
+    let run = |apply_updates: bool| {
+        let mut policy = ChoicePolicy::new(&tk, tasks.clone());
+        let template = policy.template.clone();
+        let config = RlConfig {
+            rollouts: 8,
+            chains_per_step: 4,
+            steps: 5,
+            rollout: one_turn(),
+            seed: 7,
+            apply_updates,
+            ..RlConfig::default()
+        };
+        let mut trainer = RlTrainer::new(config, chains.clone(), RlState::default()).unwrap();
+        let mut steps = Vec::new();
+        while !trainer.finished() {
+            let stats = trainer
+                .step(
+                    &mut policy,
+                    None,
+                    &|| TinyEnv::new(1),
+                    &template,
+                    &system_prompt,
+                )
+                .unwrap();
+            steps.push(stats);
+        }
+        (steps, policy.logits)
+    };
+    let (control, control_logits) = run(false);
+    let (learned, learned_logits) = run(true);
+    assert_eq!(control_logits, [[0.0; ARMS]; 2]);
+    assert_ne!(learned_logits, control_logits);
+    for stats in &control {
+        assert_eq!(
+            stats.update.not_applied,
+            Some(sage_trainer::rl::NotApplied::Control)
+        );
+        assert_eq!(stats.update.grad_norm, 0.0);
+    }
+    assert!(learned.iter().all(|s| s.update.not_applied.is_none()));
+    // Step 1 samples the same policy with the same streams: the same rewards.
+    assert_eq!(control[0].reward_mean, learned[0].reward_mean);
+    assert_eq!(control[0].success, learned[0].success);
+    assert_eq!(
+        control[0].update.zero_advantage_groups,
+        learned[0].update.zero_advantage_groups
+    );
+    // Later the updated policy takes the rewarded choices more often.
+    let total = |steps: &[sage_trainer::rl::RlStepStats]| -> f32 {
+        steps[1..].iter().map(|s| s.reward_mean.iter().sum::<f32>()).sum()
+    };
+    assert!(total(&learned) > total(&control));
 }
 
 #[test]
@@ -649,6 +735,14 @@ fn a_transformer_update_is_on_policy_and_moves_toward_positive_advantages() {
     assert!(report.logprob_mismatch < 1e-4, "{report:?}");
     assert_eq!(report.trained_sequences, 16);
     assert!(report.grad_norm > 0.0 && report.grad_norm.is_finite());
+    // The report measures the step on its own rollouts: it moved the policy, and the
+    // positive sequences more upward than the negative ones.
+    assert!(report.step_kl > 0.0 && report.step_kl.is_finite(), "{report:?}");
+    assert!(
+        report.logp_change_positive > report.logp_change_negative,
+        "{report:?}"
+    );
+    assert_eq!(report.approx_kl, 0.0, "one step: every ratio is 1");
     let after = agent_logp(&mut policy);
     // A small step raises the log-probs of the positive-advantage sequences relative to
     // the negative ones.
@@ -665,6 +759,31 @@ fn a_transformer_update_is_on_policy_and_moves_toward_positive_advantages() {
         shift(1.0),
         shift(-1.0)
     );
+
+    // Two minibatches take two optimizer steps; the second scores its sequences under
+    // the policy the first step left, so its ratios are no longer all 1.
+    let steps_before = policy.optimizer().unwrap().step();
+    let options = UpdateOptions {
+        minibatches: 2,
+        ..UpdateOptions::default()
+    };
+    let report = update_policy(&mut policy, None, &rollouts, &rewards, 4, &grpo, options).unwrap();
+    assert!(report.not_applied.is_none(), "{report:?}");
+    assert_eq!(policy.optimizer().unwrap().step(), steps_before + 2);
+    assert_eq!(report.trained_sequences, 16);
+    assert!(report.approx_kl > 0.0, "{report:?}");
+
+    // The control computes advantages and stops: no step, no gradient.
+    let options = UpdateOptions {
+        apply: false,
+        ..UpdateOptions::default()
+    };
+    let report = update_policy(&mut policy, None, &rollouts, &rewards, 4, &grpo, options).unwrap();
+    assert_eq!(
+        report.not_applied,
+        Some(sage_trainer::rl::NotApplied::Control)
+    );
+    assert_eq!(policy.optimizer().unwrap().step(), steps_before + 2);
 }
 
 #[test]

@@ -190,6 +190,52 @@ fn results_do_not_depend_on_the_rest_of_the_batch() {
     assert_same_generation(&run(&[&d, &e, &c, &a])[2], &full[2]);
 }
 
+/// A prompt keyed by `stream_keys` draws the stream of its key wherever it sits in the
+/// batch: moved to another place, it samples what it sampled as the key's own index.
+#[test]
+fn stream_keys_follow_the_prompt_not_its_place_in_the_batch() {
+    let mut k = CpuBackend::new();
+    let mut model = random_model(&mut k, 0x57e4);
+    let mut rng = Rng(21);
+    let [a, b, c] = [4, 6, 3].map(|n| rng.tokens(n, VOCAB));
+    let plain = generate(&mut k, &mut model, &[&a, &b, &c], &sampled(77, 12)).unwrap();
+    let keyed = SamplingParams {
+        stream_keys: vec![2, 0, 1],
+        ..sampled(77, 12)
+    };
+    let moved = generate(&mut k, &mut model, &[&c, &a, &b], &keyed).unwrap();
+    assert_same_generation(&moved[0], &plain[2]);
+    assert_same_generation(&moved[1], &plain[0]);
+    assert_same_generation(&moved[2], &plain[1]);
+    // Another key is another stream.
+    let other = SamplingParams {
+        stream_keys: vec![5],
+        ..sampled(77, 12)
+    };
+    let alone = generate(&mut k, &mut model, &[&a], &other).unwrap();
+    assert_ne!(alone[0].tokens, plain[0].tokens);
+}
+
+/// Each prompt stops at its own limit; a prompt with room for nothing gets nothing,
+/// and the others sample exactly what they sample without a limit of their own.
+#[test]
+fn each_prompt_stops_at_its_own_limit() {
+    let mut k = CpuBackend::new();
+    let mut model = random_model(&mut k, 0x11e7);
+    let prompts = prompts(&mut Rng(23));
+    let free = generate(&mut k, &mut model, &refs(&prompts), &sampled(3, 10)).unwrap();
+    let params = SamplingParams {
+        max_new_tokens_each: vec![4, 0, 25],
+        ..sampled(3, 10)
+    };
+    let limited = generate(&mut k, &mut model, &refs(&prompts), &params).unwrap();
+    assert_eq!(limited[0].tokens, free[0].tokens[..4]);
+    assert_eq!(limited[0].stop, StopReason::Length);
+    assert!(limited[1].tokens.is_empty());
+    // The global limit still bounds a larger entry.
+    assert_same_generation(&limited[2], &free[2]);
+}
+
 /// Same tokens and stop reason exactly; log-probs within 1e-5, because the backend's
 /// GEMM blocks by the number of rows, so another batch size sums in another order
 /// (last-ulp differences; the sampled tokens do not change).
@@ -400,4 +446,29 @@ fn bad_requests_are_clear_errors() {
         generate(&mut k, &mut model, &[&[1, VOCAB as u32]], &sampled(0, 5)),
         Err(SamplingError::Model(_))
     ));
+    let wrong_keys = SamplingParams {
+        stream_keys: vec![1],
+        ..sampled(0, 5)
+    };
+    let err = generate(&mut k, &mut model, &[&[1], &[2]], &wrong_keys).unwrap_err();
+    assert!(err.to_string().contains("stream_keys has 1 entries for 2 prompts"));
+    let wrong_limits = SamplingParams {
+        max_new_tokens_each: vec![1, 2, 3],
+        ..sampled(0, 5)
+    };
+    let err = generate(&mut k, &mut model, &[&[1], &[2]], &wrong_limits).unwrap_err();
+    assert!(matches!(
+        err,
+        SamplingError::PerPrompt {
+            what: "max_new_tokens_each",
+            got: 3,
+            prompts: 2
+        }
+    ));
+    // A per-prompt limit lets a long prompt through when its own limit fits.
+    let fits = SamplingParams {
+        max_new_tokens_each: vec![5, 4],
+        ..sampled(0, 5)
+    };
+    generate(&mut k, &mut model, &[&[1, 2], &long], &fits).unwrap();
 }
