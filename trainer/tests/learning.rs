@@ -25,8 +25,8 @@ use sage_trainer::rl::{
     chain_rewards, rollout_chains, update_policy, NotApplied, RlConfig, RlState, RlTrainer,
     UpdateOptions,
 };
-use sage_trainer::sft::{SftConfig, SftData, SftState, SftTrainer};
 use sage_trainer::rollout::RolloutConfig;
+use sage_trainer::sft::{SftConfig, SftData, SftState, SftTrainer};
 use sage_trainer::tokenizer::{Tokenizer, TrainConfig};
 
 /// The rewarded behaviour: the answer opens with a lowercase ASCII letter. Under a
@@ -413,19 +413,71 @@ fn tiny_survey() {
     let steps: u64 = std::env::var("STEPS").map_or(30, |e| e.parse().unwrap());
     type Adjust = Box<dyn Fn(&mut RlConfig)>;
     let variants: Vec<(&str, f32, f32, Adjust)> = vec![
-        ("control", 1e-3, 1e-8, Box::new(|c: &mut RlConfig| c.apply_updates = false)),
+        (
+            "control",
+            1e-3,
+            1e-8,
+            Box::new(|c: &mut RlConfig| c.apply_updates = false),
+        ),
         ("lr 1e-3", 1e-3, 1e-8, Box::new(|_: &mut RlConfig| {})),
         ("lr 3e-4", 3e-4, 1e-8, Box::new(|_: &mut RlConfig| {})),
         ("lr 1e-4", 1e-4, 1e-8, Box::new(|_: &mut RlConfig| {})),
-        ("lr 1e-3 token-mean", 1e-3, 1e-8, Box::new(|c: &mut RlConfig| c.grpo.aggregation = sage_core::grpo::LossAggregation::TokenMean)),
-        ("lr 1e-3 eps 1e-5", 1e-3, 1e-5, Box::new(|_: &mut RlConfig| {})),
-        ("lr 1e-3 minibatch 4", 1e-3, 1e-8, Box::new(|c: &mut RlConfig| c.minibatches = 4)),
-        ("lr 1e-3 chains 16", 1e-3, 1e-8, Box::new(|c: &mut RlConfig| c.chains_per_step = 16)),
-        ("lr 3e-4 chains 16", 3e-4, 1e-8, Box::new(|c: &mut RlConfig| c.chains_per_step = 16)),
-        ("lr 1e-3 eps 1e-4", 1e-3, 1e-4, Box::new(|_: &mut RlConfig| {})),
-        ("lr 1e-3 eps 1e-3", 1e-3, 1e-3, Box::new(|_: &mut RlConfig| {})),
-        ("lr 3e-3 eps 1e-3", 3e-3, 1e-3, Box::new(|_: &mut RlConfig| {})),
-        ("lr 1e-3 std-norm", 1e-3, 1e-8, Box::new(|c: &mut RlConfig| c.grpo.normalize_std = true)),
+        (
+            "lr 1e-3 token-mean",
+            1e-3,
+            1e-8,
+            Box::new(|c: &mut RlConfig| {
+                c.grpo.aggregation = sage_core::grpo::LossAggregation::TokenMean
+            }),
+        ),
+        (
+            "lr 1e-3 eps 1e-5",
+            1e-3,
+            1e-5,
+            Box::new(|_: &mut RlConfig| {}),
+        ),
+        (
+            "lr 1e-3 minibatch 4",
+            1e-3,
+            1e-8,
+            Box::new(|c: &mut RlConfig| c.minibatches = 4),
+        ),
+        (
+            "lr 1e-3 chains 16",
+            1e-3,
+            1e-8,
+            Box::new(|c: &mut RlConfig| c.chains_per_step = 16),
+        ),
+        (
+            "lr 3e-4 chains 16",
+            3e-4,
+            1e-8,
+            Box::new(|c: &mut RlConfig| c.chains_per_step = 16),
+        ),
+        (
+            "lr 1e-3 eps 1e-4",
+            1e-3,
+            1e-4,
+            Box::new(|_: &mut RlConfig| {}),
+        ),
+        (
+            "lr 1e-3 eps 1e-3",
+            1e-3,
+            1e-3,
+            Box::new(|_: &mut RlConfig| {}),
+        ),
+        (
+            "lr 3e-3 eps 1e-3",
+            3e-3,
+            1e-3,
+            Box::new(|_: &mut RlConfig| {}),
+        ),
+        (
+            "lr 1e-3 std-norm",
+            1e-3,
+            1e-8,
+            Box::new(|c: &mut RlConfig| c.grpo.normalize_std = true),
+        ),
     ];
     let filter = std::env::var("ONLY").ok();
     let mut control: Vec<RlStepStats> = Vec::new();
@@ -487,9 +539,25 @@ fn tiny_seeds() {
         for rl_seed in 0..2 {
             let started = std::time::Instant::now();
             let (tk, mut control_policy) = tiny_sft_model(&tasks, epochs, model_seed, lr);
-            let control = tiny_rl_run(&mut control_policy, &tk, &tasks, rl_seed, 30, &|c: &mut RlConfig| c.apply_updates = false, None);
+            let control = tiny_rl_run(
+                &mut control_policy,
+                &tk,
+                &tasks,
+                rl_seed,
+                30,
+                &|c: &mut RlConfig| c.apply_updates = false,
+                None,
+            );
             let (tk, mut policy) = tiny_sft_model(&tasks, epochs, model_seed, lr);
-            let learned = tiny_rl_run(&mut policy, &tk, &tasks, rl_seed, 30, &|_: &mut RlConfig| {}, None);
+            let learned = tiny_rl_run(
+                &mut policy,
+                &tk,
+                &tasks,
+                rl_seed,
+                30,
+                &|_: &mut RlConfig| {},
+                None,
+            );
             let c: Vec<f32> = control.iter().map(|s| s.success[0]).collect();
             let l: Vec<f32> = learned.iter().map(|s| s.success[0]).collect();
             eprintln!("E{epochs} lr {lr} model {model_seed} rl {rl_seed}: first {:.3} control {:.3} learned {:.3} gain {:+.3} ({:.1} s)", c[0], tail_mean(&c, 10), tail_mean(&l, 10), tail_mean(&l, 10) - tail_mean(&c, 10), started.elapsed().as_secs_f32());

@@ -577,7 +577,10 @@ fn bad_settings_and_chains_are_named() {
             rollout,
             ..RlConfig::default()
         });
-        assert!(message.contains("temperature 1, top_k 0, top_p 1"), "{message}");
+        assert!(
+            message.contains("temperature 1, top_k 0, top_p 1"),
+            "{message}"
+        );
     }
     let error = RlTrainer::new(RlConfig::default(), Vec::new(), RlState::default()).err();
     assert!(error.expect("an error").to_string().contains("no chains"));
@@ -639,7 +642,10 @@ fn the_update_off_control_moves_nothing_and_shares_the_first_step_with_its_run()
     );
     // Later the updated policy takes the rewarded choices more often.
     let total = |steps: &[sage_trainer::rl::RlStepStats]| -> f32 {
-        steps[1..].iter().map(|s| s.reward_mean.iter().sum::<f32>()).sum()
+        steps[1..]
+            .iter()
+            .map(|s| s.reward_mean.iter().sum::<f32>())
+            .sum()
     };
     assert!(total(&learned) > total(&control));
 }
@@ -737,7 +743,10 @@ fn a_transformer_update_is_on_policy_and_moves_toward_positive_advantages() {
     assert!(report.grad_norm > 0.0 && report.grad_norm.is_finite());
     // The report measures the step on its own rollouts: it moved the policy, and the
     // positive sequences more upward than the negative ones.
-    assert!(report.step_kl > 0.0 && report.step_kl.is_finite(), "{report:?}");
+    assert!(
+        report.step_kl > 0.0 && report.step_kl.is_finite(),
+        "{report:?}"
+    );
     assert!(
         report.logp_change_positive > report.logp_change_negative,
         "{report:?}"

@@ -451,7 +451,9 @@ fn bad_requests_are_clear_errors() {
         ..sampled(0, 5)
     };
     let err = generate(&mut k, &mut model, &[&[1], &[2]], &wrong_keys).unwrap_err();
-    assert!(err.to_string().contains("stream_keys has 1 entries for 2 prompts"));
+    assert!(err
+        .to_string()
+        .contains("stream_keys has 1 entries for 2 prompts"));
     let wrong_limits = SamplingParams {
         max_new_tokens_each: vec![1, 2, 3],
         ..sampled(0, 5)
