@@ -23,6 +23,8 @@
 //! - [`rl`]: SAGE reinforcement learning: sequential rollout over chains of tasks with
 //!   per-rollout skill libraries, the skill-integrated reward, the GRPO update;
 //! - [`eval`]: TGC, SGC, steps, tokens and skill usage per split and retrieval mode;
+//! - [`probe`]: a seconds-long RL problem on the tiny world (a tiny SFT model, RL
+//!   against its update-off control) for learning tests and update diagnostics;
 //! - [`experiment`]: the paper-style comparison of SFT only, GRPO without skills, SAGE
 //!   and its reward and chain-length ablations over seeds;
 //! - [`checkpoint`]: atomic, resumable checkpoints (model, tokenizer, optimizer, trainer
@@ -45,6 +47,7 @@ pub mod metrics;
 pub mod optim;
 pub mod pipeline;
 pub mod policy;
+pub mod probe;
 pub mod rl;
 pub mod rollout;
 pub mod sampling;
