@@ -127,7 +127,7 @@ struct Sequence<'a> {
 /// report says why, so the caller can count failures.
 pub fn update_policy<P: Policy>(
     policy: &mut P,
-    mut reference: Option<&mut P>,
+    reference: Option<&mut P>,
     rollouts: &[ChainRollout],
     rewards: &[f32],
     rollouts_per_chain: usize,
@@ -191,7 +191,7 @@ pub fn update_policy<P: Policy>(
     }
     let logp_old = scores(policy, &sequences, &needed)?;
     report.logprob_mismatch = logprob_mismatch(&sequences, &needed, &logp_old);
-    let logp_ref = match reference.as_deref_mut() {
+    let logp_ref = match reference {
         Some(reference) if with_kl => Some(
             scores(reference, &sequences, &needed)
                 .map_err(|e| RlError::Policy(format!("reference: {e}")))?,
