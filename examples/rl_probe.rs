@@ -135,9 +135,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         if probe.guess_share > 0.0 { format!(", guessing share {}", probe.guess_share) } else { String::new() },
         if probe.tied_embeddings { "" } else { ", untied embeddings" },
     );
-    // results[setting][seed], controls[seed]
+    // controls[seed]: the control of the default batch; results[setting][seed]: the run
+    // and the control with its own chains per step (they sample alike only then).
     let mut controls: Vec<Outcome> = Vec::new();
-    let mut results: Vec<Vec<Outcome>> = settings.iter().map(|_| Vec::new()).collect();
+    let mut results: Vec<Vec<(Outcome, f64)>> = settings.iter().map(|_| Vec::new()).collect();
     for model_seed in 1..=seeds {
         probe.model_seed = model_seed;
         let rl_seed = model_seed;
@@ -147,20 +148,36 @@ fn main() -> Result<(), Box<dyn Error>> {
             eps,
             ..AdamWConfig::default()
         };
-        let (tokenizer, mut policy, loss) =
+        let (tokenizer, mut sft_policy, loss) =
             probe_sft(CpuBackend::new(), &probe, optimizer(1e-3, 1e-8))?;
-        let control_rl = RlConfig {
-            apply_updates: false,
-            ..probe_rl_config(steps, rl_seed)
+        eprintln!("seed {model_seed}: SFT loss {loss:.4}");
+        // The controls of this seed by chains per step (a control leaves the policy as
+        // it was, so one SFT model serves them all).
+        let mut seed_controls: Vec<(usize, Outcome)> = Vec::new();
+        let mut control_of = |rl: &RlConfig| -> Result<f64, Box<dyn Error>> {
+            if let Some((_, found)) = seed_controls
+                .iter()
+                .find(|(chains, _)| *chains == rl.chains_per_step)
+            {
+                return Ok(found.tail_success);
+            }
+            let control = RlConfig {
+                apply_updates: false,
+                grpo: probe_rl_config(steps, rl_seed).grpo,
+                ..rl.clone()
+            };
+            let reached = outcome(&probe_rl(
+                &mut sft_policy,
+                None,
+                &tokenizer,
+                &probe,
+                control,
+            )?);
+            let tail = reached.tail_success;
+            seed_controls.push((rl.chains_per_step, reached));
+            Ok(tail)
         };
-        controls.push(outcome(&probe_rl(
-            &mut policy,
-            None,
-            &tokenizer,
-            &probe,
-            control_rl,
-        )?));
-        eprintln!("seed {model_seed}: SFT loss {loss:.4}, control done");
+        control_of(&probe_rl_config(steps, rl_seed))?;
         for (setting, out) in settings.iter().zip(&mut results) {
             let (tokenizer, mut policy, _) = probe_sft(
                 CpuBackend::new(),
@@ -175,16 +192,19 @@ fn main() -> Result<(), Box<dyn Error>> {
             let mut rl = probe_rl_config(steps, rl_seed);
             rl.grpo.kl_coef = setting.kl_coef;
             (setting.adjust)(&mut rl);
+            let control = control_of(&rl)?;
             let stats = probe_rl(&mut policy, reference.as_mut(), &tokenizer, &probe, rl)?;
             let reached = outcome(&stats);
             eprintln!(
                 "seed {model_seed}: {}: success {:.1}% against the control's {:.1}%",
                 setting.name,
                 100.0 * reached.tail_success,
-                100.0 * controls[controls.len() - 1].tail_success
+                100.0 * control
             );
-            out.push(reached);
+            out.push((reached, control));
         }
+        let default_control = seed_controls.swap_remove(0).1;
+        controls.push(default_control);
     }
     let control_tail: Vec<f64> = controls.iter().map(|c| 100.0 * c.tail_success).collect();
     let (control_mean, control_std) = mean_std(&control_tail);
@@ -212,12 +232,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         mean_std(&controls.iter().map(|c| c.tail_entropy).collect::<Vec<_>>()).0,
     );
     for (setting, out) in settings.iter().zip(&results) {
-        let pick = |f: &dyn Fn(&Outcome) -> f64| mean_std(&out.iter().map(f).collect::<Vec<_>>());
+        let pick = |f: &dyn Fn(&Outcome) -> f64| {
+            mean_std(&out.iter().map(|(o, _)| f(o)).collect::<Vec<_>>())
+        };
         let (success, success_std) = pick(&|o| 100.0 * o.tail_success);
         let gains: Vec<f64> = out
             .iter()
-            .zip(&controls)
-            .map(|(o, c)| 100.0 * (o.tail_success - c.tail_success))
+            .map(|(o, control)| 100.0 * (o.tail_success - control))
             .collect();
         let (gain, gain_std) = mean_std(&gains);
         println!(
