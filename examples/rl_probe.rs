@@ -179,19 +179,18 @@ fn main() -> Result<(), Box<dyn Error>> {
         };
         control_of(&probe_rl_config(steps, rl_seed))?;
         for (setting, out) in settings.iter().zip(&mut results) {
-            let (tokenizer, mut policy, _) = probe_sft(
-                CpuBackend::new(),
-                &probe,
-                optimizer(setting.learning_rate, setting.eps),
-            )?;
+            let mut rl = probe_rl_config(steps, rl_seed);
+            rl.learning_rate = setting.learning_rate;
+            rl.grpo.kl_coef = setting.kl_coef;
+            (setting.adjust)(&mut rl);
+            // The RL optimizer as `sage train` makes it (warm-up included).
+            let rl_optimizer = rl.optimizer(&optimizer(setting.learning_rate, setting.eps));
+            let (tokenizer, mut policy, _) = probe_sft(CpuBackend::new(), &probe, rl_optimizer)?;
             let mut reference = if setting.kl_coef > 0.0 {
                 Some(probe_sft(CpuBackend::new(), &probe, optimizer(1e-3, 1e-8))?.1)
             } else {
                 None
             };
-            let mut rl = probe_rl_config(steps, rl_seed);
-            rl.grpo.kl_coef = setting.kl_coef;
-            (setting.adjust)(&mut rl);
             let control = control_of(&rl)?;
             let stats = probe_rl(&mut policy, reference.as_mut(), &tokenizer, &probe, rl)?;
             let reached = outcome(&stats);
