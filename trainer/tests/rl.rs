@@ -21,8 +21,8 @@ use sage_trainer::init::init_params;
 use sage_trainer::optim::{AdamWConfig, LrSchedule};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{
-    chain_rewards, rollout_chains, update_policy, ChainRollout, RlConfig, RlState, RlTrainer,
-    UpdateOptions,
+    chain_rewards, rollout_chains, update_policy, ChainRollout, RlConfig, RlState, RlStepStats,
+    RlTrainer, UpdateOptions,
 };
 use sage_trainer::rollout::RolloutConfig;
 use sage_trainer::sampling::SequenceRng;
@@ -274,6 +274,19 @@ fn one_turn() -> RolloutConfig {
     }
 }
 
+/// Every remaining step of `trainer` on the tiny environment, with `policy`.
+fn run_to_end(trainer: &mut RlTrainer, policy: &mut ChoicePolicy<'_>) -> Vec<RlStepStats> {
+    let template = policy.template.clone();
+    let mut steps = Vec::new();
+    while !trainer.finished() {
+        let stats = trainer
+            .step(policy, None, &|| TinyEnv::new(1), &template, &system_prompt)
+            .unwrap();
+        steps.push(stats);
+    }
+    steps
+}
+
 /// `G` rollouts of the first `chains` chains under a uniform choice policy.
 fn uniform_rollouts(
     policy: &mut ChoicePolicy<'_>,
@@ -482,7 +495,6 @@ fn the_reward_rises_and_the_policy_learns_to_write_then_reuse_skills() {
     let (tasks, chains) = tasks_and_chains();
     let tk = tokenizer(&tasks);
     let mut policy = ChoicePolicy::new(&tk, tasks);
-    let template = policy.template.clone();
     let config = RlConfig {
         rollouts: 8,
         chains_per_step: 4,
@@ -492,20 +504,12 @@ fn the_reward_rises_and_the_policy_learns_to_write_then_reuse_skills() {
         ..RlConfig::default()
     };
     let mut trainer = RlTrainer::new(config, chains, RlState::default()).unwrap();
-    let mut rewards = Vec::new();
-    while !trainer.finished() {
-        let stats = trainer
-            .step(
-                &mut policy,
-                None,
-                &|| TinyEnv::new(1),
-                &template,
-                &system_prompt,
-            )
-            .unwrap();
-        assert!(stats.update.logprob_mismatch < 1e-6);
-        rewards.push(stats.reward_mean.iter().sum::<f32>());
-    }
+    let steps = run_to_end(&mut trainer, &mut policy);
+    assert!(steps.iter().all(|s| s.update.logprob_mismatch < 1e-6));
+    let rewards: Vec<f32> = steps
+        .iter()
+        .map(|s| s.reward_mean.iter().sum::<f32>())
+        .collect();
     let first = rewards[0];
     let last: f32 = rewards[rewards.len() - 5..].iter().sum::<f32>() / 5.0;
     // The best chain earns 2 + 2 (define then reuse, both bonuses); the first step's
@@ -595,7 +599,6 @@ fn the_update_off_control_moves_nothing_and_shares_the_first_step_with_its_run()
     let tk = tokenizer(&tasks);
     let run = |apply_updates: bool| {
         let mut policy = ChoicePolicy::new(&tk, tasks.clone());
-        let template = policy.template.clone();
         let config = RlConfig {
             rollouts: 8,
             chains_per_step: 4,
@@ -606,20 +609,7 @@ fn the_update_off_control_moves_nothing_and_shares_the_first_step_with_its_run()
             ..RlConfig::default()
         };
         let mut trainer = RlTrainer::new(config, chains.clone(), RlState::default()).unwrap();
-        let mut steps = Vec::new();
-        while !trainer.finished() {
-            let stats = trainer
-                .step(
-                    &mut policy,
-                    None,
-                    &|| TinyEnv::new(1),
-                    &template,
-                    &system_prompt,
-                )
-                .unwrap();
-            steps.push(stats);
-        }
-        (steps, policy.logits)
+        (run_to_end(&mut trainer, &mut policy), policy.logits)
     };
     let (control, control_logits) = run(false);
     let (learned, learned_logits) = run(true);
@@ -641,7 +631,7 @@ fn the_update_off_control_moves_nothing_and_shares_the_first_step_with_its_run()
         learned[0].update.zero_advantage_groups
     );
     // Later the updated policy takes the rewarded choices more often.
-    let total = |steps: &[sage_trainer::rl::RlStepStats]| -> f32 {
+    let total = |steps: &[RlStepStats]| -> f32 {
         steps[1..]
             .iter()
             .map(|s| s.reward_mean.iter().sum::<f32>())
@@ -811,16 +801,11 @@ fn a_resumed_run_takes_exactly_the_steps_of_an_uninterrupted_one() {
             ..RlConfig::default()
         };
         let mut trainer = RlTrainer::new(config, chains.to_vec(), state).unwrap();
-        let template = policy.template.clone();
-        let mut rows = Vec::new();
-        while !trainer.finished() {
-            let mut stats = trainer
-                .step(policy, None, &|| TinyEnv::new(1), &template, &system_prompt)
-                .unwrap();
+        let mut rows = run_to_end(&mut trainer, policy);
+        for stats in &mut rows {
             // Throughput is the only thing allowed to differ.
             stats.rollout_tokens_per_s = 0.0;
             stats.update_tokens_per_s = 0.0;
-            rows.push(stats);
         }
         (rows, trainer.state().clone())
     };
