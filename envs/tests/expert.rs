@@ -58,6 +58,7 @@ fn the_expert_passes_every_task_of_every_split_in_both_modes() {
                     read_docs,
                     varied_style,
                     prompt_rules: true,
+                    ..ExpertConfig::new(mode)
                 });
                 let (runs, metrics) = expert
                     .solve_all(&mut env, scenarios.iter().map(|s| s.as_ref()))
@@ -338,4 +339,68 @@ fn without_varied_style_every_scenario_of_a_template_writes_the_same_skill() {
         varied.windows(2).any(|w| w[0] != w[1]),
         "styles vary by scenario"
     );
+}
+
+/// Mixed mode: the share of skill-style scenarios is the one asked for, every task
+/// still passes, both styles see the same system prompt (the skill prompt with its
+/// library listing), and a share of the later tasks of skill-style scenarios write
+/// plain code although their library lists the skill.
+#[test]
+fn mixed_mode_makes_writing_and_reusing_a_skill_a_choice() {
+    let config = CatalogConfig {
+        seeds: 6,
+        ..CatalogConfig::default()
+    };
+    let catalog = Arc::new(Catalog::build(&config).expect("the catalog builds"));
+    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default());
+    let scenarios = catalog.split(Split::Train);
+    for skill_share in [0.3, 0.7] {
+        let expert = Expert::new(ExpertConfig {
+            skill_share,
+            rewrite_share: 0.5,
+            ..ExpertConfig::new(ExpertMode::Mixed)
+        });
+        let (runs, _) = expert
+            .solve_all(&mut env, scenarios.iter().map(|s| s.as_ref()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(runs.iter().all(ScenarioRun::passed));
+        let skill_style: Vec<&ScenarioRun> = runs
+            .iter()
+            .filter(|r| r.mode == ExpertMode::Skills)
+            .collect();
+        let share = skill_style.len() as f64 / runs.len() as f64;
+        // A Bernoulli draw per scenario: over about 150 scenarios the share is within
+        // a few standard deviations (0.04) of the one asked for.
+        assert!(
+            (share - skill_share).abs() < 0.12,
+            "{share} of {} scenarios in skill style, asked {skill_share}",
+            runs.len()
+        );
+        assert!(runs
+            .iter()
+            .all(|r| matches!(r.mode, ExpertMode::Skills | ExpertMode::Direct)));
+        // Both styles' first tasks see the same prompt: the skill prompt, empty library.
+        let first_system = |run: &ScenarioRun| run.tasks[0].messages[0].content.clone();
+        let direct = runs.iter().find(|r| r.mode == ExpertMode::Direct).unwrap();
+        assert_eq!(first_system(direct), first_system(skill_style[0]));
+        // Skill-style first tasks save a skill; plain ones never do.
+        assert!(skill_style.iter().all(|r| !r.tasks[0].saved.is_empty()));
+        assert!(runs
+            .iter()
+            .filter(|r| r.mode == ExpertMode::Direct)
+            .all(|r| r
+                .tasks
+                .iter()
+                .all(|t| t.saved.is_empty() && t.library.is_empty())));
+        // Later tasks that were given the skill: some reuse it, some write it again.
+        let later: Vec<_> = skill_style.iter().flat_map(|r| &r.tasks[1..]).collect();
+        let given = later.iter().filter(|t| !t.library.is_empty()).count();
+        let reused = later.iter().filter(|t| !t.used.is_empty()).count();
+        assert_eq!(given, later.len());
+        let rewritten = (given - reused) as f64 / given as f64;
+        assert!(
+            (rewritten - 0.5).abs() < 0.15,
+            "{rewritten} of {given} later tasks rewritten, asked 0.5"
+        );
+    }
 }

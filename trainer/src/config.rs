@@ -322,7 +322,7 @@ impl RunConfig {
         if let Err(e) = self.tokenizer.train_config().validate() {
             return bad(format!("[tokenizer]: {e}"));
         }
-        if let Err(e) = self.data.split().and(self.data.mode()) {
+        if let Err(e) = self.data.validate() {
             return bad(format!("[data]: {e}"));
         }
         if let Err(e) = self

@@ -27,8 +27,15 @@ pub struct ExpertDataConfig {
     pub seeds: u64,
     /// Style variants per scenario (different wordings, names and mistakes).
     pub variants: u64,
-    /// `skills` (SAGE's format) or `direct` (plain API calls, the no-skill baseline).
+    /// `skills` (SAGE's format), `direct` (plain API calls, the no-skill baseline) or
+    /// `mixed` (some scenarios each way, all under the skill prompt, so that writing and
+    /// reusing a skill are the policy's choice).
     pub mode: String,
+    /// `mixed`: the share of scenarios solved in skill style, in [0, 1].
+    pub skill_share: f64,
+    /// `mixed`: the share of later tasks of skill-style scenarios that write plain code
+    /// although their library lists the skill, in [0, 1].
+    pub rewrite_share: f64,
     /// Share of scenarios whose first attempt holds a deliberate mistake, fixed in the
     /// next turn.
     pub mistake_rate: f64,
@@ -51,6 +58,8 @@ impl Default for ExpertDataConfig {
             seeds: 5,
             variants: 1,
             mode: "skills".to_owned(),
+            skill_share: 0.5,
+            rewrite_share: 0.25,
             mistake_rate: 0.2,
             read_docs: true,
             varied_style: true,
@@ -112,30 +121,48 @@ impl ExpertDataConfig {
         match self.mode.as_str() {
             "skills" => Ok(ExpertMode::Skills),
             "direct" => Ok(ExpertMode::Direct),
+            "mixed" => Ok(ExpertMode::Mixed),
             other => Err(DataError::Config(format!(
-                "unknown mode {other:?} (skills or direct)"
+                "unknown mode {other:?} (skills, direct or mixed)"
             ))),
         }
     }
 }
 
+impl ExpertDataConfig {
+    /// Checks every setting: the split, the mode, the seed and variant counts, and the
+    /// shares.
+    pub fn validate(&self) -> Result<(), DataError> {
+        self.split()?;
+        self.mode()?;
+        if self.seeds == 0 || self.variants == 0 {
+            return Err(DataError::Config(
+                "seeds and variants must be at least 1".into(),
+            ));
+        }
+        if self.seeds > MAX_SEEDS {
+            return Err(DataError::Config(format!(
+                "seeds must be at most {MAX_SEEDS} (more would reach the held-out seeds of iid)"
+            )));
+        }
+        for (name, share) in [
+            ("mistake_rate", self.mistake_rate),
+            ("skill_share", self.skill_share),
+            ("rewrite_share", self.rewrite_share),
+        ] {
+            if !(0.0..=1.0).contains(&share) {
+                return Err(DataError::Config(format!("{name} must be in [0, 1]")));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Runs the expert over the configured split.
 pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
+    config.validate()?;
     let split = config.split()?;
     let mode = config.mode()?;
-    if config.seeds == 0 || config.variants == 0 {
-        return Err(DataError::Config(
-            "seeds and variants must be at least 1".into(),
-        ));
-    }
-    if config.seeds > MAX_SEEDS {
-        return Err(DataError::Config(format!(
-            "seeds must be at most {MAX_SEEDS} (more would reach the held-out seeds of iid)"
-        )));
-    }
-    if !(0.0..=1.0).contains(&config.mistake_rate) {
-        return Err(DataError::Config("mistake_rate must be in [0, 1]".into()));
-    }
     let catalog_config = CatalogConfig {
         seeds: config.seeds,
         iid_seeds: config.seeds,
@@ -157,6 +184,8 @@ pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
             read_docs: config.read_docs,
             varied_style: config.varied_style,
             prompt_rules: config.prompt_rules,
+            skill_share: config.skill_share,
+            rewrite_share: config.rewrite_share,
         });
         for scenario in catalog.scenarios() {
             let run = expert

@@ -56,6 +56,12 @@ fn bad_configurations_name_their_field() {
     assert!(problem("[rl]\nrollouts = 0\n").contains("[rl]"));
     assert!(problem("[rl.reward]\nkind = \"Vibes\"\n").contains("Vibes"));
     assert!(problem("[run\n").contains("TOML") || problem("[run\n").contains("expected"));
+    assert!(problem("[data]\nmode = \"mixed\"\nskill_share = 1.5\n").contains("skill_share"));
+    assert!(problem("[data]\nrewrite_share = -0.1\n").contains("rewrite_share"));
+    assert!(problem("[data]\nmode = \"half\"\n").contains("mixed"));
+    assert!(problem("[rl]\nminibatches = 0\n").contains("minibatches"));
+    assert!(problem("[rl.rollout]\ntemperature = 0.7\n").contains("temperature 1"));
+    RunConfig::from_toml("[data]\nmode = \"mixed\"\nskill_share = 0.3\n").unwrap();
 }
 
 #[test]

@@ -9,6 +9,12 @@
 //!   are given (the skills earlier tasks saved) and call it instead of rewriting it.
 //! - [`ExpertMode::Direct`]: every task reads the docs and writes the same work as plain
 //!   top-level code without functions (the no-skill baseline).
+//! - [`ExpertMode::Mixed`]: each scenario is solved one way or the other (skill style
+//!   for a share [`ExpertConfig::skill_share`] of them), always under the skill prompt
+//!   with its library listing, and a share [`ExpertConfig::rewrite_share`] of the later
+//!   tasks of skill-style scenarios ignore the listed skill and write the work again as
+//!   plain code. A policy trained on it has to choose whether to write a skill and
+//!   whether to reuse one: the start from which a reward can teach it to.
 //!
 //! Variety ([`Style`], `style.rs`): names, docstrings, login code, docs lookups,
 //! thoughts, and an occasional deliberate mistake fixed in the next turn. The code
@@ -42,6 +48,9 @@ pub enum ExpertMode {
     Skills,
     /// Direct API calls, no functions.
     Direct,
+    /// Some scenarios in skill style, the others (and some reusing tasks) in plain
+    /// code, all under the skill prompt.
+    Mixed,
 }
 
 impl ExpertMode {
@@ -50,13 +59,14 @@ impl ExpertMode {
         match self {
             ExpertMode::Skills => "skills",
             ExpertMode::Direct => "direct",
+            ExpertMode::Mixed => "mixed",
         }
     }
 
     /// The system prompt's mode.
     pub fn prompt_mode(self) -> PromptMode {
         match self {
-            ExpertMode::Skills => PromptMode::Skills,
+            ExpertMode::Skills | ExpertMode::Mixed => PromptMode::Skills,
             ExpertMode::Direct => PromptMode::Direct,
         }
     }
@@ -83,11 +93,17 @@ pub struct ExpertConfig {
     pub varied_style: bool,
     /// Whether the system prompt spells out the rules ([`Prompt::rules`]).
     pub prompt_rules: bool,
+    /// [`ExpertMode::Mixed`]: the share of scenarios solved in skill style, in [0, 1].
+    pub skill_share: f64,
+    /// [`ExpertMode::Mixed`]: the share of the later tasks of skill-style scenarios that
+    /// write plain code although their library lists the skill, in [0, 1].
+    pub rewrite_share: f64,
 }
 
 impl ExpertConfig {
     /// The default settings for `mode`: variant 0, mistakes in 20% of scenarios, docs
-    /// read before new code, varied style, the full prompt.
+    /// read before new code, varied style, the full prompt; in mixed mode half the
+    /// scenarios in skill style and a quarter of their later tasks rewritten.
     pub fn new(mode: ExpertMode) -> ExpertConfig {
         ExpertConfig {
             mode,
@@ -96,8 +112,24 @@ impl ExpertConfig {
             read_docs: true,
             varied_style: true,
             prompt_rules: true,
+            skill_share: 0.5,
+            rewrite_share: 0.25,
         }
     }
+}
+
+/// How one task is solved: the style of its code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TaskStyle {
+    /// Define and call the template's skill, or reuse it.
+    Skill,
+    /// Plain top-level code.
+    Direct,
+}
+
+/// A uniform draw in [0, 1) fixed by `key`.
+fn unit_draw(key: u64) -> f64 {
+    (StyleRng(key).next() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// Why the expert could not finish a scenario.
@@ -220,8 +252,41 @@ impl Expert {
         }
     }
 
-    /// Solves every task of `scenario` in order through `env`. In skill mode each task
-    /// is given the skills the earlier tasks saved.
+    /// Whether the expert solves `scenario` in skill style: always in skill mode, never
+    /// in direct mode, for a share `skill_share` of the scenarios in mixed mode (a draw
+    /// fixed by the scenario and the variant).
+    pub fn writes_skills(&self, scenario: &BuiltScenario) -> bool {
+        match self.config.mode {
+            ExpertMode::Skills => true,
+            ExpertMode::Direct => false,
+            ExpertMode::Mixed => unit_draw(self.scenario_key(scenario)) < self.config.skill_share,
+        }
+    }
+
+    /// The draws of a scenario in mixed mode are fixed by its id and the variant.
+    fn scenario_key(&self, scenario: &BuiltScenario) -> u64 {
+        hash_text(&scenario.scenario.id) ^ self.config.variant.wrapping_mul(0xd1b5_4a32_d192_ed03)
+    }
+
+    /// The style of task `index` of `scenario`.
+    fn task_style(&self, scenario: &BuiltScenario, index: usize) -> TaskStyle {
+        if !self.writes_skills(scenario) {
+            return TaskStyle::Direct;
+        }
+        let key =
+            self.scenario_key(scenario) ^ (index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        if self.config.mode == ExpertMode::Mixed
+            && index > 0
+            && unit_draw(key) < self.config.rewrite_share
+        {
+            TaskStyle::Direct
+        } else {
+            TaskStyle::Skill
+        }
+    }
+
+    /// Solves every task of `scenario` in order through `env`. In skill and mixed mode
+    /// each task is given the skills the earlier tasks saved.
     pub fn solve(
         &self,
         env: &mut WorldEnv,
@@ -231,7 +296,8 @@ impl Expert {
         let mut library: Vec<Skill> = Vec::new();
         let mut tasks = Vec::with_capacity(scenario.tasks.len());
         for index in 0..scenario.tasks.len() {
-            let run = self.solve_task(env, scenario, index, &library, &style)?;
+            let task_style = self.task_style(scenario, index);
+            let run = self.solve_task(env, scenario, index, &library, &style, task_style)?;
             for skill in &run.saved {
                 library.retain(|s| s.name != skill.name);
                 library.push(skill.clone());
@@ -242,7 +308,11 @@ impl Expert {
             scenario_id: scenario.scenario.id.clone(),
             split: scenario.scenario.split.clone(),
             template: scenario.template.name,
-            mode: self.config.mode,
+            mode: match self.config.mode {
+                ExpertMode::Mixed if self.writes_skills(scenario) => ExpertMode::Skills,
+                ExpertMode::Mixed => ExpertMode::Direct,
+                mode => mode,
+            },
             tasks,
         })
     }
@@ -270,11 +340,12 @@ impl Expert {
         index: usize,
         library: &[Skill],
         style: &Style,
+        task_style: TaskStyle,
     ) -> Result<TaskRun, ExpertError> {
         let built = &scenario.tasks[index];
         let template = scenario.template;
         let given: &[Skill] = match self.config.mode {
-            ExpertMode::Skills => library,
+            ExpertMode::Skills | ExpertMode::Mixed => library,
             ExpertMode::Direct => &[],
         };
         let reset = env.reset(&built.task, given)?;
@@ -305,8 +376,7 @@ impl Expert {
             StyleRng(style.thoughts ^ (index as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
         let question = template.kind == TaskKind::Question;
         let name = code::skill_name(template, style);
-        let reusable =
-            self.config.mode == ExpertMode::Skills && loaded.iter().any(|s| s.name == name);
+        let reusable = task_style == TaskStyle::Skill && loaded.iter().any(|s| s.name == name);
         if reusable {
             let thought = format!(
                 "{} `{name}` {}",
@@ -348,17 +418,17 @@ impl Expert {
                     false,
                 )?;
             }
-            let work = |mistake| match self.config.mode {
-                ExpertMode::Skills => format!(
+            let work = |mistake| match task_style {
+                TaskStyle::Skill => format!(
                     "{}\n{}\n\n{}",
                     code::values(template, &built.params),
                     code::skill_source(template, style, mistake),
                     code::call_bound(template, style)
                 ),
-                ExpertMode::Direct => code::direct(template, style, &built.params, mistake),
+                TaskStyle::Direct => code::direct(template, style, &built.params, mistake),
             };
-            let mut intro = match self.config.mode {
-                ExpertMode::Skills => format!(
+            let mut intro = match task_style {
+                TaskStyle::Skill => format!(
                     "{} {}",
                     thoughts.pick(&["I'll write a reusable skill", "Let me define a general function", "I will write a skill"]),
                     thoughts.pick(&[
@@ -366,7 +436,7 @@ impl Expert {
                         "with the task's specifics as parameters, and call it.",
                     ])
                 ),
-                ExpertMode::Direct => thoughts
+                TaskStyle::Direct => thoughts
                     .pick(&[
                         "Now I'll log in and make the calls for this task.",
                         "I have what I need; here is the code for this task.",
@@ -376,7 +446,7 @@ impl Expert {
             if !self.config.read_docs {
                 intro = format!("{apps} {intro}");
             }
-            if index == 0 || self.config.mode == ExpertMode::Direct {
+            if index == 0 || task_style == TaskStyle::Direct {
                 if let Some(mistake) = style.mistake {
                     session.run(&code::turn(&intro, &work(Some(mistake))), true)?;
                     let fix = match mistake {

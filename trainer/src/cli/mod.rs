@@ -64,7 +64,7 @@ enum Command {
         /// Style variants per scenario (overrides `[data] variants`).
         #[arg(long)]
         variants: Option<u64>,
-        /// `skills` or `direct` (overrides `[data] mode`).
+        /// `skills`, `direct` or `mixed` (overrides `[data] mode`).
         #[arg(long)]
         mode: Option<String>,
     },
