@@ -46,6 +46,12 @@ pub struct EvalMetrics {
     pub skill_usage: f64,
     /// % of those tasks (with a library, using a skill) that passed.
     pub success_skill_usage: f64,
+    /// % of tasks started with an empty library that saved a skill (a function that ran
+    /// without error): under same-scenario retrieval, the first tasks' choice to write
+    /// one. Measured at `[eval.rollout] temperature = 1` it is the policy's sampled
+    /// rate.
+    #[serde(default)]
+    pub skill_writing: f64,
     /// % of tasks that ended on a response without code.
     pub no_code: f64,
     /// Skills in the library at the end (summed over scenarios for same-scenario).
@@ -369,6 +375,14 @@ fn summarize(
         .filter(|e| !e.episode.used_skills().is_empty())
         .collect();
     let using_passed = using.iter().filter(|e| e.episode.evaluation.passed).count();
+    let fresh: Vec<&&RolloutEpisode> = episodes
+        .iter()
+        .filter(|e| e.episode.library.is_empty())
+        .collect();
+    let writing = fresh
+        .iter()
+        .filter(|e| !e.episode.saved_skills().is_empty())
+        .count();
     let mut distinct: Vec<&str> = episodes
         .iter()
         .flat_map(|e| e.episode.used_skills())
@@ -391,6 +405,7 @@ fn summarize(
             / tasks.max(1) as f64,
         skill_usage: percent(using.len(), with_library.len()),
         success_skill_usage: percent(using_passed, using.len()),
+        skill_writing: percent(writing, fresh.len()),
         no_code: percent(
             episodes
                 .iter()
@@ -408,7 +423,7 @@ pub fn metrics_table(rows: &[EvalMetrics]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<15} {:<15} {:>6} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9} {:>8} {:>8}",
+        "{:<15} {:<15} {:>6} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9} {:>8} {:>8} {:>8}",
         "split",
         "retrieval",
         "tasks",
@@ -419,12 +434,13 @@ pub fn metrics_table(rows: &[EvalMetrics]) -> String {
         "usage %",
         "succ.use %",
         "no-code%",
-        "library"
+        "library",
+        "write %"
     );
     for m in rows {
         let _ = writeln!(
             out,
-            "{:<15} {:<15} {:>6} {:>7.1} {:>7.1} {:>6.2} {:>7.0} {:>7.1} {:>9.1} {:>8.1} {:>8}",
+            "{:<15} {:<15} {:>6} {:>7.1} {:>7.1} {:>6.2} {:>7.0} {:>7.1} {:>9.1} {:>8.1} {:>8} {:>8.1}",
             m.split,
             m.mode,
             m.tasks,
@@ -435,7 +451,8 @@ pub fn metrics_table(rows: &[EvalMetrics]) -> String {
             m.skill_usage,
             m.success_skill_usage,
             m.no_code,
-            m.library_size
+            m.library_size,
+            m.skill_writing
         );
     }
     out

@@ -509,7 +509,7 @@ fn mean_std(values: &[f64]) -> (f64, f64) {
 }
 
 /// The table of SAGE.md: per split and arm, the mean ± spread over seeds of TGC, SGC,
-/// steps, tokens, skill usage and success skill usage.
+/// steps, tokens, skill usage, success skill usage and skill writing.
 pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
     let mut splits: Vec<&str> = Vec::new();
     for run in runs {
@@ -521,8 +521,8 @@ pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
     }
     let seeds = runs.iter().map(|r| r.seed).max().map_or(0, |s| s + 1);
     let mut out = format!(
-        "{:<12} {:<18} {:>13} {:>13} {:>11} {:>13} {:>13} {:>13}   (mean ± std over {seeds} seeds)\n",
-        "split", "arm", "TGC %", "SGC %", "steps", "tokens", "usage %", "succ.use %"
+        "{:<12} {:<18} {:>13} {:>13} {:>11} {:>13} {:>13} {:>13} {:>13}   (mean ± std over {seeds} seeds)\n",
+        "split", "arm", "TGC %", "SGC %", "steps", "tokens", "usage %", "succ.use %", "write %"
     );
     for split in splits {
         for arm in arms {
@@ -543,7 +543,7 @@ pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
                 )
             };
             out.push_str(&format!(
-                "{:<12} {:<18} {} {} {} {} {} {}\n",
+                "{:<12} {:<18} {} {} {} {} {} {} {}\n",
                 split,
                 arm.name(),
                 cell(&|m| m.tgc, 13, 1),
@@ -552,6 +552,7 @@ pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
                 cell(&|m| m.avg_tokens, 13, 0),
                 cell(&|m| m.skill_usage, 13, 1),
                 cell(&|m| m.success_skill_usage, 13, 1),
+                cell(&|m| m.skill_writing, 13, 1),
             ));
         }
     }

@@ -1,0 +1,108 @@
+//! `eval`: the skill-writing rate of an evaluation counts the tasks that started with
+//! an empty library and saved a skill. A canned policy answers its calls in turn from a
+//! list, on one `iid` scenario of three one-turn tasks under same-scenario retrieval
+//! (the tasks run one after the other, so call `i` is task `i + 1`).
+
+use std::path::Path;
+
+use sage_core::policy::{Generation, SamplingParams, StopReason, UpdateStats};
+use sage_core::Policy;
+use sage_trainer::chat::ChatTemplate;
+use sage_trainer::config::RunConfig;
+use sage_trainer::pipeline::{run_eval, PrintReporter};
+use sage_trainer::tokenizer::{Tokenizer, TrainConfig};
+
+/// Answers call `i` with `answers[i]` (the last one once they run out) and the end of
+/// the turn.
+struct Canned {
+    answers: Vec<Vec<u32>>,
+    calls: usize,
+    im_end: u32,
+}
+
+impl Policy for Canned {
+    type Error = String;
+
+    fn generate(
+        &mut self,
+        prompts: &[&[u32]],
+        _: &SamplingParams,
+    ) -> Result<Vec<Generation>, String> {
+        let mut tokens = self.answers[self.calls.min(self.answers.len() - 1)].clone();
+        tokens.push(self.im_end);
+        self.calls += 1;
+        Ok(prompts
+            .iter()
+            .map(|_| Generation {
+                logprobs: vec![0.0; tokens.len()],
+                tokens: tokens.clone(),
+                stop: StopReason::StopToken,
+            })
+            .collect())
+    }
+
+    fn log_probs(&mut self, _: &[&[u32]]) -> Result<Vec<Vec<f32>>, String> {
+        Err("generation only".to_owned())
+    }
+
+    fn accumulate_gradient(&mut self, _: &[&[u32]], _: &[&[f32]]) -> Result<f32, String> {
+        Err("generation only".to_owned())
+    }
+
+    fn optimizer_step(&mut self) -> Result<UpdateStats, String> {
+        Err("generation only".to_owned())
+    }
+}
+
+/// The skill-writing and skill-usage rates of a policy that answers task `i` with
+/// `answers[i]`.
+fn rates_of(answers: &[&str]) -> (f64, f64) {
+    let mut config = RunConfig::tiny(Path::new("unused"));
+    config.eval.splits = vec!["iid".into()];
+    config.eval.modes = vec!["same-scenario".into()];
+    config.eval.max_scenarios = 1;
+    config.eval.rollout.max_turns = 1;
+    let tokenizer = Tokenizer::train(
+        answers.to_vec(),
+        &TrainConfig {
+            vocab_size: 300,
+            min_frequency: 2,
+        },
+    )
+    .expect("tokenizer");
+    let template = ChatTemplate::new(&tokenizer).expect("template");
+    let mut policy = Canned {
+        answers: answers
+            .iter()
+            .map(|a| tokenizer.encode(a).expect("tokens"))
+            .collect(),
+        calls: 0,
+        im_end: template.special_tokens().im_end,
+    };
+    let mut reporter = PrintReporter { every: 1 };
+    let reports = run_eval(&mut policy, &config, &template, None, &mut reporter).expect("eval");
+    assert_eq!(policy.calls, 3, "three one-turn tasks");
+    let metrics = &reports[0].metrics;
+    (metrics.skill_writing, metrics.skill_usage)
+}
+
+const PLAIN: &str = "Plain code.\n\n```python\nprint(1)\n```";
+const HELPER: &str =
+    "I write a helper.\n\n```python\ndef helper():\n    return 1\n\nprint(helper())\n```";
+const CALL: &str = "I call it.\n\n```python\nprint(helper())\n```";
+
+#[test]
+fn skill_writing_counts_the_tasks_that_start_empty_and_save_a_skill() {
+    // Task 1 writes plain code: nothing saved, so task 2 also starts empty; it writes
+    // the helper (a function that runs is saved); task 3 starts with it and calls it.
+    // Two tasks started empty and one of them wrote a skill: 50%, where counting every
+    // task would give 1 of 3. Task 3 is the only one with a library, and it used it.
+    let (writing, usage) = rates_of(&[PLAIN, HELPER, CALL]);
+    assert_eq!(writing, 50.0);
+    assert_eq!(usage, 100.0);
+    // A first task that writes the helper: 1 of 1 started empty.
+    let (writing, _) = rates_of(&[HELPER, PLAIN]);
+    assert_eq!(writing, 100.0);
+    let (writing, _) = rates_of(&[PLAIN]);
+    assert_eq!(writing, 0.0);
+}
