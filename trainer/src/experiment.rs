@@ -112,12 +112,13 @@ impl Arm {
         }
     }
 
-    /// The expert data mode of the arm's SFT (`skills` or `direct`).
-    fn sft_mode(self) -> &'static str {
+    /// The expert data mode of the arm's SFT: `direct` for the plain-code arms,
+    /// `skill_data` (`skills` or `mixed`) for the others.
+    fn sft_mode(self, skill_data: &str) -> &str {
         if self.sft_start() == Arm::SftDirect {
             "direct"
         } else {
-            "skills"
+            skill_data
         }
     }
 
@@ -173,6 +174,10 @@ pub struct ExperimentConfig {
     pub arms: Vec<String>,
     /// Run every RL arm's update-off control beside it (same seed, no optimizer step).
     pub controls: bool,
+    /// The expert data of the skill arms' SFT: `skills` (every scenario in skill style)
+    /// or `mixed` (`[data] skill_share` of them, the rest in plain code, all under the
+    /// skill prompt: writing and reusing a skill become the policy's choice).
+    pub skill_data: String,
 }
 
 impl Default for ExperimentConfig {
@@ -181,6 +186,7 @@ impl Default for ExperimentConfig {
             seeds: 3,
             arms: Arm::ALL.iter().map(|a| a.name().to_owned()).collect(),
             controls: true,
+            skill_data: "skills".to_owned(),
         }
     }
 }
@@ -193,6 +199,12 @@ impl ExperimentConfig {
         }
         if self.arms.is_empty() {
             return Err("arms must name at least one arm".to_owned());
+        }
+        if !matches!(self.skill_data.as_str(), "skills" | "mixed") {
+            return Err(format!(
+                "unknown skill_data {:?} (skills or mixed)",
+                self.skill_data
+            ));
         }
         self.arms
             .iter()
@@ -230,6 +242,8 @@ pub struct ArmControl {
     pub success: ControlGap,
     /// Mean reward over the same steps.
     pub reward: ControlGap,
+    /// Share of the chains' first tasks that wrote a skill, over the same steps.
+    pub skill_writing: ControlGap,
 }
 
 /// Runs every configured arm under every seed in `config.run.dir`, printing the table
@@ -248,9 +262,10 @@ pub fn run_experiment<K: Kernels>(
             message: format!("[experiment]: {message}"),
         })?;
     let dir = &config.run.dir;
-    let modes: Vec<&str> = ["skills", "direct"]
+    let skill_data = config.experiment.skill_data.as_str();
+    let modes: Vec<&str> = [skill_data, "direct"]
         .into_iter()
-        .filter(|mode| arms.iter().any(|a| a.sft_mode() == *mode))
+        .filter(|mode| arms.iter().any(|a| a.sft_mode(skill_data) == *mode))
         .collect();
     let mut data = Vec::new();
     let mut tokenizer: Option<Tokenizer> = None;
@@ -293,7 +308,9 @@ pub fn run_experiment<K: Kernels>(
         let seed_dir = dir.join(format!("seed-{seed}"));
         for &arm in &arms {
             reporter.stage(&format!("seed {seed}: {}", arm.name()));
-            let sft_dir = dir.join(format!("sft-{}", arm.sft_mode())).join("model");
+            let sft_dir = dir
+                .join(format!("sft-{}", arm.sft_mode(skill_data)))
+                .join("model");
             let (run, backend) = run_arm(
                 k, &seeded, arm, seed, &tokenizer, &sft_dir, &seed_dir, reporter,
             )?;
@@ -414,9 +431,14 @@ fn run_arm<K: Kernels>(
             let curves = loop_.run(&mut policy, rl, reporter)?;
             if let Some(controls) = control_curves {
                 let gap = |i: usize| control_gap(&curves[i], &controls[i]);
-                control = gap(0)
-                    .zip(gap(1))
-                    .map(|(success, reward)| ArmControl { success, reward });
+                control = match (gap(0), gap(1), gap(2)) {
+                    (Some(success), Some(reward), Some(skill_writing)) => Some(ArmControl {
+                        success,
+                        reward,
+                        skill_writing,
+                    }),
+                    _ => None,
+                };
             }
             rl_seconds = started.elapsed().as_secs_f64();
             policy
@@ -456,13 +478,14 @@ struct RlLoop<'a> {
 
 impl RlLoop<'_> {
     /// Runs every step of `rl` on `policy`; returns the curves of the sampled success
-    /// and the mean reward (each averaged over chain positions) per step.
+    /// and the mean reward (each averaged over chain positions) and of the first
+    /// tasks' skill writing, per step.
     fn run<K: Kernels>(
         &self,
         policy: &mut TransformerPolicy<K>,
         rl: RlConfig,
         reporter: &mut dyn Reporter,
-    ) -> Result<[Series; 2], PipelineError> {
+    ) -> Result<[Series; 3], PipelineError> {
         let steps = rl.steps;
         let mut trainer = RlTrainer::new(rl, self.world.chains.clone(), RlState::default())
             .map_err(failed("rl"))?;
@@ -474,6 +497,10 @@ impl RlLoop<'_> {
             },
             Series {
                 name: "reward_all".to_owned(),
+                points: Vec::new(),
+            },
+            Series {
+                name: "skill_writing_1".to_owned(),
                 points: Vec::new(),
             },
         ];
@@ -488,6 +515,8 @@ impl RlLoop<'_> {
             let step = stats.step as f64;
             curves[0].points.push((step, mean(&stats.success)));
             curves[1].points.push((step, mean(&stats.reward_mean)));
+            let writing = stats.skill_writing.first().copied().unwrap_or(0.0);
+            curves[2].points.push((step, f64::from(writing)));
             reporter.info(&format!(
                 "{} step {}/{steps}: mean reward {:?}, skill use {:.0}%",
                 self.label,
@@ -559,17 +588,19 @@ pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
     out
 }
 
-/// The gains of every RL arm, mean ± spread over seeds: its sampled success and reward
-/// over the last third of its steps minus its update-off control's, and its greedy
+/// The gains of every RL arm, mean ± spread over seeds: its sampled success, reward and
+/// first-task skill writing (in points) over the last third of its steps minus its
+/// update-off control's, and its greedy
 /// TGC and SGC on `split` minus its SFT start's under the same seed. A cell without its
 /// baseline (no control, no SFT-start run) reads `-`.
 pub fn gain_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
     let mut out = format!(
-        "{:<18} {:>16} {:>16} {:>16} {:>16} {:>16}   (RL arm minus its baseline, mean ± std over seeds)\n",
+        "{:<18} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}   (RL arm minus its baseline, mean ± std over seeds)\n",
         "arm",
         "success % (ctl)",
         "success gain",
         "reward gain",
+        "writing gain",
         format!("{split} TGC gain"),
         format!("{split} SGC gain"),
     );
@@ -591,6 +622,10 @@ pub fn gain_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
         let controls: Vec<ArmControl> = arm_runs.iter().filter_map(|r| r.control).collect();
         let success: Vec<f64> = controls.iter().map(|c| 100.0 * c.success.gain()).collect();
         let reward: Vec<f64> = controls.iter().map(|c| c.reward.gain()).collect();
+        let writing: Vec<f64> = controls
+            .iter()
+            .map(|c| 100.0 * c.skill_writing.gain())
+            .collect();
         let control_success: Vec<f64> =
             controls.iter().map(|c| 100.0 * c.success.control).collect();
         let versus_start = |f: fn(&EvalMetrics) -> f64| -> Vec<f64> {
@@ -611,11 +646,12 @@ pub fn gain_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
             format!("{mean_control:>16.1}")
         };
         out.push_str(&format!(
-            "{:<18} {} {} {} {} {}\n",
+            "{:<18} {} {} {} {} {} {}\n",
             arm.name(),
             control_cell,
             cell(&success, 1),
             cell(&reward, 3),
+            cell(&writing, 1),
             cell(&versus_start(|m| m.tgc), 1),
             cell(&versus_start(|m| m.sgc), 1),
         ));
@@ -623,36 +659,70 @@ pub fn gain_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
     out
 }
 
-/// Plots the mean reward of every RL arm's first chain position under seed 0.
+/// A chart of one column of the arms' RL metrics against the step.
+struct ArmChart<'a> {
+    column: &'a str,
+    title: &'a str,
+    y_label: &'a str,
+    file: &'a str,
+}
+
+/// Plots the experiment's charts: the first task's mean reward
+/// (`plots/experiment_reward.png`) and its skill writing
+/// (`plots/experiment_skill_writing.png`) per RL step, for every RL arm of seed 0 and
+/// its control.
 fn plot_rewards(
     dir: &Path,
     arms: &[Arm],
     reporter: &mut dyn Reporter,
 ) -> Result<(), PipelineError> {
-    let mut series = Vec::new();
-    for arm in arms.iter().filter(|a| a.trains()) {
-        let log = dir
-            .join("seed-0")
-            .join(arm.name())
-            .join("metrics")
-            .join("rl.jsonl");
-        let mut found = read_series(&log, "step", &["reward_mean_1"]).map_err(failed("plot"))?;
-        for s in &mut found {
-            s.name = arm.name().to_owned();
+    let charts = [
+        ArmChart {
+            column: "reward_mean_1",
+            title: "mean reward of the chain's first task, seed 0",
+            y_label: "reward",
+            file: "experiment_reward.png",
+        },
+        ArmChart {
+            column: "skill_writing_1",
+            title: "share of first tasks that wrote a skill, seed 0",
+            y_label: "skill writing",
+            file: "experiment_skill_writing.png",
+        },
+    ];
+    for chart in charts {
+        let mut series = Vec::new();
+        for arm in arms.iter().filter(|a| a.trains()) {
+            for run in [arm.name().to_owned(), format!("{}-control", arm.name())] {
+                let log = dir
+                    .join("seed-0")
+                    .join(&run)
+                    .join("metrics")
+                    .join("rl.jsonl");
+                if !log.is_file() {
+                    continue;
+                }
+                let mut found =
+                    read_series(&log, "step", &[chart.column]).map_err(failed("plot"))?;
+                for s in &mut found {
+                    s.name = run.clone();
+                }
+                series.extend(found);
+            }
         }
-        series.extend(found);
+        if series.is_empty() {
+            continue;
+        }
+        let line_chart = LineChart {
+            title: chart.title,
+            x_label: "RL step",
+            y_label: chart.y_label,
+            series: &series,
+            width: 900,
+            height: 520,
+        };
+        let path = dir.join("plots").join(chart.file);
+        write_chart(&path, &line_chart, chart.title, reporter)?;
     }
-    if series.is_empty() {
-        return Ok(());
-    }
-    let chart = LineChart {
-        title: "mean reward of the chain's first task, seed 0",
-        x_label: "RL step",
-        y_label: "reward",
-        series: &series,
-        width: 900,
-        height: 520,
-    };
-    let path = dir.join("plots").join("experiment_reward.png");
-    write_chart(&path, &chart, "reward curves", reporter)
+    Ok(())
 }

@@ -123,6 +123,11 @@ fn unknown_arms_and_zero_seeds_are_named() {
         ..ExperimentConfig::default()
     };
     assert!(config.parsed_arms().unwrap_err().contains("seeds"));
+    let config = ExperimentConfig {
+        skill_data: "direct".into(),
+        ..ExperimentConfig::default()
+    };
+    assert!(config.parsed_arms().unwrap_err().contains("skill_data"));
     let error = RunConfig::from_toml("[experiment]\narms = [\"magic\"]\n").unwrap_err();
     assert!(error.to_string().contains("[experiment]") && error.to_string().contains("magic"));
     assert_eq!(
@@ -189,6 +194,7 @@ fn the_gain_table_puts_each_arm_against_its_control_and_its_sft_start() {
         control: control.map(|(r, c)| ArmControl {
             success: gap(r, c),
             reward: gap(2.0 * r, 2.0 * c),
+            skill_writing: gap(r / 2.0, c),
         }),
     };
     let runs = [
@@ -212,6 +218,8 @@ fn the_gain_table_puts_each_arm_against_its_control_and_its_sft_start() {
     assert!(row("sage").contains("+5.0 ± 5.0"), "{table}");
     assert!(row("sage").contains("+0.100 ± 0.100"), "{table}");
     assert!(row("sage").contains("80.0"), "control success: {table}");
+    // Skill writing: 45 - 80 and 40 - 80 points: -37.5 ± 2.5.
+    assert!(row("sage").contains("-37.5 ± 2.5"), "{table}");
     // grpo-no-skills is measured against sft-direct, not sft-only.
     assert!(row("grpo-no-skills").contains("-10.0 ± 0.0"), "{table}");
     assert!(row("grpo-no-skills").contains("+5.0 ± 0.0"), "{table}");

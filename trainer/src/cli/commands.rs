@@ -125,6 +125,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             common,
             seeds,
             arms,
+            skill_data,
             tiny,
         } => {
             let mut config = if tiny {
@@ -134,6 +135,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             };
             config.experiment.seeds = seeds.unwrap_or(config.experiment.seeds);
             config.experiment.arms = arms.unwrap_or(config.experiment.arms);
+            config.experiment.skill_data = skill_data.unwrap_or(config.experiment.skill_data);
             let config = checked(config)?;
             with_backend!(config.run.backend.as_str(), |k| experiment(k, &config))
         }

@@ -123,6 +123,10 @@ enum Command {
         /// grpo-no-skills, sage, sage-outcome-only, sage-chain-reward, sage-k3.
         #[arg(long, value_delimiter = ',')]
         arms: Option<Vec<String>>,
+        /// The skill arms' SFT data: `skills` or `mixed` (overrides `[experiment]
+        /// skill_data`; `configs/experiment-mechanism.toml` sets `mixed`).
+        #[arg(long)]
+        skill_data: Option<String>,
         /// A smoke run of every arm on the tiny configuration in runs/experiment-tiny.
         #[arg(long, conflicts_with = "config")]
         tiny: bool,

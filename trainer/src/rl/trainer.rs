@@ -45,6 +45,10 @@ pub struct RlStepStats {
     pub success: Vec<f32>,
     /// Share of episodes that saved at least one skill.
     pub skill_generation: f32,
+    /// Share of episodes per chain position that saved at least one skill (at position
+    /// 1, with an empty library: the choice to write one).
+    #[serde(default)]
+    pub skill_writing: Vec<f32>,
     /// Share of the episodes given a non-empty library that called one of its skills.
     pub skill_usage: f32,
     /// Share of episodes that ended without code.
@@ -92,6 +96,7 @@ impl RlStepStats {
             ("reward_mean", &self.reward_mean),
             ("reward_std", &self.reward_std),
             ("success", &self.success),
+            ("skill_writing", &self.skill_writing),
         ];
         for (name, values) in per_position {
             for (k, &v) in values.iter().enumerate() {
@@ -305,6 +310,13 @@ fn step_stats(rollouts: &[ChainRollout], rewards: &[f32], chain_len: usize) -> R
         stats
             .success
             .push(passed as f32 / rollouts.len().max(1) as f32);
+        let writing = rollouts
+            .iter()
+            .filter(|r| !r.episodes[position].episode.saved_skills().is_empty())
+            .count();
+        stats
+            .skill_writing
+            .push(writing as f32 / rollouts.len().max(1) as f32);
     }
     let episodes: Vec<_> = rollouts.iter().flat_map(|r| &r.episodes).collect();
     let share = |count: usize, of: usize| count as f32 / of.max(1) as f32;
