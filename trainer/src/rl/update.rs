@@ -27,7 +27,8 @@ use sage_core::policy::Policy;
 
 use super::{ChainRollout, RlError};
 
-/// What one update did.
+/// What one update did. With several minibatches, the loss, clip fraction, KL
+/// estimates and gradient norm are means over them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct UpdateReport {
     /// The GRPO loss of the batch.
