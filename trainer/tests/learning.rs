@@ -221,7 +221,7 @@ fn tail_mean(values: &[f32], n: usize) -> f32 {
 
 /// Measured over model seeds 1-4 and RL seeds 0-1 (8 runs of each kind, 30 steps, lr
 /// 1e-2): over the last 10 steps the control's rate is 0.16-0.24, the update's 0.95-0.98
-/// (at least 0.71 above its control) and the flipped update's 0.025-0.034 (at least
+/// (at least 0.73 above its control) and the flipped update's 0.025-0.034 (at least
 /// 0.125 below; it cannot go under 0). At lr 3e-3 the same runs gained 0.22-0.29, so
 /// the margins also catch an update several times too weak.
 #[test]
