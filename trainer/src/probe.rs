@@ -1,9 +1,10 @@
 //! A small, fast RL problem for learning tests and for diagnosing the update: the tiny
 //! world (`sage_envs::tiny`), a tiny transformer trained on its expert's answers, and
 //! RL on the same tasks against the update-off control. A run takes seconds on a CPU,
-//! so a setting can be tried on many seeds; it shows the same failure as the demo's
-//! RL (from a near-deterministic SFT start the update does not raise success) at a
-//! hundredth of the cost.
+//! so a setting can be tried on many seeds. It shows the demo's RL pattern at a
+//! hundredth of the cost: success hinges on a few copied tokens, the update moves the
+//! failed answers far more than the successful ones, and from a near-deterministic SFT
+//! start its gains are small and noisy (`docs/rl.md`).
 //!
 //! The SFT data can mix in a share of answers that call the submit API wrongly (they
 //! fail on every task), so that the SFT policy's choice between solving and guessing is
