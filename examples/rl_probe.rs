@@ -16,6 +16,7 @@ use std::error::Error;
 
 use sage_backend_cpu::CpuBackend;
 use sage_core::grpo::LossAggregation;
+use sage_trainer::experiment::mean_std;
 use sage_trainer::optim::{AdamWConfig, LrSchedule};
 use sage_trainer::probe::{probe_rl, probe_rl_config, probe_sft, ProbeConfig};
 use sage_trainer::rl::{RlConfig, RlStepStats};
@@ -96,13 +97,6 @@ fn outcome(steps: &[RlStepStats]) -> Outcome {
         change_negative: mean(steps, &|s| s.update.logp_change_negative),
         tail_entropy: mean(tail, &|s| s.entropy),
     }
-}
-
-fn mean_std(values: &[f64]) -> (f64, f64) {
-    let n = values.len().max(1) as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-    (mean, var.sqrt())
 }
 
 fn main() -> Result<(), Box<dyn Error>> {

@@ -529,8 +529,8 @@ impl RlLoop<'_> {
     }
 }
 
-/// Mean and population standard deviation.
-fn mean_std(values: &[f64]) -> (f64, f64) {
+/// Mean and population standard deviation (the spread over seeds of every table here).
+pub fn mean_std(values: &[f64]) -> (f64, f64) {
     let n = values.len().max(1) as f64;
     let mean = values.iter().sum::<f64>() / n;
     let variance = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
