@@ -215,6 +215,8 @@ fn solve(
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Agent code runs in worker processes started from this program.
+    sage_envs::sandbox::serve_worker_if_asked();
     let options = options()?;
     let catalog = Arc::new(Catalog::build_splits(
         &CatalogConfig::default(),

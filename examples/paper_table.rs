@@ -15,6 +15,8 @@ use sage_trainer::experiment::{experiment_table, run_experiment};
 use sage_trainer::pipeline::PrintReporter;
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Agent code runs in worker processes started from this program.
+    sage_envs::sandbox::serve_worker_if_asked();
     let mut tiny = false;
     let mut dir = PathBuf::from("runs/paper_table");
     for arg in std::env::args().skip(1) {

@@ -100,6 +100,8 @@ fn outcome(steps: &[RlStepStats]) -> Outcome {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Agent code runs in worker processes started from this program.
+    sage_envs::sandbox::serve_worker_if_asked();
     let mut probe = ProbeConfig::default();
     let (mut seeds, mut steps) = (2u64, 30u64);
     let mut only: Option<Vec<String>> = None;

@@ -33,6 +33,8 @@ fn backend() -> Result<sage_backend_wgpu::WgpuBackend, Box<dyn Error>> {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Agent code runs in worker processes started from this program.
+    sage_envs::sandbox::serve_worker_if_asked();
     let mut tiny = false;
     let mut dir = PathBuf::from("runs/demo");
     for arg in std::env::args().skip(1) {

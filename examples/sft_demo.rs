@@ -19,6 +19,8 @@ use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::sft::{SftState, SftTrainer};
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Agent code runs in worker processes started from this program.
+    sage_envs::sandbox::serve_worker_if_asked();
     let mut tiny = false;
     let mut dir = PathBuf::from("runs/sft_demo");
     for arg in std::env::args().skip(1) {

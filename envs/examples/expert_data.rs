@@ -17,6 +17,8 @@ use sage_envs::expert::{Expert, ExpertConfig, ExpertMode};
 use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // Agent code runs in worker processes started from this program.
+    sage_envs::sandbox::serve_worker_if_asked();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let out = args
         .first()

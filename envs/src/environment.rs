@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::sandbox::{Limits, Sandbox};
+use crate::sandbox::{Isolation, Limits, Sandbox};
 use crate::scenarios::{evaluate, Catalog, Report, ScenarioError, TaskRef};
 use crate::turn::{load_library, used_and_saved};
 use crate::world::{Db, World};
@@ -40,6 +40,8 @@ pub struct EnvConfig {
     pub max_turns: u32,
     /// The sandbox's resource limits.
     pub limits: Limits,
+    /// Where agent code runs: in a worker process (the default), or in-process.
+    pub isolation: Isolation,
 }
 
 impl Default for EnvConfig {
@@ -47,6 +49,7 @@ impl Default for EnvConfig {
         EnvConfig {
             max_turns: 20,
             limits: Limits::default(),
+            isolation: Isolation::default(),
         }
     }
 }
@@ -96,7 +99,7 @@ pub struct WorldEnv {
 impl WorldEnv {
     /// An environment over the tasks of `catalog`.
     pub fn new(catalog: Arc<Catalog>, config: EnvConfig) -> WorldEnv {
-        let sandbox = Sandbox::new(config.limits.clone());
+        let sandbox = Sandbox::with_isolation(config.limits.clone(), config.isolation);
         WorldEnv {
             catalog,
             config,
@@ -113,6 +116,11 @@ impl WorldEnv {
     /// Its settings.
     pub fn config(&self) -> &EnvConfig {
         &self.config
+    }
+
+    /// Where agent code runs (after any fallback to in-process).
+    pub fn isolation(&self) -> Isolation {
+        self.sandbox.isolation()
     }
 
     /// The current episode's task, if any.
@@ -200,7 +208,7 @@ impl Environment for WorldEnv {
             task_id: built.task.id.clone(),
         };
         let (used, saved) = used_and_saved(
-            &self.sandbox,
+            &mut self.sandbox,
             &outcome,
             &episode.library,
             &mut episode.redefined,

@@ -327,7 +327,7 @@ impl Environment for TinyEnv {
             task_id: episode.task.id.clone(),
         };
         let (used, saved) = used_and_saved(
-            &self.sandbox,
+            &mut self.sandbox,
             &outcome,
             &episode.library,
             &mut episode.redefined,

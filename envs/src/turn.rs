@@ -1,11 +1,12 @@
 //! What skill bookkeeping both environments share: loading a library into a fresh
 //! sandbox session (reporting the skills that fail), and reading one executed turn for
 //! the skills it used (library functions whose body ran, unless the episode redefined
-//! them) and the skills it saved (this episode's functions that ran without error).
+//! them) and the skills it saved (this episode's functions that ran without error, in a
+//! turn that hit no limit, with only literal default values).
 
 use std::collections::BTreeSet;
 
-use crate::sandbox::{ExecOutcome, FunctionOrigin, Sandbox};
+use crate::sandbox::{literal_defaults, ExecErrorKind, ExecOutcome, FunctionOrigin, Sandbox};
 use sage_core::env::DroppedSkill;
 use sage_core::skill::{parse_code, Origin, Skill};
 
@@ -36,7 +37,7 @@ pub(crate) fn load_library(
 /// The library skills `outcome` used and the skills it saved. Library names the turn
 /// redefines join `redefined` first and no longer count as used.
 pub(crate) fn used_and_saved(
-    sandbox: &Sandbox,
+    sandbox: &mut Sandbox,
     outcome: &ExecOutcome,
     library: &[String],
     redefined: &mut BTreeSet<String>,
@@ -54,12 +55,19 @@ pub(crate) fn used_and_saved(
             used.push(function.name.clone());
         }
     }
+    // A turn stopped by a limit saves nothing: its functions may be what hit it.
+    let hit_limit = outcome
+        .error
+        .as_ref()
+        .is_some_and(|e| matches!(e.kind, ExecErrorKind::Limit(_)));
     let saved = outcome
         .completed
         .iter()
-        .filter(|f| matches!(f.origin, FunctionOrigin::Execution(_)))
+        .filter(|f| !hit_limit && matches!(f.origin, FunctionOrigin::Execution(_)))
         .filter_map(|f| {
             let source = sandbox.function_source(f)?;
+            // A default that computes would run again whenever the skill is loaded.
+            literal_defaults(&source).ok()?;
             let analysis = parse_code(&source);
             let def = analysis.def(&f.name)?;
             Some(Skill::from_def(def, &source, origin.clone()))

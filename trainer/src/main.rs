@@ -9,6 +9,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // Agent code runs in worker processes started from this program.
+    sage_envs::sandbox::serve_worker_if_asked();
     cli::init_logging();
     match cli::run(cli::Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,

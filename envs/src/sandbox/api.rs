@@ -11,10 +11,13 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::error::clip_name;
+
 /// The type a parameter accepts, as JSON sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ParamType {
     /// A string.
     Str,
@@ -74,7 +77,7 @@ pub fn json_type_name(value: &Value) -> &'static str {
 }
 
 /// One keyword parameter of an API.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ParamSpec {
     /// The keyword.
     pub name: String,
@@ -113,7 +116,7 @@ impl ParamSpec {
 }
 
 /// The signature of one API: `apis.<app>.<name>(params...)`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ApiSpec {
     /// The app the API belongs to.
     pub app: String,
@@ -193,7 +196,7 @@ impl fmt::Display for ArgProblem {
                 write!(f, "missing required argument `{param}` ({})", ty.name())
             }
             ArgProblem::Unexpected { name, suggestion } => {
-                write!(f, "unexpected argument `{name}`")?;
+                write!(f, "unexpected argument `{}`", clip_name(name))?;
                 match suggestion {
                     Some(s) => write!(f, " (did you mean `{s}`?)"),
                     None => Ok(()),
@@ -319,7 +322,7 @@ pub trait ApiHost {
 }
 
 /// One API call made by agent code.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiCall {
     /// The app named in the call.
     pub app: String,
@@ -330,12 +333,20 @@ pub struct ApiCall {
     pub error: Option<String>,
 }
 
+/// Names longer than this get no "did you mean" suggestion (the search's cost grows
+/// with the name's length, and no real name is this long).
+const MAX_SUGGESTED_NAME_CHARS: usize = 64;
+
 /// The candidate closest to `name` by edit distance, if it is close enough to be a
 /// plausible misspelling.
 pub(crate) fn closest<'a>(
     name: &str,
     candidates: impl Iterator<Item = &'a str>,
 ) -> Option<&'a str> {
+    if name.len() > 4 * MAX_SUGGESTED_NAME_CHARS || name.chars().count() > MAX_SUGGESTED_NAME_CHARS
+    {
+        return None;
+    }
     let max_distance = name.chars().count().div_ceil(3);
     candidates
         .map(|c| (edit_distance(name, c), c))

@@ -16,6 +16,7 @@ use starlark::values::{
 
 use super::api::{bind_args, closest, ApiCall};
 use super::context::ExecContext;
+use super::error::clip_name;
 use super::error::ExecErrorKind;
 use super::limits::LimitKind;
 use super::values::{from_json, to_json, ConvertError};
@@ -52,7 +53,7 @@ starlark_simple_value!(AppHandle);
 
 impl fmt::Display for AppHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "apis.{}", self.app)
+        write!(f, "apis.{}", clip_name(&self.app))
     }
 }
 
@@ -77,7 +78,7 @@ starlark_simple_value!(ApiHandle);
 
 impl fmt::Display for ApiHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "apis.{}.{}", self.app, self.api)
+        write!(f, "apis.{}.{}", clip_name(&self.app), clip_name(&self.api))
     }
 }
 
@@ -162,14 +163,18 @@ impl ApiHandle {
     /// The message for a call to an app or API the host does not have.
     fn unknown(&self, apps: &[String], apis: &[String]) -> String {
         if apis.is_empty() {
-            let mut message = format!("there is no app named `{}`", self.app);
+            let mut message = format!("there is no app named `{}`", clip_name(&self.app));
             match closest(&self.app, apps.iter().map(String::as_str)) {
                 Some(app) => message.push_str(&format!(" (did you mean `{app}`?)")),
                 None => message.push_str(&format!("; apps: {}", apps.join(", "))),
             }
             message
         } else {
-            let mut message = format!("app `{}` has no API named `{}`", self.app, self.api);
+            let mut message = format!(
+                "app `{}` has no API named `{}`",
+                clip_name(&self.app),
+                clip_name(&self.api)
+            );
             if let Some(api) = closest(&self.api, apis.iter().map(String::as_str)) {
                 message.push_str(&format!(" (did you mean `{api}`?)"));
             }

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use starlark::codemap::{CodeMap, FileSpan, Span};
 
 use super::limits::LimitKind;
@@ -11,8 +13,29 @@ use super::limits::LimitKind;
 /// Frames shown at most; longer tracebacks keep the outermost and innermost ones.
 const MAX_FRAMES: usize = 8;
 
+/// Characters of a source line shown in a traceback.
+const MAX_SOURCE_LINE_CHARS: usize = 200;
+
+/// `text` cut to at most `max_bytes` bytes (at a character boundary), with a note of
+/// how many bytes were cut when it was longer.
+pub(crate) fn clip(text: &str, max_bytes: usize) -> String {
+    if text.len() <= max_bytes {
+        return text.to_owned();
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... [{} more bytes]", &text[..end], text.len() - end)
+}
+
+/// A name (of an app, API or variable) as messages show it: at most 64 bytes.
+pub(crate) fn clip_name(name: &str) -> String {
+    clip(name, 64)
+}
+
 /// What kind of failure ended an execution.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ExecErrorKind {
     /// The code did not parse, or uses a construct the sandbox refuses.
     Syntax,
@@ -42,7 +65,7 @@ impl ExecErrorKind {
 }
 
 /// An execution's failure, as the agent is shown it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecError {
     /// The kind of failure.
     pub kind: ExecErrorKind,
@@ -76,12 +99,33 @@ impl FrameLine {
             file: location.file.filename().to_owned(),
             line: line + 1,
             function: function.to_owned(),
-            source: location.file.source_line(line).trim().to_owned(),
+            source: clip_chars(
+                location.file.source_line(line).trim(),
+                MAX_SOURCE_LINE_CHARS,
+            ),
         }
     }
 }
 
+/// `line` cut to `max_chars` characters, with a marker when it was longer.
+fn clip_chars(line: &str, max_chars: usize) -> String {
+    match line.char_indices().nth(max_chars) {
+        Some((end, _)) => format!("{} ...", &line[..end]),
+        None => line.to_owned(),
+    }
+}
+
 impl ExecError {
+    /// The error with its message and traceback cut to at most `max_bytes` bytes each
+    /// (what the agent is shown is bounded like its printed output).
+    pub(crate) fn clipped(self, max_bytes: usize) -> ExecError {
+        ExecError {
+            kind: self.kind,
+            message: clip(&self.message, max_bytes),
+            traceback: clip(&self.traceback, max_bytes),
+        }
+    }
+
     /// An error with no location (limits hit before running, internal failures).
     pub(crate) fn bare(kind: ExecErrorKind, message: String) -> ExecError {
         let traceback = format!("{}: {message}", kind.label());
@@ -107,8 +151,8 @@ impl ExecError {
             "  File \"{}\", line {}\n    {}\n    {}^\n{}: {message}",
             codemap.filename(),
             resolved.begin.line + 1,
-            source_line.trim(),
-            " ".repeat(caret_column),
+            clip_chars(source_line.trim(), MAX_SOURCE_LINE_CHARS),
+            " ".repeat(caret_column.min(MAX_SOURCE_LINE_CHARS)),
             kind.label()
         );
         ExecError {

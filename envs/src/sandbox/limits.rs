@@ -1,14 +1,19 @@
 //! The resource limits of the sandbox ([`Limits`]) and the names of the limits an
 //! execution can hit ([`LimitKind`]).
 //!
-//! Every limit except [`Limits::wall_clock`] is deterministic: the same code against the
-//! same host hits the same limit at the same point on every run.
+//! Every limit except [`Limits::wall_clock`] and the worker process's own limits
+//! ([`Limits::max_process_memory_bytes`], the CPU-time and kill backstops of
+//! [`Limits::kill_after`]) is deterministic: the same code against the same host hits the
+//! same limit at the same point on every run. The process limits only bind on code that
+//! escapes the deterministic ones (work or memory inside a single built-in call).
 
 use std::fmt;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// Resource limits applied to every execution of a [`Sandbox`](super::Sandbox).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     /// Ticks one execution may use; a tick is one function call or one loop iteration.
     pub max_ticks: u64,
@@ -39,6 +44,11 @@ pub struct Limits {
     /// Last-resort cancel of one execution after this much wall-clock time; the other
     /// limits are meant to stop ordinary runaway code long before it.
     pub wall_clock: Duration,
+    /// Address space a sandbox worker process may use besides its evaluation stack (the
+    /// program itself, the interpreter's heap and any data outside it); a worker that
+    /// needs more dies and its execution ends with [`LimitKind::ProcessMemory`]. Applies
+    /// to process isolation only.
+    pub max_process_memory_bytes: usize,
 }
 
 impl Default for Limits {
@@ -54,12 +64,23 @@ impl Default for Limits {
             max_sequence_len: 1_000_000,
             max_value_depth: 100,
             wall_clock: Duration::from_secs(1),
+            max_process_memory_bytes: 1 << 30,
         }
     }
 }
 
+impl Limits {
+    /// How long the caller waits for a worker process to finish one execution before it
+    /// kills the worker: twice [`Limits::wall_clock`] and at least one second more, so
+    /// the interpreter's own cancel always gets its chance first. The worker's CPU-time
+    /// limit per execution is the same figure rounded up to whole seconds.
+    pub fn kill_after(&self) -> Duration {
+        self.wall_clock + self.wall_clock.max(Duration::from_secs(1))
+    }
+}
+
 /// Which limit an execution exceeded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LimitKind {
     /// [`Limits::max_ticks`].
     Ticks,
@@ -77,8 +98,13 @@ pub enum LimitKind {
     SequenceLength,
     /// [`Limits::max_value_depth`].
     ValueDepth,
-    /// [`Limits::wall_clock`].
+    /// [`Limits::wall_clock`], or the worker process was killed after
+    /// [`Limits::kill_after`].
     WallClock,
+    /// [`Limits::max_process_memory_bytes`]: the worker process ran out of memory.
+    ProcessMemory,
+    /// The worker process used up its CPU time (see [`Limits::kill_after`]).
+    CpuTime,
 }
 
 impl LimitKind {
@@ -113,6 +139,14 @@ impl LimitKind {
                 "execution cancelled after {} ms of wall-clock time",
                 limits.wall_clock.as_millis()
             ),
+            LimitKind::ProcessMemory => format!(
+                "memory limit of the sandbox process ({} MiB) exceeded",
+                limits.max_process_memory_bytes >> 20
+            ),
+            LimitKind::CpuTime => format!(
+                "CPU time limit of the sandbox process ({} s per execution) exceeded",
+                limits.kill_after().as_secs_f64().ceil()
+            ),
         }
     }
 }
@@ -129,6 +163,8 @@ impl fmt::Display for LimitKind {
             LimitKind::SequenceLength => "sequence length",
             LimitKind::ValueDepth => "value depth",
             LimitKind::WallClock => "wall clock",
+            LimitKind::ProcessMemory => "process memory",
+            LimitKind::CpuTime => "CPU time",
         };
         f.write_str(name)
     }

@@ -4,7 +4,9 @@
 //!
 //! - [`Sandbox`]: the session's owner. [`Sandbox::reset`] starts a fresh session,
 //!   [`Sandbox::load_skill`] defines a library skill in it, [`Sandbox::execute`] runs
-//!   one turn's code and reports an [`ExecOutcome`].
+//!   one turn's code and reports an [`ExecOutcome`]. [`Isolation`] says where the
+//!   session runs: in a worker process (`isolation/`, the default of the built-in
+//!   world) or in the caller's process (`interpreter.rs`).
 //! - [`Limits`] / [`LimitKind`]: the resource limits (`limits.rs`).
 //! - [`ApiHost`] and the signatures it publishes, with the shared argument check
 //!   [`bind_args`] (`api.rs`); the `apis` object agent code calls them through
@@ -25,6 +27,11 @@
 //! only (`f"{x}"`); a name used but never defined fails the whole code before it runs.
 //! The sandbox also refuses `*=` and `%=`. A `Sandbox` is not `Send` (the interpreter's
 //! values are not); create one per thread.
+//!
+//! In-process, the interpreter's own limits are all there is: a built-in call that
+//! allocates outside the interpreter's heap or never returns takes the caller with it.
+//! Under [`Isolation::Process`] such code only costs its worker process, which the
+//! caller kills or replaces; the execution ends with an error that says what happened.
 
 mod api;
 mod apis;
@@ -32,6 +39,9 @@ mod builtins;
 mod context;
 mod error;
 mod host_slot;
+mod interpreter;
+#[cfg(target_os = "linux")]
+mod isolation;
 mod limits;
 mod run;
 mod session;
@@ -40,24 +50,30 @@ mod text;
 mod trace;
 mod values;
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use serde::{Deserialize, Serialize};
 
 pub use api::{
     bind_args, json_type_name, ApiCall, ApiError, ApiHost, ApiSpec, ArgProblem, BindError,
     ParamSpec, ParamType,
 };
 pub use error::{ExecError, ExecErrorKind};
+#[cfg(target_os = "linux")]
+pub use isolation::{
+    serve_worker_if_asked, stopped_workers, worker_program, WORKER_ARG, WORKER_ENV,
+};
 pub use limits::{LimitKind, Limits};
+#[cfg(not(target_os = "linux"))]
+pub use no_isolation::{serve_worker_if_asked, stopped_workers};
 pub use trace::{FunctionOrigin, FunctionRef};
 
-use context::ExecContext;
-use run::{Job, JobResult};
-use session::Session;
-use trace::{DefKey, FileTable};
+pub(crate) use source::literal_defaults;
+
+use interpreter::Interpreter;
+#[cfg(target_os = "linux")]
+use isolation::WorkerSandbox;
 
 /// What one execution did.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecOutcome {
     /// Index of this execution in the episode (0 = first after reset); functions it
     /// defined have origin [`FunctionOrigin::Execution`] with this index.
@@ -121,146 +137,178 @@ impl ExecOutcome {
     }
 }
 
+/// Where a [`Sandbox`] runs agent code.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Isolation {
+    /// In a worker process with its own memory and CPU-time limits, killed and replaced
+    /// when it overruns (Linux; elsewhere, or when no worker program can be found, the
+    /// sandbox warns once and runs in-process).
+    #[default]
+    Process,
+    /// In the caller's process: no process start, no messages, but a hostile built-in
+    /// call can abort or hang the caller (for embedding without processes, and fuzzing).
+    InProcess,
+}
+
 /// A Starlark session for one episode: runs code under [`Limits`], keeping variables and
 /// functions between executions until [`Sandbox::reset`].
 pub struct Sandbox {
-    limits: Limits,
-    session: Session,
-    files: Rc<RefCell<FileTable>>,
-    executions: u32,
-    episode_api_calls: u32,
+    runner: Runner,
+}
+
+/// The session, where it runs.
+enum Runner {
+    InProcess(Interpreter),
+    #[cfg(target_os = "linux")]
+    Worker(WorkerSandbox),
 }
 
 impl Sandbox {
-    /// A sandbox with a fresh session.
+    /// A sandbox that runs code in the caller's process ([`Isolation::InProcess`]).
     pub fn new(limits: Limits) -> Sandbox {
         Sandbox {
-            limits,
-            session: Session::new(),
-            files: Rc::new(RefCell::new(FileTable::default())),
-            executions: 0,
-            episode_api_calls: 0,
+            runner: Runner::InProcess(Interpreter::new(limits)),
+        }
+    }
+
+    /// A sandbox that runs code where `isolation` says. [`Isolation::Process`] needs a
+    /// worker program (see [`worker_program`]); without one, or when it cannot start,
+    /// the sandbox warns once on standard error and runs in-process.
+    pub fn with_isolation(limits: Limits, isolation: Isolation) -> Sandbox {
+        match isolation {
+            Isolation::InProcess => Sandbox::new(limits),
+            Isolation::Process => Sandbox::isolated_or_warn(limits),
+        }
+    }
+
+    /// A sandbox that runs code in worker processes started from `program` (a program
+    /// that calls [`serve_worker_if_asked`] first thing, such as `sage-sandbox-worker`).
+    /// Fails when the first worker cannot start; never falls back to in-process.
+    #[cfg(target_os = "linux")]
+    pub fn with_worker_program(
+        limits: Limits,
+        program: impl Into<std::path::PathBuf>,
+    ) -> std::io::Result<Sandbox> {
+        Ok(Sandbox {
+            runner: Runner::Worker(WorkerSandbox::start(limits, program.into())?),
+        })
+    }
+
+    #[cfg(target_os = "linux")]
+    fn isolated_or_warn(limits: Limits) -> Sandbox {
+        let Some(program) = worker_program() else {
+            warn_in_process(&format!(
+                "no sandbox worker program was found (call `serve_worker_if_asked` in main, \
+                 build `sage-sandbox-worker`, or set {WORKER_ENV})"
+            ));
+            return Sandbox::new(limits);
+        };
+        match WorkerSandbox::start(limits.clone(), program.clone()) {
+            Ok(worker) => Sandbox {
+                runner: Runner::Worker(worker),
+            },
+            Err(e) => {
+                warn_in_process(&format!(
+                    "the sandbox worker {} could not start: {e}",
+                    program.display()
+                ));
+                Sandbox::new(limits)
+            }
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn isolated_or_warn(limits: Limits) -> Sandbox {
+        warn_in_process("process isolation is implemented for Linux only");
+        Sandbox::new(limits)
+    }
+
+    /// Where this sandbox runs code (after any fallback).
+    pub fn isolation(&self) -> Isolation {
+        match &self.runner {
+            Runner::InProcess(_) => Isolation::InProcess,
+            #[cfg(target_os = "linux")]
+            Runner::Worker(_) => Isolation::Process,
         }
     }
 
     /// The limits in force.
     pub fn limits(&self) -> &Limits {
-        &self.limits
+        match &self.runner {
+            Runner::InProcess(interpreter) => interpreter.limits(),
+            #[cfg(target_os = "linux")]
+            Runner::Worker(worker) => worker.limits(),
+        }
     }
 
     /// Starts a fresh session: no variables, no functions, no library skills, and the
     /// episode's counters (executions, API calls) back to zero.
     pub fn reset(&mut self) {
-        self.session = Session::new();
-        self.files = Rc::new(RefCell::new(FileTable::default()));
-        self.executions = 0;
-        self.episode_api_calls = 0;
+        match &mut self.runner {
+            Runner::InProcess(interpreter) => interpreter.reset(),
+            #[cfg(target_os = "linux")]
+            Runner::Worker(worker) => worker.reset(),
+        }
     }
 
     /// Executions run since the last reset.
     pub fn executions(&self) -> u32 {
-        self.executions
+        match &self.runner {
+            Runner::InProcess(interpreter) => interpreter.executions(),
+            #[cfg(target_os = "linux")]
+            Runner::Worker(worker) => worker.executions(),
+        }
     }
 
     /// Defines a library skill in the session. `source` must be exactly one top-level
     /// function definition; it cannot call APIs while loading. Returns the function's
     /// name, or the error that kept it from loading (the session is unchanged then).
     pub fn load_skill(&mut self, source: &str) -> Result<String, ExecError> {
-        let ctx = Rc::new(self.context());
-        let file_name = match source::skill_name(source) {
-            Some(name) => format!("<skill {name}>"),
-            None => "<skill>".to_owned(),
-        };
-        let job = Job {
-            file_name,
-            source: source.to_owned(),
-            origin: FunctionOrigin::Library,
-            skill: true,
-            ctx: ctx.clone(),
-        };
-        if let Some(error) = self.run(job, None).error {
-            return Err(error);
+        match &mut self.runner {
+            Runner::InProcess(interpreter) => interpreter.load_skill(source),
+            #[cfg(target_os = "linux")]
+            Runner::Worker(worker) => worker.load_skill(source),
         }
-        let defined = ctx.trace.borrow().defined().first().copied();
-        defined
-            .map(|key| ctx.files.borrow().function(key).name)
-            .ok_or_else(|| {
-                ExecError::bare(
-                    ExecErrorKind::Internal,
-                    "the skill defined no function".to_owned(),
-                )
-            })
     }
 
     /// Runs one turn's code against `host` and reports what it did. Never fails: errors
-    /// in the code, exceeded limits and API errors are part of the outcome, and the
-    /// session stays usable.
+    /// in the code, exceeded limits, API errors and (isolated) a killed worker are part
+    /// of the outcome, and the sandbox stays usable.
     pub fn execute(&mut self, code: &str, host: &mut dyn ApiHost) -> ExecOutcome {
-        let execution = self.executions;
-        self.executions += 1;
-        let ctx = Rc::new(self.context());
-        let job = Job {
-            file_name: format!("<turn {}>", execution + 1),
-            source: code.to_owned(),
-            origin: FunctionOrigin::Execution(execution),
-            skill: false,
-            ctx: ctx.clone(),
-        };
-        let result = self.run(job, Some(host));
-        let Ok(ctx) = Rc::try_unwrap(ctx) else {
-            return ExecOutcome::internal(execution, "the execution's state is still in use");
-        };
-        let api_calls = ctx.api_calls.into_inner();
-        self.episode_api_calls = self
-            .episode_api_calls
-            .saturating_add(api_calls.len() as u32);
-        let trace = ctx.trace.into_inner();
-        let files = ctx.files.borrow();
-        let functions = |keys: &[DefKey]| {
-            keys.iter()
-                .map(|&key| files.function(key))
-                .collect::<Vec<_>>()
-        };
-        let (output, output_truncated) = ctx.output.into_inner().finish();
-        ExecOutcome {
-            execution,
-            output,
-            output_truncated,
-            defined: functions(trace.defined())
-                .into_iter()
-                .map(|f| f.name)
-                .collect(),
-            called: functions(trace.called()),
-            completed: functions(&trace.completed(result.error.is_some())),
-            error: result.error,
-            api_calls,
-            ticks: result.ticks,
+        match &mut self.runner {
+            Runner::InProcess(interpreter) => interpreter.execute(code, host),
+            #[cfg(target_os = "linux")]
+            Runner::Worker(worker) => worker.execute(code, host),
         }
     }
 
     /// The exact source of `function`'s definition (its last definition in that code),
     /// if the session ran it.
-    pub fn function_source(&self, function: &FunctionRef) -> Option<String> {
-        self.files.borrow().source_of(function).map(str::to_owned)
-    }
-
-    /// A context for the next job.
-    fn context(&self) -> ExecContext {
-        ExecContext::new(&self.limits, self.files.clone(), self.episode_api_calls)
-    }
-
-    /// Runs a job; if the interpreter breaks, replaces the session and reports it.
-    fn run(&mut self, job: Job, host: Option<&mut dyn ApiHost>) -> JobResult {
-        match self.session.run(job, host) {
-            Some(result) => result,
-            None => {
-                self.session = Session::new();
-                self.files = Rc::new(RefCell::new(FileTable::default()));
-                JobResult::failed(ExecError::bare(
-                    ExecErrorKind::Internal,
-                    "the interpreter failed; the session was restarted and earlier definitions are lost".to_owned(),
-                ))
-            }
+    pub fn function_source(&mut self, function: &FunctionRef) -> Option<String> {
+        match &mut self.runner {
+            Runner::InProcess(interpreter) => interpreter.function_source(function),
+            #[cfg(target_os = "linux")]
+            Runner::Worker(worker) => worker.function_source(function),
         }
+    }
+}
+
+/// Says once per process that process isolation is off, and why.
+fn warn_in_process(why: &str) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        eprintln!("warning: {why}; agent code runs in-process, without process isolation");
+    });
+}
+
+/// Stand-ins for the isolation entry points where process isolation is not implemented.
+#[cfg(not(target_os = "linux"))]
+mod no_isolation {
+    /// Does nothing: there are no worker processes on this platform.
+    pub fn serve_worker_if_asked() {}
+
+    /// Always 0: there are no worker processes on this platform.
+    pub fn stopped_workers() -> u64 {
+        0
     }
 }

@@ -19,7 +19,7 @@ use super::builtins::globals;
 use super::context::ExecContext;
 use super::error::{ExecError, ExecErrorKind};
 use super::limits::LimitKind;
-use super::source::{dialect, prepare, single_def, PrepareError};
+use super::source::{dialect, literal_defaults, prepare, single_def, PrepareError};
 use super::trace::FunctionOrigin;
 
 /// A piece of code to run.
@@ -81,7 +81,7 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
         }
     };
     if job.skill {
-        if let Err(message) = single_def(&prepared) {
+        if let Err(message) = single_def(&prepared).and_then(|_| literal_defaults(&job.source)) {
             return JobResult::failed(ExecError::bare(ExecErrorKind::Syntax, message));
         }
     }

@@ -4,11 +4,15 @@
 //! string in one call (`replace`, `join`, `format`) and of f-strings into their bounded
 //! built-ins.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::OnceLock;
 
 use starlark::codemap::{CodeMap, Span};
-use starlark::syntax::ast::{AssignOp, AstExpr, AstStmt, Expr, Stmt};
+use starlark::syntax::ast::{AssignOp, AssignTarget, AstExpr, AstStmt, Expr, Parameter, Stmt};
 use starlark::syntax::{AstModule, Dialect, DialectTypes};
+
+use super::builtins::globals;
+use super::error::clip_name;
 
 /// Name of the built-in that `a * b` is rewritten to (see `builtins.rs`).
 pub(crate) const BOUNDED_MUL: &str = "_sandbox_mul";
@@ -98,6 +102,13 @@ pub(crate) fn prepare(file_name: &str, source: &str) -> Result<Prepared, Prepare
             message: format!(
                 "`{op}=` is not supported in this sandbox; write `x = x {op} y` instead"
             ),
+        });
+    }
+    if let Some((span, message)) = find_refused_binding(ast.statement()) {
+        return Err(PrepareError::Unsupported {
+            codemap,
+            span,
+            message,
         });
     }
     let original = top_level_defs(&ast, &codemap);
@@ -388,6 +399,103 @@ fn find_refused_assign(stmt: &AstStmt) -> Option<(Span, char)> {
         }
     }
     None
+}
+
+/// Names of the sandbox's globals (built-ins, `apis` and the internal `_sandbox_*`
+/// helpers).
+fn global_names() -> &'static HashSet<String> {
+    static NAMES: OnceLock<HashSet<String>> = OnceLock::new();
+    NAMES.get_or_init(|| globals().names().map(|n| n.as_str().to_owned()).collect())
+}
+
+/// Why a module-level name may not be bound, if it may not: it would replace one of the
+/// sandbox's globals for the rest of the session (and, in a saved skill, for every
+/// later task), or it starts with `_` (reserved for the sandbox; `_` alone is allowed).
+fn refused_name(name: &str) -> Option<String> {
+    if global_names().contains(name) && !name.starts_with('_') {
+        Some(format!(
+            "`{name}` is a built-in name; a top-level definition or variable cannot replace it, choose another name"
+        ))
+    } else if name.starts_with('_') && name != "_" {
+        Some(format!(
+            "top-level names starting with `_` are reserved for the sandbox; rename `{}`",
+            clip_name(name)
+        ))
+    } else {
+        None
+    }
+}
+
+/// The first module-level binding (a `def`, an assignment or a loop variable outside any
+/// function) whose name [`refused_name`] refuses, with the message.
+fn find_refused_binding(stmt: &AstStmt) -> Option<(Span, String)> {
+    let mut pending = vec![stmt];
+    while let Some(stmt) = pending.pop() {
+        let mut targets = Vec::new();
+        match &stmt.node {
+            Stmt::Def(def) => {
+                if let Some(message) = refused_name(&def.name.ident) {
+                    return Some((def.name.span, message));
+                }
+            }
+            Stmt::Assign(assign) => targets.push(&assign.lhs),
+            Stmt::AssignModify(lhs, _, _) => targets.push(lhs),
+            Stmt::For(for_loop) => {
+                targets.push(&for_loop.var);
+                pending.push(&for_loop.body);
+            }
+            _ => stmt.visit_stmt(|child| pending.push(child)),
+        }
+        while let Some(target) = targets.pop() {
+            match &target.node {
+                AssignTarget::Identifier(ident) => {
+                    if let Some(message) = refused_name(&ident.ident) {
+                        return Some((target.span, message));
+                    }
+                }
+                AssignTarget::Tuple(items) => targets.extend(items),
+                AssignTarget::Index(_) | AssignTarget::Dot(..) => {}
+            }
+        }
+    }
+    None
+}
+
+/// Checks that every default value in a skill's signature is a literal (a number, a
+/// string, `None`, `True`, `False`, or a list, tuple or dict of them): a default is
+/// evaluated when the skill is loaded into every later task, so it must not compute.
+pub(crate) fn literal_defaults(source: &str) -> Result<(), String> {
+    let ast = AstModule::parse("<skill>", source.to_owned(), &dialect())
+        .map_err(|e| e.without_diagnostic().to_string())?;
+    for stmt in top_level_statements(ast.statement()) {
+        let Stmt::Def(def) = &stmt.node else {
+            continue;
+        };
+        for param in &def.params {
+            if let Parameter::Normal(name, _, Some(default)) = &param.node {
+                if !is_literal(default) {
+                    return Err(format!(
+                        "the default value of `{}` in skill `{}` is not a literal (a number, string, None, True, False, or a list, tuple or dict of them)",
+                        clip_name(&name.ident),
+                        clip_name(&def.name.ident)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `expr` is a literal value (see [`literal_defaults`]).
+fn is_literal(expr: &AstExpr) -> bool {
+    match &expr.node {
+        Expr::Literal(_) => true,
+        Expr::Identifier(ident) => matches!(ident.node.ident.as_str(), "None" | "True" | "False"),
+        Expr::Minus(inner) | Expr::Plus(inner) => matches!(inner.node, Expr::Literal(_)),
+        Expr::List(items) | Expr::Tuple(items) => items.iter().all(is_literal),
+        Expr::Dict(pairs) => pairs.iter().all(|(k, v)| is_literal(k) && is_literal(v)),
+        _ => false,
+    }
 }
 
 /// Checks that skill source is exactly one top-level function definition.

@@ -11,12 +11,13 @@
 //! functions on the (shadow) call stack at that moment failed, every other function
 //! entered during the execution returned normally.
 
+use serde::{Deserialize, Serialize};
 use starlark::codemap::{CodeMap, CodeMapId, FileSpanRef, Span};
 
 use super::source::TopLevelDef;
 
 /// Where a function definition came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FunctionOrigin {
     /// A library skill loaded with [`Sandbox::load_skill`](super::Sandbox::load_skill).
     Library,
@@ -25,7 +26,7 @@ pub enum FunctionOrigin {
 }
 
 /// A top-level function: its name and the code that defined it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FunctionRef {
     /// The function's name.
     pub name: String,

@@ -77,6 +77,15 @@ pub fn rollout_chains<P: Policy, E: Environment>(
             rollout
                 .outcomes
                 .push(task_outcome(&episode, &rollout.library, chain, position));
+            // A skill that failed to load stays out of the chain's later tasks.
+            for dropped in &episode.dropped {
+                tracing::debug!(
+                    "skill `{}` dropped from the library: {}",
+                    dropped.name,
+                    dropped.reason
+                );
+                rollout.library.retain(|s| s.name != dropped.name);
+            }
             for skill in episode.episode.saved_skills() {
                 match rollout.library.iter_mut().find(|s| s.name == skill.name) {
                     Some(slot) => *slot = skill.clone(),

@@ -62,6 +62,10 @@ pub struct RlStepStats {
     /// Share of agent turns cut off at their new-token limit.
     #[serde(default)]
     pub truncated_turns: f32,
+    /// Agent executions whose sandbox worker process was killed or died during the
+    /// step's rollouts (memory, CPU time, the kill timer); counted process-wide.
+    #[serde(default)]
+    pub stopped_sandboxes: u64,
     /// The update.
     pub update: UpdateReport,
     /// Generated tokens per second of the rollouts.
@@ -82,7 +86,13 @@ impl RlStepStats {
     /// The statistics as one metrics row (per-position values as `NAME_k`, 1-based;
     /// `success_all` and `reward_all` average them over positions).
     pub fn metrics_row(&self) -> Vec<(String, MetricValue)> {
-        let mut row = vec![("step".to_owned(), MetricValue::UInt(self.step))];
+        let mut row = vec![
+            ("step".to_owned(), MetricValue::UInt(self.step)),
+            (
+                "stopped_sandboxes".to_owned(),
+                MetricValue::UInt(self.stopped_sandboxes),
+            ),
+        ];
         let mean = |values: &[f32]| values.iter().sum::<f32>() / values.len().max(1) as f32;
         row.push((
             "success_all".to_owned(),
@@ -216,6 +226,7 @@ impl RlTrainer {
             .collect();
         let seed = self.config.seed ^ self.state.step.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let started = Instant::now();
+        let stopped_before = sage_envs::sandbox::stopped_workers();
         let rollouts = rollout_chains(
             policy,
             &mut envs,
@@ -227,6 +238,7 @@ impl RlTrainer {
             seed,
         )?;
         let rollout_seconds = started.elapsed().as_secs_f32();
+        let stopped_sandboxes = sage_envs::sandbox::stopped_workers() - stopped_before;
         let rewards = chain_rewards(&rollouts, &self.config.reward)?;
         let started = Instant::now();
         let update = update_policy(
@@ -255,6 +267,7 @@ impl RlTrainer {
         }
         let mut stats = step_stats(&rollouts, &rewards, self.config.chain_len);
         stats.step = self.state.step;
+        stats.stopped_sandboxes = stopped_sandboxes;
         stats.rollout_tokens_per_s = per_second(
             stats.generated_tokens * (rollouts.len() * self.config.chain_len) as f32,
             rollout_seconds,

@@ -1,0 +1,214 @@
+//! The worker side: a process that runs an [`Interpreter`] for its parent, reading
+//! [`Request`]s on standard input and writing [`Reply`]s on standard output, with API
+//! calls forwarded to the parent's host through [`ProxyHost`]. It sets its own
+//! address-space limit first and a CPU-time limit before every execution.
+
+use std::collections::HashMap;
+use std::io::{self, BufWriter, StdinLock, StdoutLock};
+
+use serde_json::{Map, Value};
+
+use super::protocol::{write_frame, FrameReader, ReadError, Reply, Request};
+use crate::sandbox::interpreter::Interpreter;
+use crate::sandbox::{ApiError, ApiHost, ApiSpec, ExecError, ExecErrorKind, Limits};
+
+/// Exit code of a worker whose parent spoke out of turn or whose pipes broke.
+const EXIT_PROTOCOL: i32 = 3;
+
+/// Runs the worker loop until the parent closes standard input; returns the exit code.
+/// `address_space_bytes` is the worker's `RLIMIT_AS`.
+pub(crate) fn serve(address_space_bytes: u64) -> i32 {
+    if let Err(e) = limit_process(address_space_bytes) {
+        eprintln!("sandbox worker: cannot set its process limits: {e}");
+        return EXIT_PROTOCOL;
+    }
+    let mut input = FrameReader::new(io::stdin().lock());
+    let mut output = BufWriter::new(io::stdout().lock());
+    let mut interpreter: Option<Interpreter> = None;
+    let mut specs = SpecTable::default();
+    loop {
+        let request = match input.read::<Request>(None) {
+            Ok(request) => request,
+            Err(ReadError::Closed) => return 0,
+            Err(e) => {
+                eprintln!("sandbox worker: {e}");
+                return EXIT_PROTOCOL;
+            }
+        };
+        let reply = match request {
+            Request::Reset {
+                limits,
+                executions,
+                episode_api_calls,
+            } => {
+                interpreter = Some(Interpreter::resume(*limits, executions, episode_api_calls));
+                continue;
+            }
+            Request::LoadSkill { source } => Reply::Loaded(match interpreter.as_mut() {
+                Some(interpreter) => interpreter.load_skill(&source),
+                None => Err(no_session()),
+            }),
+            Request::Execute {
+                code,
+                specs: new_specs,
+            } => {
+                let Some(interpreter) = interpreter.as_mut() else {
+                    eprintln!("sandbox worker: an execution before any reset");
+                    return EXIT_PROTOCOL;
+                };
+                if let Some(new_specs) = new_specs {
+                    specs = SpecTable::new(new_specs);
+                }
+                if let Err(e) = limit_cpu_time(interpreter.limits()) {
+                    eprintln!("sandbox worker: cannot set its CPU-time limit: {e}");
+                    return EXIT_PROTOCOL;
+                }
+                let mut host = ProxyHost {
+                    specs: &specs,
+                    input: &mut input,
+                    output: &mut output,
+                };
+                let outcome = interpreter.execute(&code, &mut host);
+                Reply::Executed {
+                    outcome: Box::new(outcome),
+                    episode_api_calls: interpreter.episode_api_calls(),
+                }
+            }
+            Request::FunctionSource { function } => Reply::Source(
+                interpreter
+                    .as_ref()
+                    .and_then(|interpreter| interpreter.function_source(&function)),
+            ),
+            Request::ApiResult(_) => {
+                eprintln!("sandbox worker: an API result while no call was waiting");
+                return EXIT_PROTOCOL;
+            }
+        };
+        if let Err(e) = write_frame(&mut output, &reply) {
+            eprintln!("sandbox worker: cannot reply: {e}");
+            return EXIT_PROTOCOL;
+        }
+    }
+}
+
+/// The error of a request that needs a session before the first reset.
+fn no_session() -> ExecError {
+    ExecError::bare(
+        ExecErrorKind::Internal,
+        "the sandbox worker has no session yet".to_owned(),
+    )
+}
+
+/// The API signatures the parent's host publishes, as the worker last received them.
+#[derive(Default)]
+struct SpecTable {
+    specs: Vec<ApiSpec>,
+    index: HashMap<String, HashMap<String, usize>>,
+    apps: Vec<String>,
+}
+
+impl SpecTable {
+    fn new(specs: Vec<ApiSpec>) -> SpecTable {
+        let mut index: HashMap<String, HashMap<String, usize>> = HashMap::new();
+        let mut apps = Vec::new();
+        for (i, spec) in specs.iter().enumerate() {
+            if !index.contains_key(&spec.app) {
+                apps.push(spec.app.clone());
+            }
+            index
+                .entry(spec.app.clone())
+                .or_default()
+                .insert(spec.name.clone(), i);
+        }
+        SpecTable { specs, index, apps }
+    }
+}
+
+/// The parent's host as agent code in the worker sees it: signatures from the
+/// [`SpecTable`], calls sent to the parent and answered by it.
+struct ProxyHost<'a> {
+    specs: &'a SpecTable,
+    input: &'a mut FrameReader<StdinLock<'static>>,
+    output: &'a mut BufWriter<StdoutLock<'static>>,
+}
+
+impl ApiHost for ProxyHost<'_> {
+    fn spec(&self, app: &str, api: &str) -> Option<&ApiSpec> {
+        let i = *self.specs.index.get(app)?.get(api)?;
+        self.specs.specs.get(i)
+    }
+
+    fn app_names(&self) -> Vec<String> {
+        self.specs.apps.clone()
+    }
+
+    fn api_names(&self, app: &str) -> Vec<String> {
+        self.specs.index.get(app).map_or_else(Vec::new, |apis| {
+            let mut order: Vec<(&usize, &String)> =
+                apis.iter().map(|(name, i)| (i, name)).collect();
+            order.sort();
+            order.into_iter().map(|(_, name)| name.clone()).collect()
+        })
+    }
+
+    fn call(&mut self, app: &str, api: &str, args: Map<String, Value>) -> Result<Value, ApiError> {
+        let request = Reply::ApiCall {
+            app: app.to_owned(),
+            api: api.to_owned(),
+            args,
+        };
+        if let Err(e) = write_frame(self.output, &request) {
+            eprintln!("sandbox worker: cannot send an API call: {e}");
+            std::process::exit(EXIT_PROTOCOL);
+        }
+        match self.input.read::<Request>(None) {
+            Ok(Request::ApiResult(result)) => result.map_err(ApiError::new),
+            Ok(other) => {
+                eprintln!("sandbox worker: expected an API result, got {other:?}");
+                std::process::exit(EXIT_PROTOCOL);
+            }
+            Err(e) => {
+                eprintln!("sandbox worker: no API result: {e}");
+                std::process::exit(EXIT_PROTOCOL);
+            }
+        }
+    }
+}
+
+/// The worker's lifetime limit: its address space. (It needs no signal on its parent's
+/// death: the parent's end of its standard input closes then, and an idle worker exits
+/// on that; a busy one runs into its CPU-time limit.)
+fn limit_process(address_space_bytes: u64) -> io::Result<()> {
+    set_limit(libc::RLIMIT_AS, address_space_bytes)
+}
+
+/// Allows the coming execution [`Limits::kill_after`] (rounded up to seconds) of CPU
+/// time on top of what the worker has used so far; past it the kernel stops the worker
+/// with `SIGXCPU`.
+fn limit_cpu_time(limits: &Limits) -> io::Result<()> {
+    // SAFETY: getrusage writes one rusage struct into the zeroed value it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let used = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec).max(0) as u64 + 1;
+    let budget = limits.kill_after().as_secs_f64().ceil() as u64;
+    set_limit(libc::RLIMIT_CPU, used + budget)
+}
+
+/// Sets the soft limit of `resource` to `value`, capped at the hard limit (which stays).
+fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit / setrlimit read or write one rlimit struct we own.
+    if unsafe { libc::getrlimit(resource, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    limit.rlim_cur = value.min(limit.rlim_max);
+    if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! Process isolation of the sandbox: a worker-backed session behaves exactly like an
+//! in-process one on ordinary code, and hostile code that escapes the interpreter's own
+//! limits (memory outside its heap, work inside one built-in call) only costs its worker
+//! process: the execution ends in bounded time with a clear error, the caller and its
+//! world are untouched, and the sandbox keeps working with a fresh worker.
+#![cfg(target_os = "linux")]
+
+mod fake_host;
+
+use std::time::{Duration, Instant};
+
+use fake_host::FakeHost;
+use sage_envs::sandbox::{
+    ExecErrorKind, ExecOutcome, FunctionOrigin, FunctionRef, Isolation, LimitKind, Limits, Sandbox,
+};
+
+/// The worker binary cargo built for these tests.
+const WORKER: &str = env!("CARGO_BIN_EXE_sage-sandbox-worker");
+
+/// The default limits; debug builds run the interpreter far slower, so there the
+/// interpreter's wall clock is pushed out (the process limits stay as they are).
+fn limits() -> Limits {
+    let mut limits = Limits::default();
+    if cfg!(debug_assertions) {
+        limits.wall_clock = Duration::from_secs(20);
+    }
+    limits
+}
+
+fn isolated(limits: Limits) -> Sandbox {
+    let sandbox = Sandbox::with_worker_program(limits, WORKER)
+        .unwrap_or_else(|e| panic!("the worker {WORKER} does not start: {e}"));
+    assert_eq!(sandbox.isolation(), Isolation::Process);
+    sandbox
+}
+
+/// Turns of ordinary agent code: definitions, API calls, prints, errors of every kind
+/// the interpreter reports itself, and state kept across turns.
+const ORDINARY_TURNS: [&str; 9] = [
+    "token = apis.music.login(username=\"alice\", password=\"alice-pw\")[\"access_token\"]\nprint(len(token) > 0)",
+    "def titles(token):\n    \"\"\"Playlist titles.\"\"\"\n    return [p[\"title\"] for p in apis.music.show_playlists(access_token=token)]\nprint(titles(token))",
+    "print(apis.music.show_playlist(access_token=token, playlist_id=999))",
+    "print(apis.music.nope())",
+    "print(undefined_name)",
+    "x = [1, 2, 3]\nprint(x[10])",
+    "for i in range(100000000):\n    pass",
+    "def f(n):\n    return f(n + 1)\nf(0)",
+    "print(titles(token)[0], apis.util.scale(x=2.5))",
+];
+
+#[test]
+fn a_worker_session_gives_the_same_outcomes_as_an_in_process_one() {
+    let mut in_process = Sandbox::new(limits());
+    let mut worker = isolated(limits());
+    let (mut host_a, mut host_b) = (FakeHost::new(), FakeHost::new());
+    for code in ORDINARY_TURNS {
+        let a = in_process.execute(code, &mut host_a);
+        let b = worker.execute(code, &mut host_b);
+        assert_eq!(a, b, "outcomes differ for:\n{code}");
+    }
+    let titles = FunctionRef {
+        name: "titles".to_owned(),
+        origin: FunctionOrigin::Execution(1),
+    };
+    let source = worker.function_source(&titles);
+    assert_eq!(source, in_process.function_source(&titles));
+    assert!(source.is_some_and(|s| s.starts_with("def titles(token):")));
+    assert_eq!(worker.executions(), ORDINARY_TURNS.len() as u32);
+}
+
+#[test]
+fn skills_load_and_reset_clears_the_session() {
+    let mut sandbox = isolated(limits());
+    let mut host = FakeHost::new();
+    let name = sandbox.load_skill("def double(x):\n    \"\"\"Twice x.\"\"\"\n    return 2 * x");
+    assert_eq!(name.as_deref(), Ok("double"));
+    let refused = sandbox.load_skill("x = 1");
+    assert!(refused.is_err());
+    let outcome = sandbox.execute("y = double(21)\nprint(y)", &mut host);
+    assert_eq!(outcome.observation(), "42\n");
+    assert_eq!(outcome.called[0].origin, FunctionOrigin::Library);
+    sandbox.reset();
+    assert_eq!(sandbox.executions(), 0);
+    let outcome = sandbox.execute("print(y)", &mut host);
+    let error = outcome.error.expect("a variable survived the reset");
+    assert!(error.message.contains("`y`"), "{}", error.message);
+}
+
+/// Time an attack may take in all: the kill timer (`Limits::kill_after`, 2 s by
+/// default) plus starting a fresh worker, with room for a loaded machine.
+const ATTACK_BUDGET: Duration = Duration::from_secs(8);
+
+/// Runs `code` in an isolated session that holds a variable and a library skill, and
+/// checks that it is contained: it ends within [`ATTACK_BUDGET`] with a limit error that
+/// says what happened, the host saw no call it should not have, and the sandbox then
+/// runs code (with the library skill still there). Returns the outcome.
+fn contained(code: &str) -> ExecOutcome {
+    let mut sandbox = isolated(limits());
+    let mut host = FakeHost::new();
+    let skill = "def double(x):\n    \"\"\"Twice x.\"\"\"\n    return 2 * x";
+    assert_eq!(sandbox.load_skill(skill).as_deref(), Ok("double"));
+    assert!(sandbox.execute("keep = 41", &mut host).succeeded());
+    let start = Instant::now();
+    let outcome = sandbox.execute(code, &mut host);
+    let elapsed = start.elapsed();
+    assert!(elapsed < ATTACK_BUDGET, "took {elapsed:?}:\n{code}");
+    let error = outcome
+        .error
+        .clone()
+        .unwrap_or_else(|| panic!("should fail:\n{code}"));
+    assert!(
+        matches!(error.kind, ExecErrorKind::Limit(_)),
+        "{:?}: {}\n{code}",
+        error.kind,
+        error.traceback
+    );
+    assert!(error.traceback.len() < 2_000, "{}", error.traceback);
+    println!(
+        "{:?} after {elapsed:?}: {}\n{code}\n",
+        error.kind, error.message
+    );
+    let after = sandbox.execute("print(double(21))", &mut host);
+    assert_eq!(
+        after.observation(),
+        "42\n",
+        "the sandbox is broken after:\n{code}"
+    );
+    if error.message.contains("your code was stopped") {
+        assert!(process_limit(error.kind), "{:?}", error.kind);
+        assert!(error.message.contains("earlier turns are gone"));
+    } else {
+        let kept = sandbox.execute("print(keep + 1)", &mut host);
+        assert_eq!(kept.observation(), "42\n", "state lost after:\n{code}");
+    }
+    outcome
+}
+
+/// Limits that can end a worker process (and with it the session's variables).
+fn process_limit(kind: ExecErrorKind) -> bool {
+    matches!(
+        kind,
+        ExecErrorKind::Limit(LimitKind::ProcessMemory | LimitKind::CpuTime | LimitKind::WallClock)
+    )
+}
+
+#[test]
+fn memory_outside_the_interpreter_heap_only_costs_the_worker() {
+    let attacks = [
+        "s = \"a\" * 100000\nf = s.replace\nf(\"\", s)",
+        "s = \"a\" * 100000\nf = getattr(s, \"replace\")\nf(\"\", s)",
+        "x = [set(range(1000000)) for i in range(999)]",
+        "s = \"x\" * 1000000\napis.util.echo(value=[s] * 100000)",
+        "a = [1]\nfor i in range(45):\n    a = [a, a]\nfail(a)",
+        "a = [1]\nfor i in range(45):\n    a = [a, a]\nprint([1, 2].index(a))",
+    ];
+    for code in attacks {
+        contained(code);
+    }
+}
+
+#[test]
+fn long_builtin_calls_only_cost_the_worker() {
+    let attacks = [
+        "a = [1]\nb = [1]\nfor i in range(60):\n    a = [a, a]\n    b = [b, b]\nprint(a == b)",
+        "a = (1,)\nb = (1,)\nfor i in range(60):\n    a = (a, a)\n    b = (b, b)\nd = {a: 1, b: 2}",
+        "x = 3\nfor i in range(40):\n    x = x * x",
+        "print(int(\"9\" * 1000000))",
+    ];
+    for code in attacks {
+        contained(code);
+    }
+}
+
+#[test]
+fn a_hostile_skill_is_refused_without_harm() {
+    let mut sandbox = isolated(limits());
+    let mut host = FakeHost::new();
+    let hostile = "def grab(x = [set(range(1000000)) for i in range(999)]):\n    \"\"\"Hostile.\"\"\"\n    return x";
+    let start = Instant::now();
+    assert!(sandbox.load_skill(hostile).is_err());
+    assert!(start.elapsed() < ATTACK_BUDGET);
+    assert_eq!(
+        sandbox
+            .load_skill("def double(x):\n    return 2 * x")
+            .as_deref(),
+        Ok("double")
+    );
+    let outcome = sandbox.execute("print(double(4))", &mut host);
+    assert_eq!(outcome.observation(), "8\n");
+}
