@@ -465,3 +465,32 @@ fn slow_builtins_are_stopped_by_the_wall_clock_as_a_last_resort() {
         ExecErrorKind::Limit(LimitKind::WallClock),
     );
 }
+
+#[test]
+fn big_integers_hit_the_integer_limit_deterministically() {
+    for code in [
+        "x = 3\nfor i in range(40):\n    x = x * x",
+        "print(1 << 100000)",
+        "x = 7\nfor i in range(30):\n    x = x << 200",
+        "print(int(\"9\" * 5000))",
+    ] {
+        let outcome = attack(code, ExecErrorKind::Limit(LimitKind::IntegerSize));
+        let message = outcome.error.map(|e| e.message).unwrap_or_default();
+        assert!(
+            message.contains("4096") || message.contains("4300"),
+            "{message}"
+        );
+    }
+    attack("x = 1\nx <<= 3", ExecErrorKind::Syntax);
+}
+
+#[test]
+fn ordinary_integers_and_int_conversions_behave_as_before() {
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
+    let code = "def f(x: int) -> int:\n    return x * 2\nprint(f(3), 2 << 100, int(\"123\"), int(\"ff\", 16), int(\"-17\"), int(3.7), int(), int(True))\nprint(int(\"9\" * 4300) > 0, (1 << 4000) * 3 > 0)";
+    let outcome = sb.execute(code, &mut host);
+    assert_eq!(
+        outcome.observation(),
+        "6 2535301200456458802993406410752 123 255 -17 3 0 1\nTrue True\n"
+    );
+}

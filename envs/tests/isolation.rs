@@ -36,7 +36,7 @@ fn isolated(limits: Limits) -> Sandbox {
 
 /// Turns of ordinary agent code: definitions, API calls, prints, errors of every kind
 /// the interpreter reports itself, and state kept across turns.
-const ORDINARY_TURNS: [&str; 9] = [
+const ORDINARY_TURNS: [&str; 10] = [
     "token = apis.music.login(username=\"alice\", password=\"alice-pw\")[\"access_token\"]\nprint(len(token) > 0)",
     "def titles(token):\n    \"\"\"Playlist titles.\"\"\"\n    return [p[\"title\"] for p in apis.music.show_playlists(access_token=token)]\nprint(titles(token))",
     "print(apis.music.show_playlist(access_token=token, playlist_id=999))",
@@ -46,6 +46,7 @@ const ORDINARY_TURNS: [&str; 9] = [
     "for i in range(100000000):\n    pass",
     "def f(n):\n    return f(n + 1)\nf(0)",
     "print(titles(token)[0], apis.util.scale(x=2.5))",
+    "print(apis.util.echo(), apis.util.echo(value=None), apis.util.tag(flag=True, labels=[1]))",
 ];
 
 #[test]

@@ -302,8 +302,8 @@ fn broken_skills_are_refused_and_leave_the_session_intact() {
     let e = sb
         .load_skill("def sneaky(x=apis.util.echo(value=1)):\n    return x")
         .unwrap_err();
-    assert_eq!(e.kind, ExecErrorKind::Api);
-    assert!(e.message.contains("no APIs are available"), "{}", e.message);
+    assert_eq!(e.kind, ExecErrorKind::Syntax);
+    assert!(e.message.contains("is not a literal"), "{}", e.message);
     let e = sb
         .load_skill("def uses_unknown():\n    return undefined_name")
         .unwrap_err();
@@ -314,11 +314,7 @@ fn broken_skills_are_refused_and_leave_the_session_intact() {
     );
     assert_eq!(ok(&mut sb, &mut host, "print(good())"), "1\n");
     let e = err(&mut sb, &mut host, "sneaky()").error.unwrap();
-    assert!(
-        e.message.contains("`sneaky` referenced before assignment"),
-        "{}",
-        e.traceback
-    );
+    assert!(e.message.contains("`sneaky`"), "{}", e.traceback);
     assert_eq!(host.calls, 0);
 }
 

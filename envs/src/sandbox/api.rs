@@ -85,6 +85,7 @@ pub struct ParamSpec {
     pub ty: ParamType,
     /// The value used when the argument is left out; `None` makes the parameter
     /// required. A default of `null` also lets the caller pass `None` explicitly.
+    #[serde(with = "default_value")]
     pub default: Option<Value>,
 }
 
@@ -112,6 +113,29 @@ impl ParamSpec {
             Value::Null => self.default == Some(Value::Null),
             v => self.ty.accepts(v),
         }
+    }
+}
+
+/// Serializes a parameter's default so that a default of `null` (`Some(Null)`) stays
+/// distinct from no default (`None`): as a one-element list, or `null` for none.
+mod default_value {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    pub(super) fn serialize<S: Serializer>(
+        default: &Option<Value>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        default
+            .as_ref()
+            .map(std::slice::from_ref)
+            .serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Value>, D::Error> {
+        Ok(Option::<[Value; 1]>::deserialize(deserializer)?.map(|[value]| value))
     }
 }
 
@@ -433,6 +457,16 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn signatures_survive_serialization_with_null_defaults() {
+        let spec = spec();
+        let text = serde_json::to_string(&spec).unwrap();
+        let back: ApiSpec = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, spec);
+        assert_eq!(back.params[2].default, Some(Value::Null));
+        assert_eq!(back.params[0].default, None);
     }
 
     #[test]

@@ -28,6 +28,12 @@ use super::limits::LimitKind;
 use super::text::{check_text_bytes, check_text_size, text_bytes};
 
 /// The globals shared by every session (built once per process; they hold no state).
+/// Starlark's own globals, for the built-ins the sandbox wraps.
+fn standard_globals() -> &'static Globals {
+    static STANDARD: OnceLock<Globals> = OnceLock::new();
+    STANDARD.get_or_init(Globals::standard)
+}
+
 pub(crate) fn globals() -> &'static Globals {
     static GLOBALS: OnceLock<Globals> = OnceLock::new();
     GLOBALS.get_or_init(|| {
@@ -64,6 +70,31 @@ fn repeatable_len(value: Value<'_>) -> Option<usize> {
         .map(str::len)
         .or_else(|| ListRef::from_value(value).map(|l| l.len()))
         .or_else(|| TupleRef::from_value(value).map(|t| t.len()))
+}
+
+/// Bits of `value` if it is an integer (for big integers, from its decimal digits:
+/// every integer the sandbox builds stays small enough for that to be cheap).
+fn int_bits(value: Value<'_>) -> Option<u64> {
+    if value.get_type() != "int" {
+        return None;
+    }
+    Some(match value.unpack_i32() {
+        Some(small) => u64::from(32 - small.unsigned_abs().leading_zeros()),
+        None => {
+            let digits = value.to_str().trim_start_matches('-').len() as u64;
+            (digits * 3322).div_ceil(1000)
+        }
+    })
+}
+
+fn integer_limit(ctx: &ExecContext, what: &str, bits: u64) -> starlark::Error {
+    ctx.raise(
+        ExecErrorKind::Limit(LimitKind::IntegerSize),
+        format!(
+            "{what} would have about {bits} bits, more than the sandbox allows ({})",
+            ctx.limits.max_int_bits
+        ),
+    )
 }
 
 fn sequence_limit(ctx: &ExecContext, what: &str, length: u64) -> starlark::Error {
@@ -309,12 +340,71 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
         Ok(NoneType)
     }
 
-    /// `a * b`, refusing repetitions longer than the sandbox's maximum sequence length.
+    /// `int(x)` / `int(text, base)` (calls of `int` are rewritten to it): Starlark's
+    /// `int`, refusing text longer than
+    /// [`Limits::max_int_digits`](super::Limits::max_int_digits) (converting it takes
+    /// time that grows with the square of its length).
+    fn _sandbox_int<'v>(
+        #[starlark(require = pos)] a: Option<Value<'v>>,
+        base: Option<Value<'v>>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        let ctx = ExecContext::of(eval)?;
+        let standard_int = standard_globals()
+            .iter()
+            .find_map(|(name, value)| (name == "int").then_some(value));
+        let Some(standard_int) = standard_int else {
+            return Err(ctx.raise(ExecErrorKind::Internal, "int() is missing".to_owned()));
+        };
+        if let Some(text) = a.and_then(|a| a.unpack_str()) {
+            if text.len() > ctx.limits.max_int_digits {
+                return Err(ctx.raise(
+                    ExecErrorKind::Limit(LimitKind::IntegerSize),
+                    format!(
+                        "int() of text {} characters long; the sandbox converts at most {}",
+                        text.len(),
+                        ctx.limits.max_int_digits
+                    ),
+                ));
+            }
+        }
+        let positional: Vec<Value<'v>> = a.into_iter().collect();
+        let named: Vec<(&str, Value<'v>)> = base.map(|b| ("base", b)).into_iter().collect();
+        eval.eval_function(standard_int.to_value(), &positional, &named)
+    }
+
+    /// `a << b`, refusing integers larger than the sandbox allows.
+    fn _sandbox_shift<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        if let (Some(bits), Some(shift)) = (int_bits(a), b.unpack_i32()) {
+            let ctx = ExecContext::of(eval)?;
+            let total = bits.saturating_add(u64::try_from(shift).unwrap_or(0));
+            if total > ctx.limits.max_int_bits {
+                return Err(integer_limit(ctx, "this shift", total));
+            }
+        } else if int_bits(a).is_some() && b.get_type() == "int" {
+            let ctx = ExecContext::of(eval)?;
+            return Err(integer_limit(ctx, "this shift", u64::MAX));
+        }
+        a.left_shift(b, eval.heap())
+    }
+
+    /// `a * b`, refusing repetitions longer than the sandbox's maximum sequence length
+    /// and products of integers larger than its integer limit.
     fn _sandbox_mul<'v>(
         #[starlark(require = pos)] a: Value<'v>,
         #[starlark(require = pos)] b: Value<'v>,
         eval: &mut Evaluator<'v, '_, '_>,
     ) -> starlark::Result<Value<'v>> {
+        if let (Some(x), Some(y)) = (int_bits(a), int_bits(b)) {
+            let ctx = ExecContext::of(eval)?;
+            if x + y > ctx.limits.max_int_bits {
+                return Err(integer_limit(ctx, "this product", x + y));
+            }
+        }
         let repetition = match (repeatable_len(a), repeatable_len(b)) {
             (Some(len), None) => Some((len, b)),
             (None, Some(len)) => Some((len, a)),
@@ -337,12 +427,16 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
 #[cfg(test)]
 mod tests {
     use super::{globals, range_len};
-    use crate::sandbox::source::{BOUNDED_METHOD, BOUNDED_MUL, BOUNDED_PERCENT, CHECKED_FSTRING};
+    use crate::sandbox::source::{
+        BOUNDED_INT, BOUNDED_METHOD, BOUNDED_MUL, BOUNDED_PERCENT, BOUNDED_SHIFT, CHECKED_FSTRING,
+    };
 
     #[test]
     fn the_rewritten_operators_have_their_builtins() {
         for builtin in [
             BOUNDED_MUL,
+            BOUNDED_SHIFT,
+            BOUNDED_INT,
             BOUNDED_PERCENT,
             BOUNDED_METHOD,
             CHECKED_FSTRING,

@@ -41,6 +41,12 @@ pub struct Limits {
     /// (`print`, `str`, `repr`, `%`); a value converted to text may also spell out at
     /// most [`Limits::max_sequence_len`] elements.
     pub max_value_depth: usize,
+    /// Bits an integer built by `*` or `<<` may have; `int()` of a string also refuses
+    /// text longer than [`Limits::max_int_digits`]. Bounds the work of big-integer
+    /// arithmetic, which no tick counts.
+    pub max_int_bits: u64,
+    /// Characters of text `int()` converts (CPython caps it at 4,300 digits too).
+    pub max_int_digits: usize,
     /// Last-resort cancel of one execution after this much wall-clock time; the other
     /// limits are meant to stop ordinary runaway code long before it.
     pub wall_clock: Duration,
@@ -63,6 +69,8 @@ impl Default for Limits {
             max_code_bytes: 64 << 10,
             max_sequence_len: 1_000_000,
             max_value_depth: 100,
+            max_int_bits: 4096,
+            max_int_digits: 4300,
             wall_clock: Duration::from_secs(1),
             max_process_memory_bytes: 1 << 30,
         }
@@ -98,6 +106,8 @@ pub enum LimitKind {
     SequenceLength,
     /// [`Limits::max_value_depth`].
     ValueDepth,
+    /// [`Limits::max_int_bits`] or [`Limits::max_int_digits`].
+    IntegerSize,
     /// [`Limits::wall_clock`], or the worker process was killed after
     /// [`Limits::kill_after`].
     WallClock,
@@ -135,6 +145,10 @@ impl LimitKind {
             LimitKind::ValueDepth => {
                 format!("data nested deeper than {} levels", limits.max_value_depth)
             }
+            LimitKind::IntegerSize => format!(
+                "integer larger than {} bits (or text of more than {} digits given to int())",
+                limits.max_int_bits, limits.max_int_digits
+            ),
             LimitKind::WallClock => format!(
                 "execution cancelled after {} ms of wall-clock time",
                 limits.wall_clock.as_millis()
@@ -162,6 +176,7 @@ impl fmt::Display for LimitKind {
             LimitKind::CodeSize => "code size",
             LimitKind::SequenceLength => "sequence length",
             LimitKind::ValueDepth => "value depth",
+            LimitKind::IntegerSize => "integer size",
             LimitKind::WallClock => "wall clock",
             LimitKind::ProcessMemory => "process memory",
             LimitKind::CpuTime => "CPU time",

@@ -1,8 +1,8 @@
 //! Turning source text into something the sandbox can run: the Starlark dialect agent
 //! code is written in, parsing, the checks made before anything runs, and the
-//! rewriting of the `*` and `%` operators, of the string methods that can build a huge
-//! string in one call (`replace`, `join`, `format`) and of f-strings into their bounded
-//! built-ins.
+//! rewriting of the `*`, `%` and `<<` operators, of the string methods that can build a huge
+//! string in one call (`replace`, `join`, `format`), of calls of `int` and of f-strings
+//! into their bounded built-ins.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
@@ -16,6 +16,13 @@ use super::error::clip_name;
 
 /// Name of the built-in that `a * b` is rewritten to (see `builtins.rs`).
 pub(crate) const BOUNDED_MUL: &str = "_sandbox_mul";
+
+/// Name of the built-in that `a << b` is rewritten to (see `builtins.rs`).
+pub(crate) const BOUNDED_SHIFT: &str = "_sandbox_shift";
+
+/// Name of the built-in that calls of `int(...)` are rewritten to (see `builtins.rs`);
+/// `int` itself stays Starlark's (it is also the type in annotations).
+pub(crate) const BOUNDED_INT: &str = "_sandbox_int";
 
 /// Name of the built-in that `a % b` is rewritten to (see `builtins.rs`).
 pub(crate) const BOUNDED_PERCENT: &str = "_sandbox_percent";
@@ -139,6 +146,7 @@ pub(crate) fn prepare(file_name: &str, source: &str) -> Result<Prepared, Prepare
     let rewrites = HashMap::from([
         ("*".to_owned(), BOUNDED_MUL.to_owned()),
         ("%".to_owned(), BOUNDED_PERCENT.to_owned()),
+        ("<<".to_owned(), BOUNDED_SHIFT.to_owned()),
     ]);
     ast.replace_binary_operators(&rewrites);
     Ok(Prepared { ast, codemap, defs })
@@ -293,6 +301,18 @@ fn bound_text_builders(ast: &AstModule, source: &str) -> Option<String> {
     for (order, expr) in expressions.iter().enumerate() {
         match &expr.node {
             Expr::Call(callee, call) => {
+                if let Expr::Identifier(ident) = &callee.node {
+                    if ident.node.ident == "int" {
+                        let (begin, end) = range(callee.span);
+                        edits.push(Edit {
+                            begin,
+                            end,
+                            text: BOUNDED_INT.to_owned(),
+                            order,
+                        });
+                    }
+                    continue;
+                }
                 let Expr::Dot(receiver, name) = &callee.node else {
                     continue;
                 };
@@ -386,15 +406,16 @@ fn top_level_statements(stmt: &AstStmt) -> Vec<&AstStmt> {
     }
 }
 
-/// The span and operator of the first `x *= y` or `x %= y` anywhere in the code. They
-/// are refused because an augmented assignment cannot be routed through the bounded
-/// built-ins that `*` and `%` are rewritten to.
-fn find_refused_assign(stmt: &AstStmt) -> Option<(Span, char)> {
+/// The span and operator of the first `x *= y`, `x %= y` or `x <<= y` anywhere in the
+/// code. They are refused because an augmented assignment cannot be routed through the
+/// bounded built-ins that `*`, `%` and `<<` are rewritten to.
+fn find_refused_assign(stmt: &AstStmt) -> Option<(Span, &'static str)> {
     let mut pending = vec![stmt];
     while let Some(stmt) = pending.pop() {
         match &stmt.node {
-            Stmt::AssignModify(_, AssignOp::Multiply, _) => return Some((stmt.span, '*')),
-            Stmt::AssignModify(_, AssignOp::Percent, _) => return Some((stmt.span, '%')),
+            Stmt::AssignModify(_, AssignOp::Multiply, _) => return Some((stmt.span, "*")),
+            Stmt::AssignModify(_, AssignOp::Percent, _) => return Some((stmt.span, "%")),
+            Stmt::AssignModify(_, AssignOp::LeftShift, _) => return Some((stmt.span, "<<")),
             _ => stmt.visit_stmt(|child| pending.push(child)),
         }
     }
