@@ -38,11 +38,14 @@ const SKILLS: [&str; 3] = [
 
 const CALLS: usize = 10_000;
 
+/// A target: how it reads, and whether a figure meets it.
+type Target = (&'static str, fn(f64) -> bool);
+
 /// One benchmark: its name, the unit its figure is in, and the target it has.
 struct Case {
     name: &'static str,
     unit: &'static str,
-    target: Option<(&'static str, fn(f64) -> bool)>,
+    target: Option<Target>,
 }
 
 const CASES: [Case; 6] = [
