@@ -117,10 +117,18 @@ impl Worker {
             let _ = child.wait();
             return Err(std::io::Error::other("the worker's pipes are missing"));
         };
+        let output = match FrameReader::new(output) {
+            Ok(output) => output,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
         Ok(Worker {
             child,
             input: BufWriter::new(input),
-            output: FrameReader::new(output),
+            output,
             key: (program, address_space),
             specs: None,
         })

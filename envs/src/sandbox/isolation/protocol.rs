@@ -8,7 +8,7 @@
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -102,7 +102,14 @@ impl std::fmt::Display for ReadError {
     }
 }
 
-/// Reads frames from a pipe, each by a deadline (the caller's kill timer) or blocking.
+/// How long a reader keeps asking for data before it sleeps in `poll`. A reply to an
+/// API call or an execution usually follows within microseconds, while waking a
+/// sleeping process on another CPU costs tens of microseconds on a virtual machine.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// Reads frames from a pipe (switched to non-blocking), each by a deadline (the
+/// caller's kill timer) or for ever: it reads what is there, spins for [`SPIN`] when
+/// nothing is, then sleeps until the pipe is readable.
 pub(crate) struct FrameReader<R> {
     inner: R,
     buffer: Vec<u8>,
@@ -110,13 +117,19 @@ pub(crate) struct FrameReader<R> {
 }
 
 impl<R: Read + AsRawFd> FrameReader<R> {
-    /// A reader over `inner`.
-    pub(crate) fn new(inner: R) -> FrameReader<R> {
-        FrameReader {
+    /// A reader over `inner`, whose file descriptor it makes non-blocking.
+    pub(crate) fn new(inner: R) -> io::Result<FrameReader<R>> {
+        let fd = inner.as_raw_fd();
+        // SAFETY: fcntl on a file descriptor `inner` owns, reading and setting flags only.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(FrameReader {
             inner,
             buffer: Vec::new(),
             start: 0,
-        }
+        })
     }
 
     /// The next frame, decoded; waits until `deadline` at most (`None`: for ever).
@@ -148,44 +161,54 @@ impl<R: Read + AsRawFd> FrameReader<R> {
             self.buffer.drain(..self.start);
             self.start = 0;
         }
+        let mut spin_until = Instant::now() + SPIN;
         while self.buffer.len() - self.start < needed {
-            if let Some(deadline) = deadline {
-                wait_readable(self.inner.as_raw_fd(), deadline)?;
-            }
             let len = self.buffer.len();
             let want = (needed - (len - self.start)).max(64 << 10);
             self.buffer.resize(len + want, 0);
             let read = self.inner.read(&mut self.buffer[len..]);
+            self.buffer.truncate(len + *read.as_ref().unwrap_or(&0));
             match read {
-                Ok(0) => {
-                    self.buffer.truncate(len);
-                    return Err(ReadError::Closed);
+                Ok(0) => return Err(ReadError::Closed),
+                Ok(_) => spin_until = Instant::now() + SPIN,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let now = Instant::now();
+                    if deadline.is_some_and(|d| now >= d) {
+                        return Err(ReadError::TimedOut);
+                    }
+                    if now < spin_until {
+                        std::hint::spin_loop();
+                    } else {
+                        wait_readable(self.inner.as_raw_fd(), deadline)?;
+                    }
                 }
-                Ok(n) => self.buffer.truncate(len + n),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.buffer.truncate(len),
-                Err(e) => {
-                    self.buffer.truncate(len);
-                    return Err(ReadError::Broken(e.to_string()));
-                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadError::Broken(e.to_string())),
             }
         }
         Ok(())
     }
 }
 
-/// Waits until `fd` can be read without blocking, or `deadline` passes.
-fn wait_readable(fd: RawFd, deadline: Instant) -> Result<(), ReadError> {
+/// Waits until `fd` can be read without blocking, or `deadline` passes (`None`: no
+/// deadline).
+fn wait_readable(fd: RawFd, deadline: Option<Instant>) -> Result<(), ReadError> {
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(ReadError::TimedOut);
-        }
+        let timeout_ms = match deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(ReadError::TimedOut);
+                }
+                left.as_millis().clamp(1, i32::MAX as u128) as i32
+            }
+            None => -1,
+        };
         let mut poll_fd = libc::pollfd {
             fd,
             events: libc::POLLIN,
             revents: 0,
         };
-        let timeout_ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
         // SAFETY: `poll_fd` is a valid, initialised pollfd array of length 1 that lives
         // for the duration of the call.
         let ready = unsafe { libc::poll(&mut poll_fd, 1, timeout_ms) };

@@ -22,7 +22,13 @@ pub(crate) fn serve(address_space_bytes: u64) -> i32 {
         eprintln!("sandbox worker: cannot set its process limits: {e}");
         return EXIT_PROTOCOL;
     }
-    let mut input = FrameReader::new(io::stdin().lock());
+    let mut input = match FrameReader::new(io::stdin().lock()) {
+        Ok(input) => input,
+        Err(e) => {
+            eprintln!("sandbox worker: cannot read its standard input: {e}");
+            return EXIT_PROTOCOL;
+        }
+    };
     let mut output = BufWriter::new(io::stdout().lock());
     let mut interpreter: Option<Interpreter> = None;
     let mut specs = SpecTable::default();
