@@ -172,11 +172,19 @@ fn growing_data_hits_the_tick_or_heap_limit() {
 
 #[test]
 fn a_session_holding_too_much_data_is_cleared_but_keeps_its_functions() {
-    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
+    // `+` refuses a concatenation past the memory limit before building it, so the
+    // data that ends up over it here comes from slices, the last one taking the session
+    // past the limit after the statement check (a repetition of 3M elements needs a
+    // raised sequence limit).
+    let limits = Limits {
+        max_sequence_len: 10_000_000,
+        ..limits()
+    };
+    let (mut sb, mut host) = (Sandbox::new(limits), FakeHost::new());
     let setup = sb.execute("def double(v):\n    return v + v\nkeep = 41", &mut host);
     assert!(setup.succeeded());
     let outcome = sb.execute(
-        "a = [1] * 1000000\nb = a + a\nc = b + b\nd = c + c",
+        "a = [1] * 1000000\nb = a * 3\nc = b[:]\nd = b[:]",
         &mut host,
     );
     let error = outcome.error.unwrap();
@@ -493,4 +501,72 @@ fn ordinary_integers_and_int_conversions_behave_as_before() {
         outcome.observation(),
         "6 2535301200456458802993406410752 123 255 -17 3 0 1\nTrue True\n"
     );
+}
+
+#[test]
+fn concatenation_chains_hit_the_memory_limit_before_they_are_built() {
+    for code in [
+        "x = \"y\" * 1000000\nz = x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x",
+        "s = \"\".join([\"q\" * 1000000] * 16)\nx = [s + \"a\" for i in range(999)]",
+    ] {
+        let outcome = sb_attack(code);
+        assert!(
+            outcome == ExecErrorKind::Limit(LimitKind::Heap),
+            "{outcome:?}: {code}"
+        );
+    }
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
+    let ordinary = sb.execute(
+        "a = \"ab\" + \"cd\"\nb = [1] + [2, 3]\nc = (1,) + (2,)\nd = 1 + 2.5\nprint(a, b, c, d)",
+        &mut host,
+    );
+    assert_eq!(ordinary.observation(), "abcd [1, 2, 3] (1, 2) 3.5\n");
+}
+
+/// The error kind `code` ends with (checked like [`attack`] for time and state).
+fn sb_attack(code: &str) -> ExecErrorKind {
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
+    assert!(sb.execute("keep = 41", &mut host).succeeded());
+    let start = Instant::now();
+    let outcome = sb.execute(code, &mut host);
+    assert!(
+        start.elapsed() < time_budget(),
+        "took {:?}: {code}",
+        start.elapsed()
+    );
+    let after = sb.execute("print(keep + 1)", &mut host);
+    assert_eq!(after.observation(), "42\n", "session broken after:\n{code}");
+    outcome.error.map_or(ExecErrorKind::Internal, |e| e.kind)
+}
+
+#[test]
+fn shared_structures_cannot_flood_fail_and_string_builders_must_be_called() {
+    attack(
+        "a = [1]\nfor i in range(45):\n    a = [a, a]\nfail(a)",
+        ExecErrorKind::Limit(LimitKind::SequenceLength),
+    );
+    let outcome = attack(
+        "s = \"a\" * 100000\nf = s.replace\nf(\"\", s)",
+        ExecErrorKind::Syntax,
+    );
+    assert!(
+        outcome
+            .error
+            .unwrap()
+            .message
+            .contains("can only be called"),
+        "bound method refused"
+    );
+    attack(
+        "s = \"a\" * 100000\nf = getattr(s, \"replace\")\nf(\"\", s)",
+        ExecErrorKind::Runtime,
+    );
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
+    let ordinary = sb.execute(
+        "print(getattr(\"ab\", \"upper\")(), getattr(\"ab\", \"nope\", 7))\nfail(\"boom\", 3)",
+        &mut host,
+    );
+    let error = ordinary.error.clone().expect("fail() fails");
+    assert_eq!(ordinary.output, "AB 7\n");
+    assert!(error.message.contains("boom 3"), "{}", error.message);
 }

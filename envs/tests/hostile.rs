@@ -107,7 +107,7 @@ fn memory_attacks_are_contained() {
         "x = [set(range(1000000)) for i in range(999)]",
         "s = \"x\" * 1000000\napis.supervisor.show_profile(x=[s] * 100000)",
         "x = \"y\" * 1000000\nz = x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x + x",
-        "s = \"q\" * 32000000\nx = [s + \"a\" for i in range(999)]",
+        "s = \"\".join([\"q\" * 1000000] * 32)\nx = [s + \"a\" for i in range(999)]",
         "d = [1]\nfor i in range(45):\n    d = [d, d]\nfail(d)",
         "d = {}\nfor i in range(1000000):\n    d[i] = {\"k\": str(i) * 100}",
     ] {
@@ -133,9 +133,9 @@ fn floods_are_cut() {
     let mut env = env();
     let long_line = format!("x = 1 + \"{}\"", "a".repeat(60_000));
     for attack in [
-        "s = \"x\" * 32000000\nfail(s)",
-        "name = \"a\" * 32000000\nprint(getattr(apis, name).login())",
-        "name = \"b\" * 32000000\nprint(getattr(apis.music, name)())",
+        "s = \"\".join([\"x\" * 1000000] * 32)\nfail(s)",
+        "name = \"\".join([\"a\" * 1000000] * 32)\nprint(getattr(apis, name).login())",
+        "name = \"\".join([\"b\" * 1000000] * 32)\nprint(getattr(apis.music, name)())",
         long_line.as_str(),
         "for i in range(100000):\n    print(\"spam\" * 100)\nfail(\"done\")",
     ] {

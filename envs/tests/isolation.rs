@@ -92,7 +92,7 @@ fn skills_load_and_reset_clears_the_session() {
 const ATTACK_BUDGET: Duration = Duration::from_secs(8);
 
 /// Runs `code` in an isolated session that holds a variable and a library skill, and
-/// checks that it is contained: it ends within [`ATTACK_BUDGET`] with a limit error that
+/// checks that it is contained: it ends within [`ATTACK_BUDGET`] with an error that
 /// says what happened, the host saw no call it should not have, and the sandbox then
 /// runs code (with the library skill still there). Returns the outcome.
 fn contained(code: &str) -> ExecOutcome {
@@ -109,10 +109,12 @@ fn contained(code: &str) -> ExecOutcome {
         .error
         .clone()
         .unwrap_or_else(|| panic!("should fail:\n{code}"));
-    assert!(
-        matches!(error.kind, ExecErrorKind::Limit(_)),
-        "{:?}: {}\n{code}",
+    // A limit, or (for code the sandbox refuses outright) an ordinary error; never the
+    // sandbox failing.
+    assert_ne!(
         error.kind,
+        ExecErrorKind::Internal,
+        "{}\n{code}",
         error.traceback
     );
     assert!(error.traceback.len() < 2_000, "{}", error.traceback);

@@ -19,12 +19,13 @@ use starlark::values::none::NoneType;
 use starlark::values::range::Range;
 use starlark::values::string::StarlarkStr;
 use starlark::values::tuple::{TupleRef, UnpackTuple};
-use starlark::values::{Heap, Value};
+use starlark::values::{FrozenValue, Heap, Value};
 
 use super::apis::Apis;
 use super::context::ExecContext;
 use super::error::ExecErrorKind;
 use super::limits::LimitKind;
+use super::source::BOUNDED_METHODS;
 use super::text::{check_text_bytes, check_text_size, text_bytes};
 
 /// The globals shared by every session (built once per process; they hold no state).
@@ -32,6 +33,15 @@ use super::text::{check_text_bytes, check_text_size, text_bytes};
 fn standard_globals() -> &'static Globals {
     static STANDARD: OnceLock<Globals> = OnceLock::new();
     STANDARD.get_or_init(Globals::standard)
+}
+
+/// Starlark's own built-in `name`, for a sandbox built-in that checks its arguments
+/// and then calls it.
+fn standard_builtin(ctx: &ExecContext, name: &str) -> starlark::Result<FrozenValue> {
+    standard_globals()
+        .iter()
+        .find_map(|(global, value)| (global == name).then_some(value))
+        .ok_or_else(|| ctx.raise(ExecErrorKind::Internal, format!("{name}() is missing")))
 }
 
 pub(crate) fn globals() -> &'static Globals {
@@ -350,12 +360,7 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
         eval: &mut Evaluator<'v, '_, '_>,
     ) -> starlark::Result<Value<'v>> {
         let ctx = ExecContext::of(eval)?;
-        let standard_int = standard_globals()
-            .iter()
-            .find_map(|(name, value)| (name == "int").then_some(value));
-        let Some(standard_int) = standard_int else {
-            return Err(ctx.raise(ExecErrorKind::Internal, "int() is missing".to_owned()));
-        };
+        let standard_int = standard_builtin(ctx, "int")?;
         if let Some(text) = a.and_then(|a| a.unpack_str()) {
             if text.len() > ctx.limits.max_int_digits {
                 return Err(ctx.raise(
@@ -371,6 +376,76 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
         let positional: Vec<Value<'v>> = a.into_iter().collect();
         let named: Vec<(&str, Value<'v>)> = base.map(|b| ("base", b)).into_iter().collect();
         eval.eval_function(standard_int.to_value(), &positional, &named)
+    }
+
+    /// `getattr(x, name[, default])`: Starlark's `getattr`, refusing the string methods
+    /// that are bounded only when called directly (`replace`, `join`, `format`).
+    fn getattr<'v>(
+        #[starlark(require = pos)] this: Value<'v>,
+        #[starlark(require = pos)] name: &str,
+        #[starlark(require = pos)] default: Option<Value<'v>>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        let ctx = ExecContext::of(eval)?;
+        if BOUNDED_METHODS.contains(&name) {
+            return Err(ctx.raise(
+                ExecErrorKind::Runtime,
+                format!(
+                    "getattr(..., \"{name}\") is not allowed here; call `.{name}(...)` directly"
+                ),
+            ));
+        }
+        let standard_getattr = standard_builtin(ctx, "getattr")?;
+        let name = eval.heap().alloc_str(name).to_value();
+        let mut positional = vec![this, name];
+        positional.extend(default);
+        eval.eval_function(standard_getattr.to_value(), &positional, &[])
+    }
+
+    /// `fail(*args)`: Starlark's `fail`, its arguments' text checked like `str` first
+    /// (a shared structure can spell out far more text than the heap holds).
+    fn fail<'v>(
+        #[starlark(args)] args: UnpackTuple<Value<'v>>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<NoneType> {
+        let ctx = ExecContext::of(eval)?;
+        for value in &args.items {
+            check_text_size(ctx, *value, eval.heap())?;
+        }
+        let standard_fail = standard_builtin(ctx, "fail")?;
+        eval.eval_function(standard_fail.to_value(), &args.items, &[])?;
+        Ok(NoneType)
+    }
+
+    /// `a + b`, refusing a concatenation that would take the session past its memory
+    /// limit, counting what the heap already holds (a chain `x + x + ...` in one
+    /// statement builds every partial result before the next statement's check).
+    fn _sandbox_add<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        if let (Some(x), Some(y)) = (repeatable_len(a), repeatable_len(b)) {
+            let ctx = ExecContext::of(eval)?;
+            let elements = (x as u64).saturating_add(y as u64);
+            let bytes = if a.unpack_str().is_some() {
+                elements
+            } else {
+                elements.saturating_mul(8)
+            };
+            let held = eval.heap().allocated_bytes() as u64;
+            if held.saturating_add(bytes) > ctx.limits.max_heap_bytes as u64 {
+                let kind = LimitKind::Heap;
+                return Err(ctx.raise(
+                    ExecErrorKind::Limit(kind),
+                    format!(
+                        "this concatenation would add about {bytes} bytes to the {held} the session holds: {}",
+                        kind.describe(&ctx.limits)
+                    ),
+                ));
+            }
+        }
+        a.add(b, eval.heap())
     }
 
     /// `a << b`, refusing integers larger than the sandbox allows.
@@ -428,12 +503,14 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
 mod tests {
     use super::{globals, range_len};
     use crate::sandbox::source::{
-        BOUNDED_INT, BOUNDED_METHOD, BOUNDED_MUL, BOUNDED_PERCENT, BOUNDED_SHIFT, CHECKED_FSTRING,
+        BOUNDED_ADD, BOUNDED_INT, BOUNDED_METHOD, BOUNDED_MUL, BOUNDED_PERCENT, BOUNDED_SHIFT,
+        CHECKED_FSTRING,
     };
 
     #[test]
     fn the_rewritten_operators_have_their_builtins() {
         for builtin in [
+            BOUNDED_ADD,
             BOUNDED_MUL,
             BOUNDED_SHIFT,
             BOUNDED_INT,

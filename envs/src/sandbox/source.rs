@@ -1,6 +1,6 @@
 //! Turning source text into something the sandbox can run: the Starlark dialect agent
 //! code is written in, parsing, the checks made before anything runs, and the
-//! rewriting of the `*`, `%` and `<<` operators, of the string methods that can build a huge
+//! rewriting of the `+`, `*`, `%` and `<<` operators, of the string methods that can build a huge
 //! string in one call (`replace`, `join`, `format`), of calls of `int` and of f-strings
 //! into their bounded built-ins.
 
@@ -13,6 +13,9 @@ use starlark::syntax::{AstModule, Dialect, DialectTypes};
 
 use super::builtins::globals;
 use super::error::clip_name;
+
+/// Name of the built-in that `a + b` is rewritten to (see `builtins.rs`).
+pub(crate) const BOUNDED_ADD: &str = "_sandbox_add";
 
 /// Name of the built-in that `a * b` is rewritten to (see `builtins.rs`).
 pub(crate) const BOUNDED_MUL: &str = "_sandbox_mul";
@@ -111,6 +114,15 @@ pub(crate) fn prepare(file_name: &str, source: &str) -> Result<Prepared, Prepare
             ),
         });
     }
+    if let Some((span, name)) = find_method_value(ast.statement()) {
+        return Err(PrepareError::Unsupported {
+            codemap,
+            span,
+            message: format!(
+                "`.{name}` can only be called here, e.g. `text.{name}(...)`; it cannot be kept as a value"
+            ),
+        });
+    }
     if let Some((span, message)) = find_refused_binding(ast.statement()) {
         return Err(PrepareError::Unsupported {
             codemap,
@@ -147,6 +159,7 @@ pub(crate) fn prepare(file_name: &str, source: &str) -> Result<Prepared, Prepare
         ("*".to_owned(), BOUNDED_MUL.to_owned()),
         ("%".to_owned(), BOUNDED_PERCENT.to_owned()),
         ("<<".to_owned(), BOUNDED_SHIFT.to_owned()),
+        ("+".to_owned(), BOUNDED_ADD.to_owned()),
     ]);
     ast.replace_binary_operators(&rewrites);
     Ok(Prepared { ast, codemap, defs })
@@ -275,6 +288,26 @@ fn all_expressions(stmt: &AstStmt) -> Vec<&AstExpr> {
         pending.extend(children.into_iter().rev());
     }
     found
+}
+
+/// The first use of one of [`BOUNDED_METHODS`] as a value (`f = s.replace`) rather than
+/// called on the spot: only direct calls can be routed through [`BOUNDED_METHOD`].
+fn find_method_value(stmt: &AstStmt) -> Option<(Span, &'static str)> {
+    let expressions = all_expressions(stmt);
+    let called: HashSet<(usize, usize)> = expressions
+        .iter()
+        .filter_map(|expr| match &expr.node {
+            Expr::Call(callee, _) => Some(range(callee.span)),
+            _ => None,
+        })
+        .collect();
+    expressions.iter().find_map(|expr| match &expr.node {
+        Expr::Dot(_, name) if !called.contains(&range(expr.span)) => BOUNDED_METHODS
+            .iter()
+            .find(|&&method| method == name.node.as_str())
+            .map(|&method| (expr.span, method)),
+        _ => None,
+    })
 }
 
 /// `source` rewritten so that calls of [`BOUNDED_METHODS`] go through
