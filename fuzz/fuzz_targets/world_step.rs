@@ -10,7 +10,8 @@
 //! to run in-process.
 #![no_main]
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::cell::RefCell;
+use std::sync::Arc;
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
@@ -27,52 +28,58 @@ struct World {
     tasks: Vec<Task>,
 }
 
-fn world() -> &'static Mutex<World> {
-    static WORLD: OnceLock<Mutex<World>> = OnceLock::new();
-    WORLD.get_or_init(|| {
-        let config = CatalogConfig {
-            seeds: 1,
-            iid_seeds: 1,
-            ..CatalogConfig::default()
-        };
-        let catalog =
-            Arc::new(Catalog::build_splits(&config, &[Split::Train]).expect("the catalog builds"));
-        let tasks = catalog
-            .scenarios()
-            .iter()
-            .take(8)
-            .map(|s| s.tasks[0].task.clone())
-            .collect();
-        let limits = Limits {
-            wall_clock: Duration::from_millis(100),
-            max_ticks: 100_000,
-            max_output_bytes: 2 << 10,
-            max_process_memory_bytes: 512 << 20,
-            ..Limits::default()
-        };
-        let env = WorldEnv::new(
-            catalog,
-            EnvConfig {
-                max_turns: 4,
-                limits,
-                isolation: Isolation::Process,
-            },
-        );
-        assert_eq!(
-            env.isolation(),
-            Isolation::Process,
-            "no sandbox worker: set SAGE_SANDBOX_WORKER to a built sage-sandbox-worker"
-        );
-        Mutex::new(World { env, tasks })
-    })
+/// The world, built once per fuzzing thread (`WorldEnv` is not `Send`).
+fn new_world() -> World {
+    let config = CatalogConfig {
+        seeds: 1,
+        iid_seeds: 1,
+        ..CatalogConfig::default()
+    };
+    let catalog =
+        Arc::new(Catalog::build_splits(&config, &[Split::Train]).expect("the catalog builds"));
+    let tasks = catalog
+        .scenarios()
+        .iter()
+        .take(8)
+        .map(|s| s.tasks[0].task.clone())
+        .collect();
+    let limits = Limits {
+        wall_clock: Duration::from_millis(100),
+        max_ticks: 100_000,
+        max_output_bytes: 2 << 10,
+        max_process_memory_bytes: 512 << 20,
+        ..Limits::default()
+    };
+    let env = WorldEnv::new(
+        catalog,
+        EnvConfig {
+            max_turns: 4,
+            limits,
+            isolation: Isolation::Process,
+        },
+    );
+    assert_eq!(
+        env.isolation(),
+        Isolation::Process,
+        "no sandbox worker: set SAGE_SANDBOX_WORKER to a built sage-sandbox-worker"
+    );
+    World { env, tasks }
+}
+
+thread_local! {
+    static WORLD: RefCell<World> = RefCell::new(new_world());
 }
 
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, rest)) = data.split_first() else {
         return;
     };
-    let mut world = world().lock().unwrap_or_else(|p| p.into_inner());
-    let World { env, tasks } = &mut *world;
+    WORLD.with_borrow_mut(|world| run(world, pick, rest));
+});
+
+/// Plays one input as an episode, then checks the environment still works.
+fn run(world: &mut World, pick: u8, rest: &[u8]) {
+    let World { env, tasks } = world;
     let task = tasks[pick as usize % tasks.len()].clone();
     env.reset(&task, &[]).expect("reset");
     for message in rest.split(|&b| b == 0xFF).take(4) {
@@ -83,7 +90,9 @@ fuzz_target!(|data: &[u8]| {
         if env.is_done() {
             break;
         }
-        let result = env.step(&text).expect("a step of a live episode never fails");
+        let result = env
+            .step(&text)
+            .expect("a step of a live episode never fails");
         assert!(
             result.observation.len() <= MAX_OBSERVATION_BYTES,
             "an observation of {} bytes",
@@ -93,5 +102,8 @@ fuzz_target!(|data: &[u8]| {
     env.evaluate().expect("evaluation");
     env.reset(&task, &[]).expect("reset");
     let check = env.step("```python\nprint(20 + 22)\n```").expect("step");
-    assert_eq!(check.observation, "42\n", "the sandbox is broken after the input");
-});
+    assert_eq!(
+        check.observation, "42\n",
+        "the sandbox is broken after the input"
+    );
+}
