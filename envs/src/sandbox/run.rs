@@ -89,6 +89,7 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
         .borrow_mut()
         .add(job.origin, prepared.codemap.clone(), prepared.defs.clone());
 
+    let started = Instant::now();
     let cancelled: Cell<Option<LimitKind>> = Cell::new(None);
     let heap = module.heap();
     let mut eval = Evaluator::new(module);
@@ -121,6 +122,14 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
         let (kind, message) = match ctx.failure.take() {
             Some(raised) => raised,
             None => match classify(ctx, &e, cancelled.get(), ticks) {
+                ExecErrorKind::Limit(LimitKind::WallClock) => (
+                    ExecErrorKind::Limit(LimitKind::WallClock),
+                    format!(
+                        "execution cancelled after {} ms of wall-clock time (the limit is {} ms)",
+                        started.elapsed().as_millis(),
+                        ctx.limits.wall_clock.as_millis()
+                    ),
+                ),
                 ExecErrorKind::Limit(limit) => {
                     (ExecErrorKind::Limit(limit), limit.describe(&ctx.limits))
                 }
