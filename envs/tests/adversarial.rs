@@ -570,3 +570,16 @@ fn shared_structures_cannot_flood_fail_and_string_builders_must_be_called() {
     assert_eq!(ordinary.output, "AB 7\n");
     assert!(error.message.contains("boom 3"), "{}", error.message);
 }
+
+#[test]
+fn api_arguments_are_measured_before_they_are_converted() {
+    let outcome = attack(
+        "s = \"x\" * 1000000\napis.util.echo(value=[s] * 100000)",
+        ExecErrorKind::Limit(LimitKind::Heap),
+    );
+    let message = outcome.error.map(|e| e.message).unwrap_or_default();
+    assert!(message.contains("argument `value`"), "{message}");
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
+    let ordinary = sb.execute("print(apis.util.echo(value=[\"ab\"] * 3))", &mut host);
+    assert_eq!(ordinary.observation(), "[\"ab\", \"ab\", \"ab\"]\n");
+}

@@ -19,6 +19,7 @@ use super::context::ExecContext;
 use super::error::clip_name;
 use super::error::ExecErrorKind;
 use super::limits::LimitKind;
+use super::text::text_bytes;
 use super::values::{from_json, to_json, ConvertError};
 
 /// The global `apis`: its attributes are the apps.
@@ -135,6 +136,18 @@ impl ApiHandle {
         }
         let mut kwargs = Map::new();
         for (name, value) in args.names_map().map_err(runtime)? {
+            // The JSON of a shared structure can be far larger than the heap holds:
+            // measure it (without recursion) before converting.
+            if text_bytes(ctx, value, heap, true).is_err() {
+                let (kind, message) = ctx.failure.take().unwrap_or((
+                    ExecErrorKind::Limit(LimitKind::Heap),
+                    LimitKind::Heap.describe(&ctx.limits),
+                ));
+                return Err((
+                    kind,
+                    format!("argument `{}`: {message}", clip_name(name.as_str())),
+                ));
+            }
             let mut path = format!("argument `{}`", name.as_str());
             let json = to_json(value, ctx.limits.max_value_depth, &mut path).map_err(|e| {
                 let kind = match e {
