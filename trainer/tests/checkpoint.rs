@@ -11,7 +11,8 @@ use sage_core::skill::{parse_code, HashSkillLibrary, SkillLibrary};
 use sage_core::transformer::{Kernels, ModelConfig, Transformer};
 use sage_core::{Origin, Policy, Skill};
 use sage_trainer::checkpoint::{
-    self, CheckpointError, CheckpointParts, LIBRARY_FILE, MANIFEST_FILE, OPTIMIZER_FILE, STATE_FILE,
+    self, CheckpointError, CheckpointParts, CHATML_TEMPLATE, GENERATION_CONFIG_FILE, LIBRARY_FILE,
+    MANIFEST_FILE, OPTIMIZER_FILE, STATE_FILE, TOKENIZER_CONFIG_FILE,
 };
 use sage_trainer::init::init_params;
 use sage_trainer::optim::{AdamW, AdamWConfig, AdamWState, LrSchedule};
@@ -189,6 +190,7 @@ fn save_policy(
         tokenizer,
         state,
         library: None,
+        generation_config: None,
     };
     checkpoint::save(
         k,
@@ -226,6 +228,7 @@ fn every_part_round_trips_exactly() {
         tokenizer: &tokenizer,
         state: &state,
         library: Some(&library),
+        generation_config: None,
     };
     let dir = checkpoint::save(k, &checkpoints, 3, &parts, None).unwrap();
     assert_eq!(dir, checkpoints.join("step-000003"));
@@ -277,6 +280,7 @@ fn optional_parts_stay_absent() {
         tokenizer: &tokenizer,
         state: &state_at(0),
         library: None,
+        generation_config: None,
     };
     let dir = checkpoint::save(&mut k, &checkpoints, 0, &parts, None).unwrap();
     assert!(!dir.join(OPTIMIZER_FILE).exists());
@@ -583,10 +587,56 @@ fn a_tokenizer_larger_than_the_model_vocabulary_is_refused() {
         tokenizer: &large,
         state: &state_at(0),
         library: None,
+        generation_config: None,
     };
     let error = checkpoint::save(&mut k, &checkpoints, 1, &parts, None)
         .err()
         .unwrap();
     assert!(error.to_string().contains("tokenizer.json"), "{error}");
     assert!(checkpoint::list(&checkpoints).unwrap().is_empty());
+}
+
+/// A checkpoint holds what Hugging Face tools read beside the tokenizer: the ChatML
+/// chat template with `<|im_end|>` as the end of a turn, and a generation config that
+/// stops there; a generation config given by the run (its `--init` model's) is carried
+/// over as it is.
+#[test]
+fn checkpoints_carry_the_hugging_face_tokenizer_and_generation_configs() {
+    let tokenizer = tokenizer(300);
+    let special = tokenizer.special_tokens();
+    let mut policy = fresh_policy(tokenizer.vocab_size(), 8);
+    let checkpoints = scratch("hf-files");
+    let dir = save_policy(&mut policy, &tokenizer, &checkpoints, 1, &state_at(1), None);
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_slice(&fs::read(dir.join(name)).unwrap()).unwrap()
+    };
+    let config = read(TOKENIZER_CONFIG_FILE);
+    assert_eq!(config["eos_token"], "<|im_end|>");
+    assert_eq!(config["pad_token"], "<|endoftext|>");
+    assert_eq!(config["chat_template"], CHATML_TEMPLATE);
+    let generation = read(GENERATION_CONFIG_FILE);
+    assert_eq!(
+        generation["eos_token_id"],
+        serde_json::json!([special.im_end, special.end_of_text])
+    );
+
+    let carried = serde_json::json!({"eos_token_id": 7, "temperature": 0.7, "top_p": 0.8});
+    let (k, model, optimizer) = policy.parts_mut();
+    let parts = CheckpointParts {
+        model,
+        optimizer: optimizer.map(|o| &*o),
+        tokenizer: &tokenizer,
+        state: &state_at(2),
+        library: None,
+        generation_config: Some(&carried),
+    };
+    let dir = checkpoint::save(k, &checkpoints, 2, &parts, None).unwrap();
+    assert_eq!(
+        checkpoint::read_generation_config(&dir).unwrap(),
+        Some(carried)
+    );
+    assert_eq!(
+        checkpoint::read_generation_config(&checkpoints).unwrap(),
+        None
+    );
 }

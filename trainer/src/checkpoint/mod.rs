@@ -5,6 +5,8 @@
 //! - `model.safetensors` and `config.json`: the model, as a Hugging Face Qwen2
 //!   checkpoint in f32 (lossless; see [`crate::weights`]), so transformers loads it;
 //! - `tokenizer.json`: the tokenizer (see [`crate::tokenizer`]);
+//! - `tokenizer_config.json` and `generation_config.json`: what Hugging Face tools read
+//!   beside them (the ChatML template, the end-of-turn token; `hf_files.rs`);
 //! - `optimizer.bin` (when the run trains): AdamW's config, step counter and moments,
 //!   with a length check and a checksum;
 //! - `state.json`: the trainer's own state (position in the data, RNG seeds, ...), any
@@ -21,6 +23,7 @@
 
 mod dirs;
 mod error;
+mod hf_files;
 mod optimizer_file;
 
 use std::fs;
@@ -39,6 +42,10 @@ use crate::weights::{load_model, read_config, save_model, SaveOptions, CONFIG_FI
 
 pub use dirs::step_dir_name;
 pub use error::CheckpointError;
+pub use hf_files::{
+    default_generation_config, read_generation_config, tokenizer_config, CHATML_TEMPLATE,
+    GENERATION_CONFIG_FILE, TOKENIZER_CONFIG_FILE,
+};
 
 /// The optimizer's state in a checkpoint.
 pub const OPTIMIZER_FILE: &str = "optimizer.bin";
@@ -78,6 +85,9 @@ pub struct CheckpointParts<'a, T> {
     pub state: &'a T,
     /// The skill library, when the run keeps one.
     pub library: Option<&'a HashSkillLibrary>,
+    /// The `generation_config.json` of the model the run started from, to carry over;
+    /// `None` writes the default one.
+    pub generation_config: Option<&'a serde_json::Value>,
 }
 
 /// A loaded checkpoint, its model and optimizer in the backend.
@@ -160,6 +170,7 @@ fn write_parts<K: Kernels, T: Serialize>(
     let tokenizer_path = dir.join(TOKENIZER_FILE);
     parts.tokenizer.save(&tokenizer_path)?;
     dirs::sync_file(&tokenizer_path)?;
+    hf_files::write_hf_files(dir, parts.tokenizer, parts.generation_config)?;
     write_json(&dir.join(STATE_FILE), parts.state)?;
     if let Some(optimizer) = parts.optimizer {
         let path = dir.join(OPTIMIZER_FILE);

@@ -198,12 +198,23 @@ struct StepSink {
     run_dir: PathBuf,
     every: u64,
     keep: Option<NonZeroUsize>,
+    /// The `generation_config.json` of the model the run started from, if it had one.
+    generation_config: Option<serde_json::Value>,
 }
 
 impl StepSink {
     /// A sink writing `RUN_DIR/metrics/sft.{jsonl,csv}`; on resume from step `step`, the
-    /// rows up to that step are kept.
-    fn new(config: &RunConfig, resumed_at: Option<u64>) -> Result<StepSink, PipelineError> {
+    /// rows up to that step are kept. Checkpoints carry over the `generation_config.json`
+    /// of `source`, the model directory the run started from, when it has one.
+    fn new(
+        config: &RunConfig,
+        resumed_at: Option<u64>,
+        source: Option<&Path>,
+    ) -> Result<StepSink, PipelineError> {
+        let generation_config = match source {
+            Some(dir) => checkpoint::read_generation_config(dir).map_err(failed("init"))?,
+            None => None,
+        };
         let dir = config.run.dir.join("metrics");
         let metrics = match resumed_at {
             Some(step) => MetricsLog::resume(
@@ -222,6 +233,7 @@ impl StepSink {
             run_dir: checkpoint_dir(config),
             every: config.run.checkpoint_every,
             keep: NonZeroUsize::new(config.run.keep_checkpoints),
+            generation_config,
         })
     }
 
@@ -272,6 +284,7 @@ impl StepSink {
             tokenizer,
             state: &state,
             library: None,
+            generation_config: self.generation_config.as_ref(),
         };
         checkpoint::save(k, &self.run_dir, state.step, &parts, self.keep)
             .map_err(failed("checkpoint"))
@@ -297,7 +310,7 @@ fn plot_sft(config: &RunConfig, reporter: &mut dyn Reporter) -> Result<(), Pipel
 /// `sage demo`.
 fn demo<K: Kernels>(k: K, config: &RunConfig) -> Result<(), PipelineError> {
     let mut reporter = BarReporter::default();
-    let mut sink = StepSink::new(config, None)?;
+    let mut sink = StepSink::new(config, None, None)?;
     let mut on_step = |policy: &mut TransformerPolicy<K>,
                        tokenizer: &Tokenizer,
                        step: &SftStep,
@@ -365,6 +378,10 @@ fn sft<K: Kernels>(
     } else {
         None
     };
+    let source = resumed
+        .as_ref()
+        .map(|checkpoint| checkpoint.dir.clone())
+        .or_else(|| sources.init.clone());
     let (model, tokenizer, optimizer, state) = match resumed {
         Some(checkpoint) => {
             reporter.info(&format!("resuming from {}", checkpoint.dir.display()));
@@ -410,7 +427,7 @@ fn sft<K: Kernels>(
     };
     let mut policy = policy.with_max_batch_tokens(config.run.max_batch_tokens);
     let resumed_at = sources.resume.then_some(state.step);
-    let mut sink = StepSink::new(config, resumed_at)?;
+    let mut sink = StepSink::new(config, resumed_at, source.as_deref())?;
     let mut on_step = |policy: &mut TransformerPolicy<K>, step: &SftStep, state: SftState| {
         sink.on_step(policy, &tokenizer, step, state, step.progress >= 1.0)
     };

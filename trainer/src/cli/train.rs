@@ -64,7 +64,7 @@ pub(super) fn train<K: Kernels>(
     let mut reporter = BarReporter::default();
     let checkpoints = rl_dir(config).join("checkpoints");
     let optimizer_config = rl.optimizer(&config.optimizer);
-    let (model, tokenizer, optimizer, state) = if sources.resume {
+    let (model, tokenizer, optimizer, state, source) = if sources.resume {
         let checkpoint = checkpoint::load_latest::<K, RlState>(
             &mut k,
             &checkpoints,
@@ -81,14 +81,16 @@ pub(super) fn train<K: Kernels>(
             checkpoint.tokenizer,
             checkpoint.optimizer,
             checkpoint.state,
+            checkpoint.dir,
         )
     } else {
         let init = init_dir(config, sources.init.as_deref())?;
         reporter.info(&format!("starting from {}", init.display()));
         let tokenizer = Tokenizer::from_dir(&init).map_err(failed("init"))?;
         let model = load_model(&mut k, &init).map_err(failed("init"))?;
-        (model, tokenizer, None, RlState::default())
+        (model, tokenizer, None, RlState::default(), init)
     };
+    let generation_config = checkpoint::read_generation_config(&source).map_err(failed("init"))?;
     let policy = match optimizer {
         Some(optimizer) => TransformerPolicy::with_optimizer(k, model, optimizer),
         None => {
@@ -130,6 +132,7 @@ pub(super) fn train<K: Kernels>(
                 tokenizer: &tokenizer,
                 state: trainer.state(),
                 library: None,
+                generation_config: generation_config.as_ref(),
             };
             checkpoint::save(k, &checkpoints, stats.step, &parts, keep)
                 .map_err(failed("checkpoint"))?;

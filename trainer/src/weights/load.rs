@@ -1,4 +1,4 @@
-//! Loading a Hugging Face Qwen2 checkpoint directory (`config.json` plus either
+//! Loading a Hugging Face Qwen2 or Llama checkpoint directory (`config.json` plus either
 //! `model.safetensors` or `model.safetensors.index.json` and its shards) into a
 //! [`Transformer`] on any [`Kernels`] backend.
 

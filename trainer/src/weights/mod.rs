@@ -1,12 +1,14 @@
-//! Hugging Face Qwen2 checkpoints, both ways: a `Qwen2ForCausalLM` saved by
-//! transformers loads into a [`sage_core::transformer::Transformer`] on any
+//! Hugging Face Qwen2 and Llama checkpoints, both ways: a `Qwen2ForCausalLM` or
+//! `LlamaForCausalLM` (no attention or MLP bias, default RoPE) saved by transformers
+//! loads into a [`sage_core::transformer::Transformer`] on any
 //! [`Kernels`](sage_core::transformer::Kernels) backend, and a model of this project
-//! saves into a directory transformers loads.
+//! saves into a directory transformers loads (as Qwen2, or as Llama when it has no
+//! q/k/v bias).
 //!
 //! This module owns the on-disk side: `config.json` ([`read_config`],
 //! [`write_config`]), safetensors files in F32, BF16 or F16 ([`read_safetensors`],
 //! [`write_safetensors`]), single-file and sharded checkpoints ([`load_model`],
-//! [`load_params`], [`save_model`]), and the mapping between Qwen2 tensor names
+//! [`load_params`], [`save_model`]), and the mapping between the tensor names both families share
 //! (`model.layers.{i}.self_attn.q_proj.weight`, ...) and the parameter slab. The
 //! model computes in f32: narrower dtypes are converted on load and on save.
 //!
