@@ -583,3 +583,26 @@ fn api_arguments_are_measured_before_they_are_converted() {
     let ordinary = sb.execute("print(apis.util.echo(value=[\"ab\"] * 3))", &mut host);
     assert_eq!(ordinary.observation(), "[\"ab\", \"ab\", \"ab\"]\n");
 }
+
+#[test]
+fn comparing_shared_structures_is_refused_before_it_starts() {
+    for code in [
+        "a = [1]\nb = [1]\nfor i in range(60):\n    a = [a, a]\n    b = [b, b]\nprint(a == b)",
+        "a = (1,)\nfor i in range(60):\n    a = (a, a)\nprint(a < (a, 1))",
+        "a = [1]\nfor i in range(60):\n    a = [a, a]\nprint(a in [[1], [2]])",
+        "a = [1]\nfor i in range(60):\n    a = [a, a]\nprint([0] != a)",
+    ] {
+        let outcome = attack(code, ExecErrorKind::Limit(LimitKind::SequenceLength));
+        let message = outcome.error.map(|e| e.message).unwrap_or_default();
+        assert!(message.contains("comparing this value"), "{message}");
+    }
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
+    let ordinary = sb.execute(
+        "print(1 < 2, [1, 2] == [1, 2], (1, \"a\") < (1, \"b\"), 2 in [1, 2], \"a\" not in \"abc\", {\"a\": 1} == {\"a\": 1}, 1 != 1.0, 3 >= 3, \"b\" > \"a\", 2 <= 1)",
+        &mut host,
+    );
+    assert_eq!(
+        ordinary.observation(),
+        "True True True True False True False True True False\n"
+    );
+}

@@ -7,6 +7,7 @@
 //! would build a string larger than the memory limit in one call), and the `apis`
 //! object.
 
+use std::cmp::Ordering;
 use std::num::NonZeroI32;
 use std::sync::OnceLock;
 
@@ -26,9 +27,31 @@ use super::context::ExecContext;
 use super::error::ExecErrorKind;
 use super::limits::LimitKind;
 use super::source::BOUNDED_METHODS;
-use super::text::{check_text_bytes, check_text_size, text_bytes};
+use super::text::{check_comparison_size, check_text_bytes, check_text_size, text_bytes};
 
 /// The globals shared by every session (built once per process; they hold no state).
+/// Runs the comparison `op` on `a` and `b` after checking that neither operand is a
+/// container that comparing could walk for ever (see [`check_comparison_size`]).
+fn compare<'v>(
+    eval: &mut Evaluator<'v, '_, '_>,
+    a: Value<'v>,
+    b: Value<'v>,
+    op: impl FnOnce(Value<'v>, Value<'v>) -> starlark::Result<bool>,
+) -> starlark::Result<bool> {
+    let heap = eval.heap();
+    if elements_may_nest(a) || elements_may_nest(b) {
+        let ctx = ExecContext::of(eval)?;
+        check_comparison_size(ctx, a, heap)?;
+        check_comparison_size(ctx, b, heap)?;
+    }
+    op(a, b)
+}
+
+/// Whether `value` is a container (the only values whose comparison can recurse).
+fn elements_may_nest(value: Value<'_>) -> bool {
+    matches!(value.get_type(), "list" | "tuple" | "dict" | "set")
+}
+
 /// Starlark's own globals, for the built-ins the sandbox wraps.
 fn standard_globals() -> &'static Globals {
     static STANDARD: OnceLock<Globals> = OnceLock::new();
@@ -446,6 +469,78 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
             }
         }
         a.add(b, eval.heap())
+    }
+
+    /// `a == b` (see [`compare`]).
+    fn _sandbox_eq<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<bool> {
+        compare(eval, a, b, |a, b| a.equals(b))
+    }
+
+    /// `a != b` (see [`compare`]).
+    fn _sandbox_ne<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<bool> {
+        compare(eval, a, b, |a, b| a.equals(b).map(|equal| !equal))
+    }
+
+    /// `a < b` (see [`compare`]).
+    fn _sandbox_lt<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<bool> {
+        compare(eval, a, b, |a, b| a.compare(b).map(Ordering::is_lt))
+    }
+
+    /// `a <= b` (see [`compare`]).
+    fn _sandbox_le<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<bool> {
+        compare(eval, a, b, |a, b| a.compare(b).map(Ordering::is_le))
+    }
+
+    /// `a > b` (see [`compare`]).
+    fn _sandbox_gt<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<bool> {
+        compare(eval, a, b, |a, b| a.compare(b).map(Ordering::is_gt))
+    }
+
+    /// `a >= b` (see [`compare`]).
+    fn _sandbox_ge<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<bool> {
+        compare(eval, a, b, |a, b| a.compare(b).map(Ordering::is_ge))
+    }
+
+    /// `a in b` (see [`compare`]).
+    fn _sandbox_in<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<bool> {
+        compare(eval, a, b, |a, b| b.is_in(a))
+    }
+
+    /// `a not in b` (see [`compare`]).
+    fn _sandbox_not_in<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<bool> {
+        compare(eval, a, b, |a, b| b.is_in(a).map(|found| !found))
     }
 
     /// `a << b`, refusing integers larger than the sandbox allows.

@@ -1,6 +1,6 @@
 //! Turning source text into something the sandbox can run: the Starlark dialect agent
 //! code is written in, parsing, the checks made before anything runs, and the
-//! rewriting of the `+`, `*`, `%` and `<<` operators, of the string methods that can build a huge
+//! rewriting of the `+`, `*`, `%`, `<<` and comparison operators, of the string methods that can build a huge
 //! string in one call (`replace`, `join`, `format`), of calls of `int` and of f-strings
 //! into their bounded built-ins.
 
@@ -16,6 +16,19 @@ use super::error::clip_name;
 
 /// Name of the built-in that `a + b` is rewritten to (see `builtins.rs`).
 pub(crate) const BOUNDED_ADD: &str = "_sandbox_add";
+
+/// The comparison operators and the built-ins they are rewritten to (see `builtins.rs`):
+/// each measures container operands before comparing them.
+pub(crate) const BOUNDED_COMPARISONS: [(&str, &str); 8] = [
+    ("==", "_sandbox_eq"),
+    ("!=", "_sandbox_ne"),
+    ("<", "_sandbox_lt"),
+    ("<=", "_sandbox_le"),
+    (">", "_sandbox_gt"),
+    (">=", "_sandbox_ge"),
+    ("in", "_sandbox_in"),
+    ("not in", "_sandbox_not_in"),
+];
 
 /// Name of the built-in that `a * b` is rewritten to (see `builtins.rs`).
 pub(crate) const BOUNDED_MUL: &str = "_sandbox_mul";
@@ -155,12 +168,17 @@ pub(crate) fn prepare(file_name: &str, source: &str) -> Result<Prepared, Prepare
         }
         None => (ast, codemap, original),
     };
-    let rewrites = HashMap::from([
+    let mut rewrites = HashMap::from([
         ("*".to_owned(), BOUNDED_MUL.to_owned()),
         ("%".to_owned(), BOUNDED_PERCENT.to_owned()),
         ("<<".to_owned(), BOUNDED_SHIFT.to_owned()),
         ("+".to_owned(), BOUNDED_ADD.to_owned()),
     ]);
+    rewrites.extend(
+        BOUNDED_COMPARISONS
+            .iter()
+            .map(|&(op, builtin)| (op.to_owned(), builtin.to_owned())),
+    );
     ast.replace_binary_operators(&rewrites);
     Ok(Prepared { ast, codemap, defs })
 }

@@ -108,6 +108,38 @@ pub(crate) fn text_bytes<'v>(
     Ok(bytes)
 }
 
+/// Fails when comparing `value` (`==`, `<`, `in`, ...) could visit more than
+/// [`Limits::max_sequence_len`](super::Limits::max_sequence_len) elements: the
+/// interpreter compares containers element by element, recursively, so a shared
+/// structure (`x = [x, x]` in a loop) would keep one call busy for ever. The walk is
+/// iterative and stops at the limit; scalars cost nothing.
+pub(crate) fn check_comparison_size<'v>(
+    ctx: &ExecContext,
+    value: Value<'v>,
+    heap: Heap<'v>,
+) -> starlark::Result<()> {
+    let limits = &ctx.limits;
+    let mut pending = vec![value];
+    let mut visited = 0usize;
+    while let Some(value) = pending.pop() {
+        let Some(items) = elements(value, heap) else {
+            continue;
+        };
+        visited = visited.saturating_add(items.len());
+        if visited > limits.max_sequence_len {
+            return Err(ctx.raise(
+                ExecErrorKind::Limit(LimitKind::SequenceLength),
+                format!(
+                    "comparing this value would visit more than {} elements",
+                    limits.max_sequence_len
+                ),
+            ));
+        }
+        pending.extend(items);
+    }
+    Ok(())
+}
+
 /// Fails when building a string of `bytes` bytes in one step would pass the sandbox's
 /// memory limit; `what` names the operation for the message.
 pub(crate) fn check_text_bytes(ctx: &ExecContext, what: &str, bytes: u64) -> starlark::Result<()> {
