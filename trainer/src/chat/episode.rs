@@ -70,6 +70,43 @@ impl ChatEpisode {
         Ok(())
     }
 
+    /// Appends an agent turn given as text (SFT data): the opening `assistant\n` and the
+    /// content are tokenised together, as Hugging Face tokenises a rendered chat, so a
+    /// token may cover the header's newline and the content's start; the turn's agent
+    /// tokens begin at the first token that covers content, and end with `<|im_end|>`.
+    /// Fails, changing nothing, when an observation is due or the episode would exceed
+    /// the limit.
+    pub(super) fn push_agent_text(
+        &mut self,
+        template: &ChatTemplate<'_>,
+        content: &str,
+    ) -> Result<(), ChatError> {
+        if !self.awaiting_agent {
+            return Err(ChatError::OutOfTurn {
+                expected: "an observation",
+                got: "an agent turn",
+            });
+        }
+        let (tokens, in_header) = template.assistant_message(content)?;
+        let opening = &template.header(Role::Assistant)[1..];
+        let kept = self.tokens.len() - opening.len();
+        debug_assert_eq!(&self.tokens[kept..], opening);
+        template.check_len(kept + tokens.len() + 1)?;
+        let first_turn = self.agent_turns.is_empty();
+        self.tokens.truncate(kept);
+        self.agent_mask.truncate(kept);
+        self.append(&tokens[..in_header], false);
+        let start = self.tokens.len();
+        if first_turn {
+            self.prompt_len = start;
+        }
+        self.append(&tokens[in_header..], true);
+        self.append(&[template.special_tokens().im_end], true);
+        self.agent_turns.push(start..self.tokens.len());
+        self.awaiting_agent = false;
+        Ok(())
+    }
+
     /// Appends an observation as the next `user` message, its content
     /// [`OBSERVATION_PREFIX`] followed by `text`, then opens the agent's next turn.
     pub fn push_observation(

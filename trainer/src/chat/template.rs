@@ -1,12 +1,14 @@
 //! [`ChatTemplate`]: the token pieces of Qwen2's ChatML template for one tokenizer,
 //! the token limit of an episode, and the two ways to begin an episode.
 //!
-//! Every piece is tokenised on its own: a role header is `<|im_start|>` followed by
-//! the tokens of `"role\n"`, a content is the tokens of its text, a message ends with
-//! `<|im_end|>`, and consecutive messages are separated by the tokens of `"\n"`. The
-//! text is exactly Qwen2's template; tokenising piece by piece may split a boundary
-//! differently from tokenising the whole rendered text in one go, which does not
-//! matter because sampling and training both see the pieces.
+//! A message is `<|im_start|>`, the tokens of `"role\ncontent"` taken together, and
+//! `<|im_end|>`; consecutive messages are separated by the tokens of `"\n"`. Special
+//! tokens split the text for the tokenizer, so this gives exactly the tokens of
+//! Hugging Face's `apply_chat_template` with the ChatML template followed by one
+//! tokenisation of the whole text (a content that starts with a newline merges it with
+//! the header's, as there). An assistant message of SFT data is masked in from the
+//! first token that covers its content; the opening of a turn the agent is about to
+//! generate is `<|im_start|>` and the tokens of `"assistant\n"` alone.
 
 use super::{ChatEpisode, ChatError, Message, Role};
 use crate::tokenizer::{SpecialTokens, Tokenizer};
@@ -85,13 +87,31 @@ impl<'t> ChatTemplate<'t> {
         Ok(self.tokenizer.encode(text)?)
     }
 
-    /// Tokens of a whole message that is not an agent turn: header, content,
-    /// `<|im_end|>`.
+    /// Tokens of a whole message that is not an agent turn: `<|im_start|>`, the role and
+    /// content tokenised together, `<|im_end|>`.
     pub(super) fn message_tokens(&self, role: Role, content: &str) -> Result<Vec<u32>, ChatError> {
-        let mut tokens = self.header(role).to_vec();
-        tokens.extend(self.encode_content(content)?);
+        let mut tokens = vec![self.special.im_start];
+        tokens.extend(
+            self.tokenizer
+                .encode(&format!("{}\n{content}", role.name()))?,
+        );
         tokens.push(self.special.im_end);
         Ok(tokens)
+    }
+
+    /// Tokens of `"assistant\ncontent"` taken together (the assistant message of SFT
+    /// data, after its `<|im_start|>`), and how many of them lie wholly in the
+    /// `"assistant\n"` header: the rest cover the content and are the agent's.
+    pub(super) fn assistant_message(&self, content: &str) -> Result<(Vec<u32>, usize), ChatError> {
+        let header = format!("{}\n", Role::Assistant.name());
+        let pieces = self
+            .tokenizer
+            .encode_with_ends(&format!("{header}{content}"))?;
+        let in_header = pieces
+            .iter()
+            .take_while(|&&(_, end)| end <= header.len())
+            .count();
+        Ok((pieces.into_iter().map(|(id, _)| id).collect(), in_header))
     }
 
     /// Starts an episode: the system prompt and the task, then the opening of the
@@ -106,11 +126,12 @@ impl<'t> ChatTemplate<'t> {
         Ok(ChatEpisode::from_prompt(tokens))
     }
 
-    /// Tokenises a whole conversation (SFT data) exactly as incremental assembly would
-    /// have built it: `system, user`, then alternating `assistant` and `user`
-    /// messages. Assistant contents are encoded and pushed as agent turns closed by
-    /// `<|im_end|>` (masked in), every other message is prompt or observation (masked
-    /// out). A conversation that ends on a `user` message ends awaiting the agent.
+    /// Tokenises a whole conversation (SFT data) as Hugging Face's ChatML template would:
+    /// `system, user`, then alternating `assistant` and `user` messages. Assistant
+    /// messages are agent turns closed by `<|im_end|>` (masked in from the first token
+    /// that covers their content), every other message is prompt or observation
+    /// (masked out). A conversation that ends on a `user` message ends awaiting the
+    /// agent.
     pub fn from_messages(&self, messages: &[Message]) -> Result<ChatEpisode, ChatError> {
         let role_error = |index: usize, expected: &str| ChatError::Conversation {
             index,
@@ -137,9 +158,7 @@ impl<'t> ChatTemplate<'t> {
                 return Err(role_error(index, expected.name()));
             }
             if expected == Role::Assistant {
-                let mut generated = self.encode_content(&message.content)?;
-                generated.push(self.special.im_end);
-                episode.push_agent(self, &generated)?;
+                episode.push_agent_text(self, &message.content)?;
             } else {
                 episode.push_user(self, &message.content)?;
             }

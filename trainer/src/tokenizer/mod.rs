@@ -144,6 +144,26 @@ impl Tokenizer {
         Ok(ids.to_vec())
     }
 
+    /// Like [`Tokenizer::encode`], with the byte offset in `text` where each token ends.
+    pub fn encode_with_ends(&self, text: &str) -> Result<Vec<(u32, usize)>, TokenizerError> {
+        // `encode` (not `encode_fast`) tracks the byte offsets.
+        let encoding = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| TokenizerError::Encode(e.to_string()))?;
+        let ids = encoding.get_ids();
+        if let Some(&id) = ids.iter().find(|&&id| self.special.contains(id)) {
+            return Err(TokenizerError::SpecialTokenInText {
+                token: self.inner.id_to_token(id).unwrap_or_default(),
+            });
+        }
+        Ok(ids
+            .iter()
+            .zip(encoding.get_offsets())
+            .map(|(&id, &(_, end))| (id, end))
+            .collect())
+    }
+
     /// The text of `ids`, special tokens written out (`<|im_end|>`). Bytes that do
     /// not form valid UTF-8 (a sequence cut inside a character) become U+FFFD.
     pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
