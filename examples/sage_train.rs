@@ -82,7 +82,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     //    the usage and generation bonuses; advantages per chain position; one update.
     let mut trainer = RlTrainer::new(rl.clone(), world.chains.clone(), RlState::default())?;
     while !trainer.finished() {
-        let stats = world.step(&mut trainer, &mut policy, &template)?;
+        let stats = world.step(&mut trainer, &mut policy, None, &template)?;
         println!(
             "step {}: mean reward per position {:?}, success {:?}, skill usage {:.0}%, \
              zero-advantage groups {:.0}%, {:.0} tokens per episode",

@@ -507,7 +507,7 @@ impl RlLoop<'_> {
         while !trainer.finished() {
             let stats = self
                 .world
-                .step(&mut trainer, policy, self.template)
+                .step(&mut trainer, policy, None, self.template)
                 .map_err(failed("rl"))?;
             stats.log_to(&mut metrics).map_err(failed("metrics"))?;
             let mean =

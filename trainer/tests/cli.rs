@@ -183,5 +183,45 @@ fn sft_checkpoints_resumes_and_evaluates() {
     assert!(rows.contains("reward_mean_2") && rows.contains("zero_advantage_groups"));
     assert!(rl.join("plots/rl_reward.png").is_file());
     assert!(rl.join("eval.json").is_file());
+
+    // With a KL term (refused before a reference was loaded), the SFT model is the
+    // frozen reference: its k3 estimate is 0 before any update, and after an update
+    // that had something to learn (a group with a nonzero advantage) it is positive.
+    tiny.rl.grpo.kl_coef = 0.1;
+    tiny.rl.learning_rate = 1e-2;
+    let kl_config = dir.join("kl.toml");
+    fs::write(&kl_config, tiny.to_toml()).unwrap();
+    let output = sage(&[
+        "train",
+        "--config",
+        kl_config.to_str().unwrap(),
+        "--steps",
+        "3",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("KL reference"),
+        "{}",
+        stderr(&output)
+    );
+    let rows: Vec<serde_json::Value> = fs::read_to_string(rl.join("metrics/rl.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 3);
+    let column =
+        |name: &str| -> Vec<f64> { rows.iter().map(|r| r[name].as_f64().unwrap()).collect() };
+    let (ref_kl, flat) = (column("ref_kl"), column("zero_advantage_groups"));
+    assert!(ref_kl[0].abs() < 1e-6, "no update yet: {ref_kl:?}");
+    assert!(
+        ref_kl.iter().all(|kl| kl.is_finite() && *kl >= -1e-6),
+        "{ref_kl:?}"
+    );
+    for step in 1..3 {
+        if flat[..step].iter().any(|&share| share < 1.0) {
+            assert!(ref_kl[step] > 0.0, "moved but no KL: {ref_kl:?} {flat:?}");
+        }
+    }
     fs::remove_dir_all(&dir).unwrap();
 }

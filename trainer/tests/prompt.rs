@@ -135,7 +135,7 @@ fn evaluation_and_rl_use_the_data_prompt() {
             RlTrainer::new(config.rl.clone(), world.chains.clone(), RlState::default())
                 .expect("trainer");
         world
-            .step(&mut trainer, &mut policy, &template)
+            .step(&mut trainer, &mut policy, None, &template)
             .expect("rl step");
         assert!(!policy.prompts.is_empty());
         for prompt in &policy.prompts {

@@ -27,6 +27,39 @@ use super::{checked, load_config, load_config_over, Cli, Command};
 /// Runs `body` with the backend `name` bound to `$k` (each compiled backend is one
 /// arm, so the body is instantiated for every backend).
 macro_rules! with_backend {
+    // `$more` is a closure that opens another instance of the same backend (a frozen
+    // reference policy shares nothing mutable with the trained one).
+    ($name:expr, |$k:ident, $more:ident| $body:expr) => {
+        match $name {
+            #[cfg(feature = "cpu")]
+            "cpu" => {
+                let $k = sage_backend_cpu::CpuBackend::new();
+                let $more = || Ok(sage_backend_cpu::CpuBackend::new());
+                $body
+            }
+            #[cfg(feature = "cuda")]
+            "cuda" => {
+                let $k = sage_backend_cuda::CudaBackend::new().map_err(failed("backend"))?;
+                tracing::info!("cuda device: {}", $k.description());
+                let $more = || sage_backend_cuda::CudaBackend::new().map_err(failed("backend"));
+                $body
+            }
+            #[cfg(feature = "wgpu")]
+            "wgpu" => {
+                let $k = sage_backend_wgpu::WgpuBackend::new().map_err(failed("backend"))?;
+                tracing::info!("wgpu adapter: {}", $k.description());
+                let $more = || sage_backend_wgpu::WgpuBackend::new().map_err(failed("backend"));
+                $body
+            }
+            other => Err(PipelineError {
+                stage: "backend",
+                message: format!(
+                    "backend {other:?} is not compiled into this binary (compiled: {})",
+                    sage_trainer::compiled_backends().join(", ")
+                ),
+            }),
+        }
+    };
     ($name:expr, |$k:ident| $body:expr) => {
         match $name {
             #[cfg(feature = "cpu")]
@@ -119,7 +152,9 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.rl.apply_updates &= !control;
             let config = checked(config)?;
             let sources = TrainSources { init, resume };
-            with_backend!(config.run.backend.as_str(), |k| train(k, &config, &sources))
+            with_backend!(config.run.backend.as_str(), |k, more| train(
+                k, more, &config, &sources
+            ))
         }
         Command::Experiment {
             common,

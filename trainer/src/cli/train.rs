@@ -45,22 +45,15 @@ fn rl_dir_name(apply_updates: bool) -> &'static str {
     }
 }
 
-/// `sage train`.
+/// `sage train`. `another_backend` opens a second instance of the backend, for the
+/// frozen reference policy of a KL term (`[rl.grpo] kl_coef > 0`).
 pub(super) fn train<K: Kernels>(
     mut k: K,
+    another_backend: impl FnOnce() -> Result<K, PipelineError>,
     config: &RunConfig,
     sources: &TrainSources,
 ) -> Result<(), PipelineError> {
     let rl = &config.rl;
-    if rl.grpo.kl_coef > 0.0 {
-        return Err(PipelineError {
-            stage: "config",
-            message: "[rl.grpo] kl_coef > 0 needs a frozen reference policy, which \
-                      `sage train` does not load yet (the library's update_policy takes one); \
-                      SAGE's default is 0"
-                .to_owned(),
-        });
-    }
     let mut reporter = BarReporter::default();
     let checkpoints = rl_dir(config).join("checkpoints");
     let optimizer_config = rl.optimizer(&config.optimizer);
@@ -98,6 +91,20 @@ pub(super) fn train<K: Kernels>(
         }
     };
     let mut policy = policy.with_max_batch_tokens(config.run.max_batch_tokens);
+    let mut reference = if rl.grpo.kl_coef > 0.0 {
+        // The SFT model RL started from, frozen, on its own backend instance (on resume
+        // too: pass the same `--init` as the first run).
+        let dir = init_dir(config, sources.init.as_deref())?;
+        reporter.info(&format!("KL reference: {}", dir.display()));
+        let mut k_ref = another_backend()?;
+        let model = load_model(&mut k_ref, &dir).map_err(failed("reference"))?;
+        Some(
+            TransformerPolicy::inference(k_ref, model)
+                .with_max_batch_tokens(config.run.max_batch_tokens),
+        )
+    } else {
+        None
+    };
 
     reporter.stage("rl");
     let world = WorldRl::new(rl, config.data.prompt_rules).map_err(failed("world"))?;
@@ -119,7 +126,7 @@ pub(super) fn train<K: Kernels>(
     let keep = NonZeroUsize::new(config.run.keep_checkpoints);
     while !trainer.finished() {
         let stats = world
-            .step(&mut trainer, &mut policy, &template)
+            .step(&mut trainer, &mut policy, reference.as_mut(), &template)
             .map_err(failed("rl"))?;
         stats.log_to(&mut metrics).map_err(failed("metrics"))?;
         reporter.info(&step_line(&stats, rl.steps));

@@ -60,15 +60,17 @@ impl WorldRl {
         })
     }
 
-    /// One step of `trainer` on this world.
+    /// One step of `trainer` on this world; `reference` is the frozen policy of a KL
+    /// term (required when `grpo.kl_coef > 0`).
     pub fn step<P: Policy>(
         &self,
         trainer: &mut RlTrainer,
         policy: &mut P,
+        reference: Option<&mut P>,
         template: &ChatTemplate<'_>,
     ) -> Result<RlStepStats, RlError> {
         let new_env = || WorldEnv::new(self.catalog.clone(), self.env_config.clone());
         let prompt = |skills: &[Skill]| self.prompt.system(skills);
-        trainer.step(policy, None, &new_env, template, &prompt)
+        trainer.step(policy, reference, &new_env, template, &prompt)
     }
 }
