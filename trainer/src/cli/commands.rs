@@ -34,7 +34,7 @@ macro_rules! with_backend {
             #[cfg(feature = "cpu")]
             "cpu" => {
                 let $k = sage_backend_cpu::CpuBackend::new();
-                let $more = || Ok(sage_backend_cpu::CpuBackend::new());
+                let $more = || Ok::<_, PipelineError>(sage_backend_cpu::CpuBackend::new());
                 $body
             }
             #[cfg(feature = "cuda")]
@@ -61,32 +61,7 @@ macro_rules! with_backend {
         }
     };
     ($name:expr, |$k:ident| $body:expr) => {
-        match $name {
-            #[cfg(feature = "cpu")]
-            "cpu" => {
-                let $k = sage_backend_cpu::CpuBackend::new();
-                $body
-            }
-            #[cfg(feature = "cuda")]
-            "cuda" => {
-                let $k = sage_backend_cuda::CudaBackend::new().map_err(failed("backend"))?;
-                tracing::info!("cuda device: {}", $k.description());
-                $body
-            }
-            #[cfg(feature = "wgpu")]
-            "wgpu" => {
-                let $k = sage_backend_wgpu::WgpuBackend::new().map_err(failed("backend"))?;
-                tracing::info!("wgpu adapter: {}", $k.description());
-                $body
-            }
-            other => Err(PipelineError {
-                stage: "backend",
-                message: format!(
-                    "backend {other:?} is not compiled into this binary (compiled: {})",
-                    sage_trainer::compiled_backends().join(", ")
-                ),
-            }),
-        }
+        with_backend!($name, |$k, _another| $body)
     };
 }
 

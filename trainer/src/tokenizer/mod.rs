@@ -136,12 +136,18 @@ impl Tokenizer {
             .encode_fast(text, false)
             .map_err(|e| TokenizerError::Encode(e.to_string()))?;
         let ids = encoding.get_ids();
-        if let Some(&id) = ids.iter().find(|&&id| self.special.contains(id)) {
-            return Err(TokenizerError::SpecialTokenInText {
-                token: self.inner.id_to_token(id).unwrap_or_default(),
-            });
-        }
+        self.refuse_special(ids)?;
         Ok(ids.to_vec())
+    }
+
+    /// Fails when `ids` hold a special token (text never encodes to one here).
+    fn refuse_special(&self, ids: &[u32]) -> Result<(), TokenizerError> {
+        match ids.iter().find(|&&id| self.special.contains(id)) {
+            Some(&id) => Err(TokenizerError::SpecialTokenInText {
+                token: self.inner.id_to_token(id).unwrap_or_default(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Like [`Tokenizer::encode`], with the byte offset in `text` where each token ends.
@@ -152,11 +158,7 @@ impl Tokenizer {
             .encode(text, false)
             .map_err(|e| TokenizerError::Encode(e.to_string()))?;
         let ids = encoding.get_ids();
-        if let Some(&id) = ids.iter().find(|&&id| self.special.contains(id)) {
-            return Err(TokenizerError::SpecialTokenInText {
-                token: self.inner.id_to_token(id).unwrap_or_default(),
-            });
-        }
+        self.refuse_special(ids)?;
         Ok(ids
             .iter()
             .zip(encoding.get_offsets())
