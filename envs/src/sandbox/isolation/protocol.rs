@@ -102,14 +102,15 @@ impl std::fmt::Display for ReadError {
     }
 }
 
-/// How long a reader keeps asking for data before it sleeps in `poll`. A reply to an
-/// API call or an execution usually follows within microseconds, while waking a
-/// sleeping process on another CPU costs tens of microseconds on a virtual machine.
+/// How long a reader keeps asking for data (yielding its CPU between tries) before it
+/// sleeps in `poll`. A reply to an API call or an execution usually follows within
+/// microseconds, while waking a sleeping process on another CPU costs tens of
+/// microseconds on a virtual machine.
 const SPIN: Duration = Duration::from_micros(50);
 
 /// Reads frames from a pipe (switched to non-blocking), each by a deadline (the
-/// caller's kill timer) or for ever: it reads what is there, spins for [`SPIN`] when
-/// nothing is, then sleeps until the pipe is readable.
+/// caller's kill timer) or for ever: it reads what is there, keeps trying for [`SPIN`]
+/// when nothing is, then sleeps until the pipe is readable.
 pub(crate) struct FrameReader<R> {
     inner: R,
     buffer: Vec<u8>,
@@ -177,7 +178,9 @@ impl<R: Read + AsRawFd> FrameReader<R> {
                         return Err(ReadError::TimedOut);
                     }
                     if now < spin_until {
-                        std::hint::spin_loop();
+                        // Yielding rather than spinning hands the CPU to the other side
+                        // when both share one (a loaded machine).
+                        std::thread::yield_now();
                     } else {
                         wait_readable(self.inner.as_raw_fd(), deadline)?;
                     }
