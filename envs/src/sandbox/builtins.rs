@@ -30,25 +30,44 @@ use super::source::BOUNDED_METHODS;
 use super::text::{check_comparison_size, check_text_bytes, check_text_size, text_bytes};
 
 /// The globals shared by every session (built once per process; they hold no state).
-/// Runs the comparison `op` on `a` and `b` after checking that neither operand is a
-/// container that comparing could walk for ever (see [`check_comparison_size`]).
+/// Runs the comparison `op` on `a` and `b`, first checking (see
+/// [`check_comparison_size`]) the operands when both are containers: only then does
+/// comparing recurse (a container never equals a scalar, nor orders against one).
 fn compare<'v>(
     eval: &mut Evaluator<'v, '_, '_>,
     a: Value<'v>,
     b: Value<'v>,
     op: impl FnOnce(Value<'v>, Value<'v>) -> starlark::Result<bool>,
 ) -> starlark::Result<bool> {
-    let heap = eval.heap();
-    if elements_may_nest(a) || elements_may_nest(b) {
+    if is_container(a) && is_container(b) {
         let ctx = ExecContext::of(eval)?;
-        check_comparison_size(ctx, a, heap)?;
-        check_comparison_size(ctx, b, heap)?;
+        check_comparison_size(ctx, a, eval.heap())?;
+        check_comparison_size(ctx, b, eval.heap())?;
     }
     op(a, b)
 }
 
+/// Runs `needle in haystack` (`found` of it with `op`), first checking the operands
+/// that membership can recurse into: a container needle, and the elements of a list or
+/// tuple it is compared with (a dict or set only hashes the needle).
+fn membership<'v>(
+    eval: &mut Evaluator<'v, '_, '_>,
+    needle: Value<'v>,
+    haystack: Value<'v>,
+    op: impl FnOnce(bool) -> bool,
+) -> starlark::Result<bool> {
+    if is_container(needle) {
+        let ctx = ExecContext::of(eval)?;
+        check_comparison_size(ctx, needle, eval.heap())?;
+        if matches!(haystack.get_type(), "list" | "tuple") {
+            check_comparison_size(ctx, haystack, eval.heap())?;
+        }
+    }
+    haystack.is_in(needle).map(op)
+}
+
 /// Whether `value` is a container (the only values whose comparison can recurse).
-fn elements_may_nest(value: Value<'_>) -> bool {
+fn is_container(value: Value<'_>) -> bool {
     matches!(value.get_type(), "list" | "tuple" | "dict" | "set")
 }
 
@@ -525,22 +544,22 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
         compare(eval, a, b, |a, b| a.compare(b).map(Ordering::is_ge))
     }
 
-    /// `a in b` (see [`compare`]).
+    /// `a in b` (see [`membership`]).
     fn _sandbox_in<'v>(
         #[starlark(require = pos)] a: Value<'v>,
         #[starlark(require = pos)] b: Value<'v>,
         eval: &mut Evaluator<'v, '_, '_>,
     ) -> starlark::Result<bool> {
-        compare(eval, a, b, |a, b| b.is_in(a))
+        membership(eval, a, b, |found| found)
     }
 
-    /// `a not in b` (see [`compare`]).
+    /// `a not in b` (see [`membership`]).
     fn _sandbox_not_in<'v>(
         #[starlark(require = pos)] a: Value<'v>,
         #[starlark(require = pos)] b: Value<'v>,
         eval: &mut Evaluator<'v, '_, '_>,
     ) -> starlark::Result<bool> {
-        compare(eval, a, b, |a, b| b.is_in(a).map(|found| !found))
+        membership(eval, a, b, |found| !found)
     }
 
     /// `a << b`, refusing integers larger than the sandbox allows.

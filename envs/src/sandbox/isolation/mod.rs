@@ -146,7 +146,7 @@ impl WorkerSandbox {
         match reply {
             Some(Reply::Source(source)) => source,
             _ => {
-                self.discard_worker(false);
+                self.discard_worker();
                 None
             }
         }
@@ -163,7 +163,7 @@ impl WorkerSandbox {
             if write_frame(&mut worker.input, &reset).is_ok() {
                 return Ok(());
             }
-            self.discard_worker(false);
+            self.discard_worker();
         }
         let address_space = self.address_space();
         let mut worker = match take_idle(&self.program, address_space) {
@@ -214,7 +214,7 @@ impl WorkerSandbox {
             Err(stop) => stop,
         };
         if let Stop::Protocol(_) = stop {
-            self.discard_worker(false);
+            self.discard_worker();
         }
         Err(ExecError::bare(
             ExecErrorKind::Internal,
@@ -235,9 +235,10 @@ impl WorkerSandbox {
     ) -> Result<(ExecOutcome, u32), Stop> {
         let deadline = start + self.limits.kill_after();
         let worker = self.ready_worker()?;
+        // The table goes to the worker only when it differs from the one it has.
         let specs = match &worker.specs {
-            Some(known) if same_api_table(host, known) => None,
-            _ => Some(api_table(host)),
+            Some(known) if api_specs(host).eq(known.iter()) => None,
+            _ => Some(api_specs(host).cloned().collect::<Vec<_>>()),
         };
         let request = Request::Execute {
             code: code.to_owned(),
@@ -274,7 +275,7 @@ impl WorkerSandbox {
                     episode_api_calls,
                 } => return Ok((*outcome, episode_api_calls)),
                 other => {
-                    self.discard_worker(false);
+                    self.discard_worker();
                     return Err(Stop::Protocol(format!("it replied {other:?}")));
                 }
             }
@@ -290,9 +291,9 @@ impl WorkerSandbox {
     }
 
     /// Ends the current worker without asking why.
-    fn discard_worker(&mut self, for_time: bool) {
+    fn discard_worker(&mut self) {
         if let Some(worker) = self.worker.take() {
-            let _ = worker.death(for_time);
+            let _ = worker.death(false);
         }
     }
 
@@ -355,31 +356,11 @@ impl Stop {
     }
 }
 
-/// Whether `host` publishes exactly the signatures of `table` (in [`api_table`]'s
-/// order), checked without copying them.
-fn same_api_table(host: &dyn ApiHost, table: &[ApiSpec]) -> bool {
-    let mut known = table.iter();
-    for app in host.app_names() {
-        for api in host.api_names(&app) {
-            match (host.spec(&app, &api), known.next()) {
-                (Some(spec), Some(expected)) if spec == expected => {}
-                (None, _) => {}
-                _ => return false,
-            }
-        }
-    }
-    known.next().is_none()
-}
-
 /// Every API signature `host` publishes, app by app.
-fn api_table(host: &dyn ApiHost) -> Vec<ApiSpec> {
-    let mut table = Vec::new();
-    for app in host.app_names() {
-        for api in host.api_names(&app) {
-            if let Some(spec) = host.spec(&app, &api) {
-                table.push(spec.clone());
-            }
-        }
-    }
-    table
+fn api_specs(host: &dyn ApiHost) -> impl Iterator<Item = &ApiSpec> {
+    host.app_names().into_iter().flat_map(move |app| {
+        host.api_names(&app)
+            .into_iter()
+            .filter_map(move |api| host.spec(&app, &api))
+    })
 }

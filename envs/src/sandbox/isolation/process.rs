@@ -5,7 +5,7 @@
 
 use std::io::{BufWriter, Read};
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -188,11 +188,11 @@ static POOL: Mutex<Vec<Worker>> = Mutex::new(Vec::new());
 const POOL_CAPACITY: usize = 256;
 
 /// An idle worker of `program` with this address-space limit, if the pool has one.
-pub(crate) fn take_idle(program: &PathBuf, address_space: u64) -> Option<Worker> {
+pub(crate) fn take_idle(program: &Path, address_space: u64) -> Option<Worker> {
     let mut pool = POOL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     while let Some(i) = pool
         .iter()
-        .position(|w| &w.key.0 == program && w.key.1 == address_space)
+        .position(|w| w.key.0 == program && w.key.1 == address_space)
     {
         let mut worker = pool.swap_remove(i);
         if worker.alive() {
