@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 /// Resource limits applied to every execution of a [`Sandbox`](super::Sandbox).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
-    /// Ticks one execution may use; a tick is one function call or one loop iteration.
+    /// Ticks one execution may use; a tick is one function call or one loop iteration
+    /// (`+`, `*`, `%`, `<<` and the comparisons are checked built-in calls, a tick each).
     pub max_ticks: u64,
     /// Bytes the session's Starlark heap may hold, checked before every statement and
     /// every 1,000 ticks (values persist across executions, so this bounds the episode).
