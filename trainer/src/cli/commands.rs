@@ -137,6 +137,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             arms,
             skill_data,
             tiny,
+            resume,
         } => {
             let mut config = if tiny {
                 load_config_over(&common, RunConfig::tiny("runs/experiment-tiny"))?
@@ -147,7 +148,9 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.experiment.arms = arms.unwrap_or(config.experiment.arms);
             config.experiment.skill_data = skill_data.unwrap_or(config.experiment.skill_data);
             let config = checked(config)?;
-            with_backend!(config.run.backend.as_str(), |k| experiment(k, &config))
+            with_backend!(config.run.backend.as_str(), |k| experiment(
+                k, &config, resume
+            ))
         }
         Command::Eval {
             common,
@@ -338,10 +341,10 @@ fn demo<K: Kernels>(k: K, config: &RunConfig) -> Result<(), PipelineError> {
 }
 
 /// `sage experiment`.
-fn experiment<K: Kernels>(k: K, config: &RunConfig) -> Result<(), PipelineError> {
+fn experiment<K: Kernels>(k: K, config: &RunConfig, resume: bool) -> Result<(), PipelineError> {
     let mut reporter = BarReporter::default();
     let started = std::time::Instant::now();
-    run_experiment(k, config, &mut reporter)?;
+    run_experiment(k, config, resume, &mut reporter)?;
     reporter.info(&format!(
         "experiment finished in {:.1} minutes; run directory {}",
         started.elapsed().as_secs_f64() / 60.0,

@@ -119,7 +119,7 @@ enum Command {
         /// Seeds per arm (overrides `[experiment] seeds`).
         #[arg(long)]
         seeds: Option<u64>,
-        /// Comma-separated arms (overrides `[experiment] arms`): sft-only,
+        /// Comma-separated arms (overrides `[experiment] arms`): sft-only, sft-direct,
         /// grpo-no-skills, sage, sage-outcome-only, sage-chain-reward, sage-k3.
         #[arg(long, value_delimiter = ',')]
         arms: Option<Vec<String>>,
@@ -130,6 +130,10 @@ enum Command {
         /// A smoke run of every arm on the tiny configuration in runs/experiment-tiny.
         #[arg(long, conflicts_with = "config")]
         tiny: bool,
+        /// Continue the interrupted experiment in the run directory: reuse its finished
+        /// SFT models and arms (its settings must match, seeds and arms aside).
+        #[arg(long)]
+        resume: bool,
     },
     /// Evaluates a checkpoint on the built-in world.
     Eval {

@@ -27,6 +27,9 @@
 //! table gives each arm's sampled success and reward over the last third of its steps
 //! against its control's, and its greedy `iid` SGC against its SFT start's (`sft-only`,
 //! or `sft-direct` for GRPO without skills).
+//!
+//! An experiment takes hours at full scale on a CPU; `sage experiment --resume` picks
+//! an interrupted one up after the last SFT model or arm it finished.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -39,16 +42,24 @@ use sage_core::transformer::Kernels;
 use crate::chat::ChatTemplate;
 use crate::config::RunConfig;
 use crate::eval::{EvalConfig, EvalMetrics};
-use crate::metrics::{read_series, LineChart, MetricsLog, Series};
+use crate::metrics::{MetricsLog, Series};
 use crate::pipeline::{
     failed, fresh_model, load_sft_data, prepare_data, run_eval, run_sft, train_tokenizer,
-    warn_turn_limits, write_chart, PipelineError, Reporter,
+    warn_turn_limits, PipelineError, Reporter,
 };
 use crate::policy::TransformerPolicy;
 use crate::rl::{control_gap, ControlGap, RlConfig, RlState, RlTrainer, WorldRl};
 use crate::sft::{SftData, SftState, SftTrainer};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{load_model, save_model, SaveOptions};
+
+mod plots;
+mod resume;
+mod tables;
+
+use plots::plot_rewards;
+use resume::{RunRecord, SftFinished};
+pub use tables::{experiment_table, gain_table, mean_std};
 
 /// One arm of the comparison (see the [module docs](self)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -249,9 +260,15 @@ pub struct ArmControl {
 /// Runs every configured arm under every seed in `config.run.dir`, printing the table
 /// through `reporter` and writing `experiment.json`, `experiment.md` and
 /// `plots/experiment_reward.png` there. Every model in turn lives on the backend `k`.
+///
+/// With `resume`, the SFT models and arms that an interrupted run in the same
+/// directory finished are reused rather than trained again, provided its settings
+/// equal `config`'s but for seeds and arms (see [`resume`]'s docs); otherwise the run
+/// starts afresh and what an earlier run left in the directory is not reused.
 pub fn run_experiment<K: Kernels>(
     mut k: K,
     config: &RunConfig,
+    resume: bool,
     reporter: &mut dyn Reporter,
 ) -> Result<Vec<ArmRun>, PipelineError> {
     let arms = config
@@ -262,6 +279,7 @@ pub fn run_experiment<K: Kernels>(
             message: format!("[experiment]: {message}"),
         })?;
     let dir = &config.run.dir;
+    let record = RunRecord::open(config, resume)?;
     let skill_data = config.experiment.skill_data.as_str();
     let modes: Vec<&str> = [skill_data, "direct"]
         .into_iter()
@@ -287,18 +305,22 @@ pub fn run_experiment<K: Kernels>(
     let template = ChatTemplate::new(&tokenizer)
         .map_err(failed("tokenizer"))?
         .with_max_len(config.model.max_position_embeddings);
-    let mut sft_data: Vec<(&str, SftData, SftData)> = Vec::new();
     for (mode, files) in &data {
+        if let Some(done) = record.finished_sft(mode)? {
+            reporter.info(&format!(
+                "sft on {mode} trajectories: reused from the run being resumed (final loss {:.4})",
+                done.final_loss
+            ));
+            continue;
+        }
         let train = load_sft_data(&files.train, &template, reporter)?;
         let dev = load_sft_data(&files.dev, &template, reporter)?;
         warn_turn_limits(&train, config, true);
-        sft_data.push((mode, train, dev));
-    }
-
-    for (mode, train, dev) in &sft_data {
         reporter.stage(&format!("sft on {mode} trajectories"));
         let out = dir.join(format!("sft-{mode}")).join("model");
-        k = sft(k, config, &tokenizer, train, dev, &out, reporter)?;
+        let (backend, done) = sft(k, config, &tokenizer, &train, &dev, &out, reporter)?;
+        k = backend;
+        record.mark_sft_finished(mode, done)?;
     }
     let mut runs = Vec::new();
     for seed in 0..config.experiment.seeds {
@@ -307,6 +329,14 @@ pub fn run_experiment<K: Kernels>(
         seeded.eval.seed = config.eval.seed.wrapping_add(seed);
         let seed_dir = dir.join(format!("seed-{seed}"));
         for &arm in &arms {
+            if let Some(run) = record.finished_arm(&seed_dir, arm)? {
+                reporter.info(&format!(
+                    "seed {seed}: {}: reused from the run being resumed",
+                    arm.name()
+                ));
+                runs.push(run);
+                continue;
+            }
             reporter.stage(&format!("seed {seed}: {}", arm.name()));
             let sft_dir = dir
                 .join(format!("sft-{}", arm.sft_mode(skill_data)))
@@ -315,6 +345,7 @@ pub fn run_experiment<K: Kernels>(
                 k, &seeded, arm, seed, &tokenizer, &sft_dir, &seed_dir, reporter,
             )?;
             k = backend;
+            record.mark_arm_finished(&seed_dir, &run)?;
             runs.push(run);
         }
     }
@@ -338,7 +369,7 @@ pub fn run_experiment<K: Kernels>(
 }
 
 /// Trains a fresh model on `train` and saves it (with the tokenizer) in `out`; returns
-/// the backend, emptied.
+/// the backend, emptied, and the training's summary.
 fn sft<K: Kernels>(
     mut k: K,
     config: &RunConfig,
@@ -347,7 +378,7 @@ fn sft<K: Kernels>(
     dev: &SftData,
     out: &Path,
     reporter: &mut dyn Reporter,
-) -> Result<K, PipelineError> {
+) -> Result<(K, SftFinished), PipelineError> {
     let model = fresh_model(&mut k, config, tokenizer)?;
     let mut optimizer = config.optimizer.clone();
     optimizer.resolve_total_steps(
@@ -374,7 +405,11 @@ fn sft<K: Kernels>(
     let (k, model, _) = policy.parts_mut();
     save_model(k, model, out, &SaveOptions::default()).map_err(failed("sft"))?;
     tokenizer.save_to_dir(out).map_err(failed("sft"))?;
-    policy.into_backend().map_err(failed("sft"))
+    let finished = SftFinished {
+        final_loss: f64::from(summary.final_loss),
+        dev_loss: summary.dev_loss,
+    };
+    Ok((policy.into_backend().map_err(failed("sft"))?, finished))
 }
 
 /// Trains (when the arm has RL) and evaluates one arm under `seed` from the SFT model in
@@ -527,202 +562,4 @@ impl RlLoop<'_> {
         }
         Ok(curves)
     }
-}
-
-/// Mean and population standard deviation (the spread over seeds of every table here).
-pub fn mean_std(values: &[f64]) -> (f64, f64) {
-    let n = values.len().max(1) as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let variance = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-    (mean, variance.sqrt())
-}
-
-/// The table of SAGE.md: per split and arm, the mean ± spread over seeds of TGC, SGC,
-/// steps, tokens, skill usage, success skill usage and skill writing.
-pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
-    let mut splits: Vec<&str> = Vec::new();
-    for run in runs {
-        for m in &run.metrics {
-            if !splits.contains(&m.split.as_str()) {
-                splits.push(&m.split);
-            }
-        }
-    }
-    let seeds = runs.iter().map(|r| r.seed).max().map_or(0, |s| s + 1);
-    let mut out = format!(
-        "{:<12} {:<18} {:>13} {:>13} {:>11} {:>13} {:>13} {:>13} {:>13}   (mean ± std over {seeds} seeds)\n",
-        "split", "arm", "TGC %", "SGC %", "steps", "tokens", "usage %", "succ.use %", "write %"
-    );
-    for split in splits {
-        for arm in arms {
-            let rows: Vec<&EvalMetrics> = runs
-                .iter()
-                .filter(|r| r.arm == arm.name())
-                .flat_map(|r| r.metrics.iter().filter(|m| m.split == split))
-                .collect();
-            if rows.is_empty() {
-                continue;
-            }
-            let cell = |f: &dyn Fn(&EvalMetrics) -> f64, width: usize, decimals: usize| {
-                let values: Vec<f64> = rows.iter().map(|m| f(m)).collect();
-                let (mean, std) = mean_std(&values);
-                format!(
-                    "{:>width$}",
-                    format!("{mean:.decimals$} ± {std:.decimals$}")
-                )
-            };
-            out.push_str(&format!(
-                "{:<12} {:<18} {} {} {} {} {} {} {}\n",
-                split,
-                arm.name(),
-                cell(&|m| m.tgc, 13, 1),
-                cell(&|m| m.sgc, 13, 1),
-                cell(&|m| m.avg_steps, 11, 2),
-                cell(&|m| m.avg_tokens, 13, 0),
-                cell(&|m| m.skill_usage, 13, 1),
-                cell(&|m| m.success_skill_usage, 13, 1),
-                cell(&|m| m.skill_writing, 13, 1),
-            ));
-        }
-    }
-    out
-}
-
-/// The gains of every RL arm, mean ± spread over seeds: its sampled success, reward and
-/// first-task skill writing (in points) over the last third of its steps minus its
-/// update-off control's, and its greedy
-/// TGC and SGC on `split` minus its SFT start's under the same seed. A cell without its
-/// baseline (no control, no SFT-start run) reads `-`.
-pub fn gain_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
-    let mut out = format!(
-        "{:<18} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}   (RL arm minus its baseline, mean ± std over seeds)\n",
-        "arm",
-        "success % (ctl)",
-        "success gain",
-        "reward gain",
-        "writing gain",
-        format!("{split} TGC gain"),
-        format!("{split} SGC gain"),
-    );
-    let metric = |run: &ArmRun, f: fn(&EvalMetrics) -> f64| {
-        run.metrics.iter().find(|m| m.split == split).map(f)
-    };
-    let cell = |values: &[f64], decimals: usize| {
-        if values.is_empty() {
-            return format!("{:>16}", "-");
-        }
-        let (mean, std) = mean_std(values);
-        format!("{:>16}", format!("{mean:+.decimals$} ± {std:.decimals$}"))
-    };
-    for &arm in arms.iter().filter(|a| a.trains()) {
-        let arm_runs: Vec<&ArmRun> = runs.iter().filter(|r| r.arm == arm.name()).collect();
-        if arm_runs.is_empty() {
-            continue;
-        }
-        let controls: Vec<ArmControl> = arm_runs.iter().filter_map(|r| r.control).collect();
-        let success: Vec<f64> = controls.iter().map(|c| 100.0 * c.success.gain()).collect();
-        let reward: Vec<f64> = controls.iter().map(|c| c.reward.gain()).collect();
-        let writing: Vec<f64> = controls
-            .iter()
-            .map(|c| 100.0 * c.skill_writing.gain())
-            .collect();
-        let control_success: Vec<f64> =
-            controls.iter().map(|c| 100.0 * c.success.control).collect();
-        let versus_start = |f: fn(&EvalMetrics) -> f64| -> Vec<f64> {
-            arm_runs
-                .iter()
-                .filter_map(|run| {
-                    let start = runs
-                        .iter()
-                        .find(|r| r.arm == arm.sft_start().name() && r.seed == run.seed)?;
-                    Some(metric(run, f)? - metric(start, f)?)
-                })
-                .collect()
-        };
-        let (mean_control, _) = mean_std(&control_success);
-        let control_cell = if control_success.is_empty() {
-            format!("{:>16}", "-")
-        } else {
-            format!("{mean_control:>16.1}")
-        };
-        out.push_str(&format!(
-            "{:<18} {} {} {} {} {} {}\n",
-            arm.name(),
-            control_cell,
-            cell(&success, 1),
-            cell(&reward, 3),
-            cell(&writing, 1),
-            cell(&versus_start(|m| m.tgc), 1),
-            cell(&versus_start(|m| m.sgc), 1),
-        ));
-    }
-    out
-}
-
-/// A chart of one column of the arms' RL metrics against the step.
-struct ArmChart<'a> {
-    column: &'a str,
-    title: &'a str,
-    y_label: &'a str,
-    file: &'a str,
-}
-
-/// Plots the experiment's charts: the first task's mean reward
-/// (`plots/experiment_reward.png`) and its skill writing
-/// (`plots/experiment_skill_writing.png`) per RL step, for every RL arm of seed 0 and
-/// its control.
-fn plot_rewards(
-    dir: &Path,
-    arms: &[Arm],
-    reporter: &mut dyn Reporter,
-) -> Result<(), PipelineError> {
-    let charts = [
-        ArmChart {
-            column: "reward_mean_1",
-            title: "mean reward of the chain's first task, seed 0",
-            y_label: "reward",
-            file: "experiment_reward.png",
-        },
-        ArmChart {
-            column: "skill_writing_1",
-            title: "share of first tasks that wrote a skill, seed 0",
-            y_label: "skill writing",
-            file: "experiment_skill_writing.png",
-        },
-    ];
-    for chart in charts {
-        let mut series = Vec::new();
-        for arm in arms.iter().filter(|a| a.trains()) {
-            for run in [arm.name().to_owned(), format!("{}-control", arm.name())] {
-                let log = dir
-                    .join("seed-0")
-                    .join(&run)
-                    .join("metrics")
-                    .join("rl.jsonl");
-                if !log.is_file() {
-                    continue;
-                }
-                let mut found =
-                    read_series(&log, "step", &[chart.column]).map_err(failed("plot"))?;
-                for s in &mut found {
-                    s.name = run.clone();
-                }
-                series.extend(found);
-            }
-        }
-        if series.is_empty() {
-            continue;
-        }
-        let line_chart = LineChart {
-            title: chart.title,
-            x_label: "RL step",
-            y_label: chart.y_label,
-            series: &series,
-            width: 900,
-            height: 520,
-        };
-        let path = dir.join("plots").join(chart.file);
-        write_chart(&path, &line_chart, chart.title, reporter)?;
-    }
-    Ok(())
 }

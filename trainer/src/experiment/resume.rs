@@ -1,0 +1,218 @@
+//! What an experiment's run directory records of the stages it finished, so that
+//! `sage experiment --resume` picks an interrupted run up where it stopped.
+//!
+//! A run writes `experiment-settings.json` when it starts: its settings (as TOML, with
+//! `[experiment] seeds` and `arms` and `[run] dir` left out, so a resumed run may add
+//! seeds or arms) and a run id. Each stage it finishes leaves a marker that carries the
+//! id: `sft-MODE/finished.json` once that SFT model is saved whole, and
+//! `seed-S/ARM/run.json` (the arm's result) once its evaluation is done. A resumed run
+//! reuses only markers of the run it continues; a fresh run in the same directory gets a
+//! new id, so what an earlier run left there is never mistaken for its own.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Arm, ArmRun};
+use crate::config::RunConfig;
+use crate::pipeline::PipelineError;
+
+/// The file that holds a run's settings and id.
+const SETTINGS_FILE: &str = "experiment-settings.json";
+/// Written in `sft-MODE/` once the model in `sft-MODE/model/` is saved whole.
+const SFT_FINISHED_FILE: &str = "finished.json";
+/// An arm's result, written in its directory once it is evaluated.
+const ARM_RUN_FILE: &str = "run.json";
+
+/// The settings of a run and the id its markers carry.
+#[derive(Serialize, Deserialize)]
+struct RunSettings {
+    run_id: String,
+    settings: String,
+}
+
+/// A finished stage: the id of the run that finished it, and what it produced.
+#[derive(Serialize, Deserialize)]
+struct Marker<T> {
+    run_id: String,
+    result: T,
+}
+
+/// An SFT stage's summary, kept in its marker.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub(super) struct SftFinished {
+    /// The last step's training loss.
+    pub final_loss: f64,
+    /// The loss on the dev trajectories, when there were any.
+    pub dev_loss: Option<f64>,
+}
+
+/// The record of one experiment's run directory.
+pub(super) struct RunRecord {
+    dir: PathBuf,
+    run_id: String,
+}
+
+impl RunRecord {
+    /// Starts the record of `config`'s run. Fresh (`resume` false): a new run id, and the
+    /// settings written. Resumed: the settings saved there must equal `config`'s but
+    /// for seeds, arms and the directory; an error names the first line that differs.
+    pub fn open(config: &RunConfig, resume: bool) -> Result<RunRecord, PipelineError> {
+        let dir = config.run.dir.clone();
+        let path = dir.join(SETTINGS_FILE);
+        let settings = comparable_settings(config);
+        if resume {
+            let text = fs::read_to_string(&path).map_err(|e| {
+                resume_error(format!(
+                    "nothing to resume in {}: {}: {e}",
+                    dir.display(),
+                    path.display()
+                ))
+            })?;
+            let saved: RunSettings = serde_json::from_str(&text)
+                .map_err(|e| resume_error(format!("{}: {e}", path.display())))?;
+            if let Some((line, was, now)) = first_difference(&saved.settings, &settings) {
+                return Err(resume_error(format!(
+                    "the run in {} used other settings, so its results cannot be reused \
+                     (settings line {line}: was `{was}`, now `{now}`); run with those \
+                     settings, or without --resume to start afresh",
+                    dir.display()
+                )));
+            }
+            return Ok(RunRecord {
+                dir,
+                run_id: saved.run_id,
+            });
+        }
+        let run_id = new_run_id();
+        let record = RunSettings {
+            run_id: run_id.clone(),
+            settings,
+        };
+        write_json(&path, &record)?;
+        Ok(RunRecord { dir, run_id })
+    }
+
+    /// The summary of the SFT model on `mode` trajectories, when this run finished it.
+    pub fn finished_sft(&self, mode: &str) -> Result<Option<SftFinished>, PipelineError> {
+        self.read_marker(&self.sft_marker(mode))
+    }
+
+    /// Records that the SFT model on `mode` trajectories is saved whole.
+    pub fn mark_sft_finished(&self, mode: &str, sft: SftFinished) -> Result<(), PipelineError> {
+        self.write_marker(&self.sft_marker(mode), sft)
+    }
+
+    /// The result of `arm` under the seed of `seed_dir`, when this run finished it.
+    pub fn finished_arm(&self, seed_dir: &Path, arm: Arm) -> Result<Option<ArmRun>, PipelineError> {
+        self.read_marker(&seed_dir.join(arm.name()).join(ARM_RUN_FILE))
+    }
+
+    /// Records `run`, the finished result of its arm under the seed of `seed_dir`.
+    pub fn mark_arm_finished(&self, seed_dir: &Path, run: &ArmRun) -> Result<(), PipelineError> {
+        let path = seed_dir.join(&run.arm).join(ARM_RUN_FILE);
+        self.write_marker(&path, run.clone())
+    }
+
+    fn sft_marker(&self, mode: &str) -> PathBuf {
+        self.dir.join(format!("sft-{mode}")).join(SFT_FINISHED_FILE)
+    }
+
+    /// The marker at `path` when it exists and carries this run's id.
+    fn read_marker<T: for<'de> Deserialize<'de>>(
+        &self,
+        path: &Path,
+    ) -> Result<Option<T>, PipelineError> {
+        let text = match fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(resume_error(format!("{}: {e}", path.display()))),
+        };
+        let marker: Marker<T> = serde_json::from_str(&text)
+            .map_err(|e| resume_error(format!("{}: {e}", path.display())))?;
+        Ok((marker.run_id == self.run_id).then_some(marker.result))
+    }
+
+    fn write_marker<T: Serialize>(&self, path: &Path, result: T) -> Result<(), PipelineError> {
+        let marker = Marker {
+            run_id: self.run_id.clone(),
+            result,
+        };
+        write_json(path, &marker)
+    }
+}
+
+/// `config` as TOML without the fields a resumed run may change.
+fn comparable_settings(config: &RunConfig) -> String {
+    let mut comparable = config.clone();
+    comparable.experiment.seeds = 0;
+    comparable.experiment.arms = Vec::new();
+    comparable.run.dir = PathBuf::new();
+    comparable.to_toml()
+}
+
+/// The first line (1-based) where `was` and `now` differ, with both lines.
+fn first_difference(was: &str, now: &str) -> Option<(usize, String, String)> {
+    let (mut was_lines, mut now_lines) = (was.lines(), now.lines());
+    let mut line = 0;
+    loop {
+        line += 1;
+        match (was_lines.next(), now_lines.next()) {
+            (None, None) => return None,
+            (a, b) if a == b => continue,
+            (a, b) => {
+                let show = |l: Option<&str>| l.unwrap_or("(end of settings)").to_owned();
+                return Some((line, show(a), show(b)));
+            }
+        }
+    }
+}
+
+/// An id no earlier run in the directory has: the start time in nanoseconds and the
+/// process id.
+fn new_run_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{nanos:x}-{:x}", std::process::id())
+}
+
+/// Writes `value` as JSON to `path` through a temporary file, so a marker is whole or
+/// absent.
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), PipelineError> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| resume_error(e.to_string()))?;
+    let io = |e: std::io::Error| resume_error(format!("{}: {e}", path.display()));
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(io)?;
+    }
+    let partial = path.with_extension("json.partial");
+    fs::write(&partial, text).map_err(io)?;
+    fs::rename(&partial, path).map_err(io)
+}
+
+fn resume_error(message: String) -> PipelineError {
+    PipelineError {
+        stage: "resume",
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_difference_names_its_line_and_both_texts() {
+        assert_eq!(first_difference("a\nb\nc", "a\nb\nc"), None);
+        assert_eq!(
+            first_difference("a\nb = 1\nc", "a\nb = 2\nc"),
+            Some((2, "b = 1".to_owned(), "b = 2".to_owned()))
+        );
+        assert_eq!(
+            first_difference("a", "a\nextra"),
+            Some((2, "(end of settings)".to_owned(), "extra".to_owned()))
+        );
+    }
+}

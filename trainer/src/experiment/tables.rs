@@ -1,0 +1,135 @@
+//! The experiment's tables: every arm's evaluation per split, and every RL arm's gains
+//! over its control and its SFT start, as mean and spread over seeds.
+
+use super::{Arm, ArmControl, ArmRun};
+use crate::eval::EvalMetrics;
+
+/// Mean and population standard deviation (the spread over seeds of every table here).
+pub fn mean_std(values: &[f64]) -> (f64, f64) {
+    let n = values.len().max(1) as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let variance = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+    (mean, variance.sqrt())
+}
+
+/// The table of SAGE.md: per split and arm, the mean ± spread over seeds of TGC, SGC,
+/// steps, tokens, skill usage, success skill usage and skill writing.
+pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
+    let mut splits: Vec<&str> = Vec::new();
+    for run in runs {
+        for m in &run.metrics {
+            if !splits.contains(&m.split.as_str()) {
+                splits.push(&m.split);
+            }
+        }
+    }
+    let seeds = runs.iter().map(|r| r.seed).max().map_or(0, |s| s + 1);
+    let mut out = format!(
+        "{:<12} {:<18} {:>13} {:>13} {:>11} {:>13} {:>13} {:>13} {:>13}   (mean ± std over {seeds} seeds)\n",
+        "split", "arm", "TGC %", "SGC %", "steps", "tokens", "usage %", "succ.use %", "write %"
+    );
+    for split in splits {
+        for arm in arms {
+            let rows: Vec<&EvalMetrics> = runs
+                .iter()
+                .filter(|r| r.arm == arm.name())
+                .flat_map(|r| r.metrics.iter().filter(|m| m.split == split))
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let cell = |f: &dyn Fn(&EvalMetrics) -> f64, width: usize, decimals: usize| {
+                let values: Vec<f64> = rows.iter().map(|m| f(m)).collect();
+                let (mean, std) = mean_std(&values);
+                format!(
+                    "{:>width$}",
+                    format!("{mean:.decimals$} ± {std:.decimals$}")
+                )
+            };
+            out.push_str(&format!(
+                "{:<12} {:<18} {} {} {} {} {} {} {}\n",
+                split,
+                arm.name(),
+                cell(&|m| m.tgc, 13, 1),
+                cell(&|m| m.sgc, 13, 1),
+                cell(&|m| m.avg_steps, 11, 2),
+                cell(&|m| m.avg_tokens, 13, 0),
+                cell(&|m| m.skill_usage, 13, 1),
+                cell(&|m| m.success_skill_usage, 13, 1),
+                cell(&|m| m.skill_writing, 13, 1),
+            ));
+        }
+    }
+    out
+}
+
+/// The gains of every RL arm, mean ± spread over seeds: its sampled success, reward and
+/// first-task skill writing (in points) over the last third of its steps minus its
+/// update-off control's, and its greedy
+/// TGC and SGC on `split` minus its SFT start's under the same seed. A cell without its
+/// baseline (no control, no SFT-start run) reads `-`.
+pub fn gain_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
+    let mut out = format!(
+        "{:<18} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}   (RL arm minus its baseline, mean ± std over seeds)\n",
+        "arm",
+        "success % (ctl)",
+        "success gain",
+        "reward gain",
+        "writing gain",
+        format!("{split} TGC gain"),
+        format!("{split} SGC gain"),
+    );
+    let metric = |run: &ArmRun, f: fn(&EvalMetrics) -> f64| {
+        run.metrics.iter().find(|m| m.split == split).map(f)
+    };
+    let cell = |values: &[f64], decimals: usize| {
+        if values.is_empty() {
+            return format!("{:>16}", "-");
+        }
+        let (mean, std) = mean_std(values);
+        format!("{:>16}", format!("{mean:+.decimals$} ± {std:.decimals$}"))
+    };
+    for &arm in arms.iter().filter(|a| a.trains()) {
+        let arm_runs: Vec<&ArmRun> = runs.iter().filter(|r| r.arm == arm.name()).collect();
+        if arm_runs.is_empty() {
+            continue;
+        }
+        let controls: Vec<ArmControl> = arm_runs.iter().filter_map(|r| r.control).collect();
+        let success: Vec<f64> = controls.iter().map(|c| 100.0 * c.success.gain()).collect();
+        let reward: Vec<f64> = controls.iter().map(|c| c.reward.gain()).collect();
+        let writing: Vec<f64> = controls
+            .iter()
+            .map(|c| 100.0 * c.skill_writing.gain())
+            .collect();
+        let control_success: Vec<f64> =
+            controls.iter().map(|c| 100.0 * c.success.control).collect();
+        let versus_start = |f: fn(&EvalMetrics) -> f64| -> Vec<f64> {
+            arm_runs
+                .iter()
+                .filter_map(|run| {
+                    let start = runs
+                        .iter()
+                        .find(|r| r.arm == arm.sft_start().name() && r.seed == run.seed)?;
+                    Some(metric(run, f)? - metric(start, f)?)
+                })
+                .collect()
+        };
+        let (mean_control, _) = mean_std(&control_success);
+        let control_cell = if control_success.is_empty() {
+            format!("{:>16}", "-")
+        } else {
+            format!("{mean_control:>16.1}")
+        };
+        out.push_str(&format!(
+            "{:<18} {} {} {} {} {} {}\n",
+            arm.name(),
+            control_cell,
+            cell(&success, 1),
+            cell(&reward, 3),
+            cell(&writing, 1),
+            cell(&versus_start(|m| m.tgc), 1),
+            cell(&versus_start(|m| m.sgc), 1),
+        ));
+    }
+    out
+}

@@ -1,0 +1,136 @@
+//! `sage experiment --resume` on the tiny configuration (about 20 s on two cores): a
+//! resumed run reuses the SFT model and the arms the first run finished, trains only
+//! what it adds, and refuses a directory whose run had other settings.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use sage_backend_cpu::CpuBackend;
+use sage_trainer::config::RunConfig;
+use sage_trainer::experiment::{run_experiment, ArmRun};
+use sage_trainer::pipeline::Reporter;
+use sage_trainer::sft::SftStep;
+
+/// Keeps every stage and line a run reports.
+#[derive(Default)]
+struct Recorder {
+    lines: Vec<String>,
+}
+
+impl Reporter for Recorder {
+    fn stage(&mut self, name: &str) {
+        self.lines.push(format!("stage {name}"));
+    }
+    fn info(&mut self, message: &str) {
+        self.lines.push(message.to_owned());
+    }
+    fn result(&mut self, _: &str) {}
+    fn sft_started(&mut self, _: u64, _: u64) {}
+    fn sft_step(&mut self, _: &SftStep, _: f64) {}
+    fn eval_wave(&mut self, _: &str, _: &str, _: usize, _: usize) {}
+}
+
+fn tiny(dir: &Path, seeds: u64) -> RunConfig {
+    let mut config = RunConfig::tiny(dir);
+    config.sft.epochs = 1;
+    config.eval.splits = vec!["iid".to_owned()];
+    config.eval.max_scenarios = 2;
+    config.experiment.seeds = seeds;
+    config.experiment.arms = vec!["sft-only".to_owned(), "sage".to_owned()];
+    config
+}
+
+fn modified(path: &Path) -> SystemTime {
+    fs::metadata(path).unwrap().modified().unwrap()
+}
+
+fn as_json(runs: &[ArmRun]) -> String {
+    serde_json::to_string(runs).unwrap()
+}
+
+#[test]
+fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("sage-experiment-resume-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+
+    let mut first = Recorder::default();
+    let one_seed = run_experiment(CpuBackend::new(), &tiny(&dir, 1), false, &mut first).unwrap();
+    assert_eq!(one_seed.len(), 2, "sft-only and sage under seed 0");
+    let weights = dir.join("sft-skills/model/model.safetensors");
+    let trained_at = modified(&weights);
+
+    // Resumed with a second seed: the SFT model and seed 0 are reused as they were,
+    // only seed 1 runs.
+    let mut resumed = Recorder::default();
+    let two_seeds = run_experiment(CpuBackend::new(), &tiny(&dir, 2), true, &mut resumed).unwrap();
+    assert_eq!(
+        modified(&weights),
+        trained_at,
+        "the SFT model was not trained again"
+    );
+    assert!(
+        !resumed.lines.iter().any(|l| l.starts_with("stage sft")),
+        "{:?}",
+        resumed.lines
+    );
+    let reused = resumed
+        .lines
+        .iter()
+        .filter(|l| l.contains("reused"))
+        .count();
+    assert_eq!(
+        reused, 3,
+        "the SFT model and seed 0's two arms: {:?}",
+        resumed.lines
+    );
+    assert_eq!(as_json(&two_seeds[..2]), as_json(&one_seed));
+    assert_eq!(
+        two_seeds[2..]
+            .iter()
+            .map(|r| (r.arm.as_str(), r.seed))
+            .collect::<Vec<_>>(),
+        [("sft-only", 1), ("sage", 1)]
+    );
+    assert!(resumed.lines.contains(&"stage seed 1: sage".to_owned()));
+
+    // Other settings: refused, naming the line that differs; nothing is overwritten.
+    let mut other = tiny(&dir, 2);
+    other.rl.learning_rate *= 2.0;
+    let error = run_experiment(CpuBackend::new(), &other, true, &mut Recorder::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("resume: ") && error.contains("learning_rate"),
+        "{error}"
+    );
+    assert_eq!(modified(&weights), trained_at);
+
+    // A fresh run in the same directory does not count the old run's stages as its own.
+    let mut fresh = Recorder::default();
+    let mut sft_only = tiny(&dir, 1);
+    sft_only.experiment.arms = vec!["sft-only".to_owned()];
+    run_experiment(CpuBackend::new(), &sft_only, false, &mut fresh).unwrap();
+    assert!(
+        fresh.lines.iter().all(|l| !l.contains("reused")),
+        "{:?}",
+        fresh.lines
+    );
+    assert!(fresh
+        .lines
+        .contains(&"stage sft on skills trajectories".to_owned()));
+
+    // Nothing to resume where no experiment ran.
+    let empty = dir.join("empty");
+    let error = run_experiment(
+        CpuBackend::new(),
+        &tiny(&empty, 1),
+        true,
+        &mut Recorder::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("nothing to resume"), "{error}");
+    fs::remove_dir_all(&dir).unwrap();
+}
