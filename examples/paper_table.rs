@@ -34,7 +34,13 @@ fn main() -> Result<(), Box<dyn Error>> {
     };
     config.validate()?;
     let mut reporter = PrintReporter { every: 50 };
-    let runs = run_experiment(CpuBackend::new(), &config, false, &mut reporter)?;
+    let runs = run_experiment(
+        CpuBackend::new(),
+        &|| Ok(CpuBackend::new()),
+        &config,
+        false,
+        &mut reporter,
+    )?;
 
     // The same table, rebuilt from the runs: one row per split and arm.
     let arms = config.experiment.parsed_arms()?;

@@ -30,6 +30,16 @@ fn every_arm_changes_only_what_it_studies() {
     let k3 = Arm::SageK3.rl_config(&base).unwrap();
     assert_eq!((k3.chain_len, k3.chains_per_step), (3, 2));
     assert_eq!(k3.reward.kind, RewardKind::SkillIntegrated);
+    let kl = Arm::SageKl.rl_config(&base).unwrap();
+    assert_eq!(kl.grpo.kl_coef, Arm::KL_COEF);
+    assert_eq!(
+        RlConfig {
+            grpo: base.grpo,
+            ..kl.clone()
+        },
+        base,
+        "the KL arm is SAGE with the KL term"
+    );
     let grpo = Arm::GrpoNoSkills.rl_config(&base).unwrap();
     assert_eq!((grpo.chain_len, grpo.chains_per_step), (1, 6));
     assert_eq!(grpo.reward.kind, RewardKind::OutcomeOnly);
@@ -132,8 +142,9 @@ fn unknown_arms_and_zero_seeds_are_named() {
     assert!(error.to_string().contains("[experiment]") && error.to_string().contains("magic"));
     assert_eq!(
         ExperimentConfig::default().parsed_arms().unwrap(),
-        Arm::ALL.to_vec()
+        Arm::DEFAULT.to_vec()
     );
+    assert!(!Arm::DEFAULT.contains(&Arm::SageKl) && Arm::ALL.contains(&Arm::SageKl));
     RunConfig::experiment("runs/x").validate().unwrap();
 }
 

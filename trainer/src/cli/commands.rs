@@ -148,8 +148,8 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.experiment.arms = arms.unwrap_or(config.experiment.arms);
             config.experiment.skill_data = skill_data.unwrap_or(config.experiment.skill_data);
             let config = checked(config)?;
-            with_backend!(config.run.backend.as_str(), |k| experiment(
-                k, &config, resume
+            with_backend!(config.run.backend.as_str(), |k, more| experiment(
+                k, &more, &config, resume
             ))
         }
         Command::Eval {
@@ -340,11 +340,17 @@ fn demo<K: Kernels>(k: K, config: &RunConfig) -> Result<(), PipelineError> {
     Ok(())
 }
 
-/// `sage experiment`.
-fn experiment<K: Kernels>(k: K, config: &RunConfig, resume: bool) -> Result<(), PipelineError> {
+/// `sage experiment`. `another_backend` opens a second instance of the backend, for
+/// the frozen reference model of the `sage-kl` arm.
+fn experiment<K: Kernels>(
+    k: K,
+    another_backend: &dyn Fn() -> Result<K, PipelineError>,
+    config: &RunConfig,
+    resume: bool,
+) -> Result<(), PipelineError> {
     let mut reporter = BarReporter::default();
     let started = std::time::Instant::now();
-    run_experiment(k, config, resume, &mut reporter)?;
+    run_experiment(k, another_backend, config, resume, &mut reporter)?;
     reporter.info(&format!(
         "experiment finished in {:.1} minutes; run directory {}",
         started.elapsed().as_secs_f64() / 60.0,

@@ -120,7 +120,7 @@ enum Command {
         #[arg(long)]
         seeds: Option<u64>,
         /// Comma-separated arms (overrides `[experiment] arms`): sft-only, sft-direct,
-        /// grpo-no-skills, sage, sage-outcome-only, sage-chain-reward, sage-k3.
+        /// grpo-no-skills, sage, sage-outcome-only, sage-chain-reward, sage-k3, sage-kl.
         #[arg(long, value_delimiter = ',')]
         arms: Option<Vec<String>>,
         /// The skill arms' SFT data: `skills` or `mixed` (overrides `[experiment]

@@ -16,6 +16,7 @@
 //! | `sage-outcome-only` | skills | outcome-only reward | as above |
 //! | `sage-chain-reward` | skills | chain reward | as above |
 //! | `sage-k3` | skills | skill-integrated reward, K = 3 | as above |
+//! | `sage-kl` (not run by default) | skills | as `sage`, plus a k3 KL term of weight 0.04 to the frozen SFT model | as above |
 //! | `grpo-no-skills` | plain code | outcome-only reward, plain-code prompt, K = 1 | plain-code prompt, no library |
 //!
 //! Every RL arm takes `[rl] steps` optimizer steps of `[rl] chains_per_step` chains;
@@ -76,13 +77,29 @@ pub enum Arm {
     ChainReward,
     /// SAGE with chains of three tasks.
     SageK3,
+    /// SAGE with a k3 KL penalty of weight [`Arm::KL_COEF`] to its frozen SFT start.
+    SageKl,
     /// GRPO without a skill library, from SFT on plain-code trajectories.
     GrpoNoSkills,
 }
 
 impl Arm {
     /// Every arm, in table order.
-    pub const ALL: [Arm; 7] = [
+    pub const ALL: [Arm; 8] = [
+        Arm::SftOnly,
+        Arm::SftDirect,
+        Arm::GrpoNoSkills,
+        Arm::Sage,
+        Arm::OutcomeOnly,
+        Arm::ChainReward,
+        Arm::SageK3,
+        Arm::SageKl,
+    ];
+
+    /// The arms an experiment runs unless told otherwise: every arm but `sage-kl`, which
+    /// SAGE.md offers as an option rather than part of the method, and which costs a
+    /// forward pass of the reference model per update.
+    pub const DEFAULT: [Arm; 7] = [
         Arm::SftOnly,
         Arm::SftDirect,
         Arm::GrpoNoSkills,
@@ -91,6 +108,9 @@ impl Arm {
         Arm::ChainReward,
         Arm::SageK3,
     ];
+
+    /// The weight of the `sage-kl` arm's k3 KL term (the value DeepSeekMath's GRPO used).
+    pub const KL_COEF: f32 = 0.04;
 
     /// The arm's name in configurations and tables.
     pub fn name(self) -> &'static str {
@@ -101,6 +121,7 @@ impl Arm {
             Arm::OutcomeOnly => "sage-outcome-only",
             Arm::ChainReward => "sage-chain-reward",
             Arm::SageK3 => "sage-k3",
+            Arm::SageKl => "sage-kl",
             Arm::GrpoNoSkills => "grpo-no-skills",
         }
     }
@@ -149,6 +170,11 @@ impl Arm {
                 base.clone()
             }
             Arm::SageK3 => with_chain_len(3),
+            Arm::SageKl => {
+                let mut rl = base.clone();
+                rl.grpo.kl_coef = Arm::KL_COEF;
+                rl
+            }
             Arm::GrpoNoSkills => RlConfig {
                 prompt: "direct".to_owned(),
                 ..with_chain_len(1)
@@ -195,7 +221,7 @@ impl Default for ExperimentConfig {
     fn default() -> ExperimentConfig {
         ExperimentConfig {
             seeds: 3,
-            arms: Arm::ALL.iter().map(|a| a.name().to_owned()).collect(),
+            arms: Arm::DEFAULT.iter().map(|a| a.name().to_owned()).collect(),
             controls: true,
             skill_data: "skills".to_owned(),
         }
@@ -259,7 +285,9 @@ pub struct ArmControl {
 
 /// Runs every configured arm under every seed in `config.run.dir`, printing the table
 /// through `reporter` and writing `experiment.json`, `experiment.md` and
-/// `plots/experiment_reward.png` there. Every model in turn lives on the backend `k`.
+/// `plots/experiment_reward.png` there. Every model in turn lives on the backend `k`;
+/// `another_backend` opens a second instance for the frozen reference model of the
+/// `sage-kl` arm.
 ///
 /// With `resume`, the SFT models and arms that an interrupted run in the same
 /// directory finished are reused rather than trained again, provided its settings
@@ -267,6 +295,7 @@ pub struct ArmControl {
 /// starts afresh and what an earlier run left in the directory is not reused.
 pub fn run_experiment<K: Kernels>(
     mut k: K,
+    another_backend: &dyn Fn() -> Result<K, PipelineError>,
     config: &RunConfig,
     resume: bool,
     reporter: &mut dyn Reporter,
@@ -341,8 +370,19 @@ pub fn run_experiment<K: Kernels>(
             let sft_dir = dir
                 .join(format!("sft-{}", arm.sft_mode(skill_data)))
                 .join("model");
+            let paths = ArmPaths {
+                sft_dir: &sft_dir,
+                seed_dir: &seed_dir,
+            };
             let (run, backend) = run_arm(
-                k, &seeded, arm, seed, &tokenizer, &sft_dir, &seed_dir, reporter,
+                k,
+                another_backend,
+                &seeded,
+                arm,
+                seed,
+                &tokenizer,
+                paths,
+                reporter,
             )?;
             k = backend;
             record.mark_arm_finished(&seed_dir, &run)?;
@@ -412,19 +452,29 @@ fn sft<K: Kernels>(
     Ok((policy.into_backend().map_err(failed("sft"))?, finished))
 }
 
+/// Where an arm starts and writes.
+#[derive(Clone, Copy)]
+struct ArmPaths<'a> {
+    /// The SFT model the arm starts from (and its KL reference).
+    sft_dir: &'a Path,
+    /// The seed's directory, which holds one directory per arm.
+    seed_dir: &'a Path,
+}
+
 /// Trains (when the arm has RL) and evaluates one arm under `seed` from the SFT model in
-/// `sft_dir`; returns its run and the backend, emptied.
+/// `paths.sft_dir`; returns its run and the backend, emptied.
 #[allow(clippy::too_many_arguments)]
 fn run_arm<K: Kernels>(
     mut k: K,
+    another_backend: &dyn Fn() -> Result<K, PipelineError>,
     config: &RunConfig,
     arm: Arm,
     seed: u64,
     tokenizer: &Tokenizer,
-    sft_dir: &Path,
-    seed_dir: &Path,
+    paths: ArmPaths<'_>,
     reporter: &mut dyn Reporter,
 ) -> Result<(ArmRun, K), PipelineError> {
+    let ArmPaths { sft_dir, seed_dir } = paths;
     let model = load_model(&mut k, sft_dir).map_err(failed("experiment"))?;
     let arm_dir = seed_dir.join(arm.name());
     let mut rl_seconds = 0.0;
@@ -435,6 +485,21 @@ fn run_arm<K: Kernels>(
             let optimizer = rl.optimizer(&config.optimizer);
             let mut policy =
                 TransformerPolicy::trainable(k, model, optimizer).map_err(failed("model"))?;
+            let mut reference = if rl.grpo.kl_coef > 0.0 {
+                reporter.info(&format!(
+                    "{}: KL reference {}",
+                    arm.name(),
+                    sft_dir.display()
+                ));
+                let mut k_ref = another_backend()?;
+                let model = load_model(&mut k_ref, sft_dir).map_err(failed("reference"))?;
+                Some(
+                    TransformerPolicy::inference(k_ref, model)
+                        .with_max_batch_tokens(config.run.max_batch_tokens),
+                )
+            } else {
+                None
+            };
             let started = std::time::Instant::now();
             let world = WorldRl::new(&rl, config.data.prompt_rules).map_err(failed("world"))?;
             let template = ChatTemplate::new(tokenizer)
@@ -453,7 +518,7 @@ fn run_arm<K: Kernels>(
                     label: &format!("{} control", arm.name()),
                     metrics_dir: &dir.join("metrics"),
                 };
-                Some(loop_.run(&mut policy, control_rl, reporter)?)
+                Some(loop_.run(&mut policy, reference.as_mut(), control_rl, reporter)?)
             } else {
                 None
             };
@@ -463,7 +528,7 @@ fn run_arm<K: Kernels>(
                 label: arm.name(),
                 metrics_dir: &arm_dir.join("metrics"),
             };
-            let curves = loop_.run(&mut policy, rl, reporter)?;
+            let curves = loop_.run(&mut policy, reference.as_mut(), rl, reporter)?;
             if let Some(controls) = control_curves {
                 let gap = |i: usize| control_gap(&curves[i], &controls[i]);
                 control = match (gap(0), gap(1), gap(2)) {
@@ -512,12 +577,13 @@ struct RlLoop<'a> {
 }
 
 impl RlLoop<'_> {
-    /// Runs every step of `rl` on `policy`; returns the curves of the sampled success
-    /// and the mean reward (each averaged over chain positions) and of the first
-    /// tasks' skill writing, per step.
+    /// Runs every step of `rl` on `policy` (with `reference`, the frozen policy of a KL
+    /// term); returns the curves of the sampled success and the mean reward (each
+    /// averaged over chain positions) and of the first tasks' skill writing, per step.
     fn run<K: Kernels>(
         &self,
         policy: &mut TransformerPolicy<K>,
+        mut reference: Option<&mut TransformerPolicy<K>>,
         rl: RlConfig,
         reporter: &mut dyn Reporter,
     ) -> Result<[Series; 3], PipelineError> {
@@ -542,7 +608,12 @@ impl RlLoop<'_> {
         while !trainer.finished() {
             let stats = self
                 .world
-                .step(&mut trainer, policy, None, self.template)
+                .step(
+                    &mut trainer,
+                    policy,
+                    reference.as_deref_mut(),
+                    self.template,
+                )
                 .map_err(failed("rl"))?;
             stats.log_to(&mut metrics).map_err(failed("metrics"))?;
             let mean =

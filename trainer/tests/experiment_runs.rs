@@ -1,6 +1,7 @@
-//! `sage experiment --resume` on the tiny configuration (about 20 s on two cores): a
-//! resumed run reuses the SFT model and the arms the first run finished, trains only
-//! what it adds, and refuses a directory whose run had other settings.
+//! The experiment run on the tiny configuration (seconds each): `--resume` reuses the SFT
+//! model and the arms the first run finished, trains only what it adds, and refuses a
+//! directory whose run had other settings; the `sage-kl` arm trains against a frozen
+//! reference.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use std::time::SystemTime;
 use sage_backend_cpu::CpuBackend;
 use sage_trainer::config::RunConfig;
 use sage_trainer::experiment::{run_experiment, ArmRun};
-use sage_trainer::pipeline::Reporter;
+use sage_trainer::pipeline::{PipelineError, Reporter};
 use sage_trainer::sft::SftStep;
 
 /// Keeps every stage and line a run reports.
@@ -45,6 +46,21 @@ fn modified(path: &Path) -> SystemTime {
     fs::metadata(path).unwrap().modified().unwrap()
 }
 
+/// The experiment of `config` on the CPU.
+fn run(
+    config: &RunConfig,
+    resume: bool,
+    reporter: &mut Recorder,
+) -> Result<Vec<ArmRun>, PipelineError> {
+    run_experiment(
+        CpuBackend::new(),
+        &|| Ok(CpuBackend::new()),
+        config,
+        resume,
+        reporter,
+    )
+}
+
 fn as_json(runs: &[ArmRun]) -> String {
     serde_json::to_string(runs).unwrap()
 }
@@ -56,7 +72,7 @@ fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
     let _ = fs::remove_dir_all(&dir);
 
     let mut first = Recorder::default();
-    let one_seed = run_experiment(CpuBackend::new(), &tiny(&dir, 1), false, &mut first).unwrap();
+    let one_seed = run(&tiny(&dir, 1), false, &mut first).unwrap();
     assert_eq!(one_seed.len(), 2, "sft-only and sage under seed 0");
     let weights = dir.join("sft-skills/model/model.safetensors");
     let trained_at = modified(&weights);
@@ -64,7 +80,7 @@ fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
     // Resumed with a second seed: the SFT model and seed 0 are reused as they were,
     // only seed 1 runs.
     let mut resumed = Recorder::default();
-    let two_seeds = run_experiment(CpuBackend::new(), &tiny(&dir, 2), true, &mut resumed).unwrap();
+    let two_seeds = run(&tiny(&dir, 2), true, &mut resumed).unwrap();
     assert_eq!(
         modified(&weights),
         trained_at,
@@ -98,7 +114,7 @@ fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
     // Other settings: refused, naming the line that differs; nothing is overwritten.
     let mut other = tiny(&dir, 2);
     other.rl.learning_rate *= 2.0;
-    let error = run_experiment(CpuBackend::new(), &other, true, &mut Recorder::default())
+    let error = run(&other, true, &mut Recorder::default())
         .unwrap_err()
         .to_string();
     assert!(
@@ -111,7 +127,7 @@ fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
     let mut fresh = Recorder::default();
     let mut sft_only = tiny(&dir, 1);
     sft_only.experiment.arms = vec!["sft-only".to_owned()];
-    run_experiment(CpuBackend::new(), &sft_only, false, &mut fresh).unwrap();
+    run(&sft_only, false, &mut fresh).unwrap();
     assert!(
         fresh.lines.iter().all(|l| !l.contains("reused")),
         "{:?}",
@@ -123,14 +139,46 @@ fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
 
     // Nothing to resume where no experiment ran.
     let empty = dir.join("empty");
-    let error = run_experiment(
-        CpuBackend::new(),
-        &tiny(&empty, 1),
-        true,
-        &mut Recorder::default(),
-    )
-    .unwrap_err()
-    .to_string();
+    let error = run(&tiny(&empty, 1), true, &mut Recorder::default())
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("nothing to resume"), "{error}");
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_kl_arm_trains_against_its_frozen_sft_start() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("sage-experiment-kl-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let mut config = tiny(&dir, 1);
+    config.experiment.arms = vec!["sage-kl".to_owned()];
+    config.experiment.controls = false;
+    config.rl.steps = 2;
+    let mut reporter = Recorder::default();
+    // Without a reference model the update refuses a KL term, and the run fails.
+    run(&config, false, &mut reporter).unwrap();
+    let sft = dir.join("sft-skills").join("model");
+    assert!(
+        reporter
+            .lines
+            .contains(&format!("sage-kl: KL reference {}", sft.display())),
+        "{:?}",
+        reporter.lines
+    );
+
+    // Every update scored its tokens under the reference. This tiny model earns the
+    // same reward in every rollout, so no update moved the policy off the SFT model:
+    // the KL estimate is exactly 0 (a reference other than the arm's start gives more).
+    let log = fs::read_to_string(dir.join("seed-0/sage-kl/metrics/rl.jsonl")).unwrap();
+    let rows: Vec<serde_json::Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{log}");
+    for row in &rows {
+        assert_eq!(row["applied"].as_f64(), Some(0.0), "{log}");
+        assert_eq!(row["ref_kl"].as_f64(), Some(0.0), "{log}");
+    }
     fs::remove_dir_all(&dir).unwrap();
 }
