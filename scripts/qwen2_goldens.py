@@ -9,6 +9,12 @@ Regenerate (no download; needs torch and transformers, e.g. the venv /tmp/torche
 
     /tmp/torchenv/bin/python scripts/qwen2_goldens.py
 
+Such a venv on Debian 12, CPU only, without PyTorch's CUDA wheels:
+
+    apt-get install -y --no-install-recommends python3-torch python3-venv
+    /usr/bin/python3 -m venv --system-site-packages /tmp/torchenv
+    /tmp/torchenv/bin/pip install transformers==4.44.2 safetensors
+
 It rewrites `tests/goldens/qwen2_tiny/{untied,tied}/` (about 0.4 MB together):
 
 - `config.json` and the weights, written by transformers' own `save_pretrained`:
@@ -71,7 +77,7 @@ def tiny_config(tied: bool) -> Qwen2Config:
     )
 
 
-def randomize(model: Qwen2ForCausalLM, generator: torch.Generator) -> None:
+def randomize(model, generator: torch.Generator) -> None:
     """Parameters with O(1) activations and non-trivial norms and biases (the
     default init gives near-uniform logits, which would test little)."""
     with torch.no_grad():
@@ -109,12 +115,13 @@ def loss_and_logits(model, seqs):
     return total / count, logits
 
 
-def build(variant: str) -> None:
+def build(variant: str, config, model_class, goldens: Path, generated_by: str) -> None:
+    """Writes `goldens/VARIANT/`: the model (`tied`: bf16, one file; `untied`: f32
+    shards) and what PyTorch computes with it."""
     tied = variant == "tied"
     generator = torch.Generator().manual_seed(SEED + tied)
     torch.manual_seed(SEED)
-    config = tiny_config(tied)
-    model = Qwen2ForCausalLM(config).float()
+    model = model_class(config).float()
     randomize(model, generator)
     if tied:
         # Stored in bf16: the goldens come from the bf16-rounded weights. Only the
@@ -126,7 +133,7 @@ def build(variant: str) -> None:
     model.eval()
     seqs = sequences(config.vocab_size, generator)
 
-    out_dir = GOLDENS / variant
+    out_dir = goldens / variant
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.glob("*"):
         stale.unlink()
@@ -155,7 +162,7 @@ def build(variant: str) -> None:
         adamw_losses.append(loss_and_logits(model, seqs)[0].item())
 
     summary = {
-        "generated_by": "scripts/qwen2_goldens.py",
+        "generated_by": generated_by,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "sequences": seqs,
@@ -167,20 +174,22 @@ def build(variant: str) -> None:
     print(f"{variant}: loss {loss.item():.6f}, adamw losses {adamw_losses}")
 
 
-def check_load(directory: Path) -> int:
-    """Loads a model saved by this project with transformers and compares its logits
+def check_load(directory: Path, model_class, goldens: Path) -> int:
+    """Loads a model saved by this project with `model_class` and compares its logits
     with the goldens of the variant named by the directory's prefix."""
     variant = "tied" if directory.name.startswith("tied") else "untied"
-    golden_dir = GOLDENS / variant
+    golden_dir = goldens / variant
     summary = json.loads((golden_dir / "goldens.json").read_text())
     from safetensors.torch import load_file
 
     goldens = load_file(golden_dir / "goldens.safetensors")
-    model, info = Qwen2ForCausalLM.from_pretrained(
+    # transformers 5 calls the dtype argument `dtype`, earlier versions `torch_dtype`.
+    dtype_argument = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+    model, info = model_class.from_pretrained(
         directory,
-        dtype=torch.float32,
         attn_implementation="eager",
         output_loading_info=True,
+        **{dtype_argument: torch.float32},
     )
     model.eval()
     problems = {key: list(found) for key, found in info.items() if found}
@@ -202,7 +211,8 @@ def check_load(directory: Path) -> int:
     return 0 if worst <= tolerance else 1
 
 
-def main() -> int:
+def main(tiny_config, model_class, goldens: Path, generated_by: str) -> int:
+    """Writes both variants' goldens, or with `--check-load DIR` checks a saved model."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--check-load",
@@ -212,12 +222,12 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.check_load is not None:
-        return check_load(args.check_load)
+        return check_load(args.check_load, model_class, goldens)
     torch.set_num_threads(1)
     for variant in ("untied", "tied"):
-        build(variant)
+        build(variant, tiny_config(variant == "tied"), model_class, goldens, generated_by)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(tiny_config, Qwen2ForCausalLM, GOLDENS, "scripts/qwen2_goldens.py"))
