@@ -11,7 +11,6 @@ use std::error::Error;
 use std::time::Instant;
 
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{AdamWStep, Kernels, Tensor};
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::config::RunConfig;
 use sage_trainer::pipeline::{
@@ -21,6 +20,7 @@ use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::sft::{
     epoch_batches, nll_coefficients, SftConfig, SftData, SftState, SftTrainer,
 };
+use sage_transformer::{AdamWStep, Kernels, Tensor};
 
 /// Tokens per second of `steps` SFT steps after one warm-up step.
 fn sft_path(

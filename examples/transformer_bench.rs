@@ -15,7 +15,7 @@ use std::error::Error;
 use std::time::Instant;
 
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{
+use sage_transformer::{
     AdamWStep, Kernels, KvCache, MatmulShape, ModelConfig, Tensor, Transformer,
 };
 

@@ -11,7 +11,7 @@
 //! 1e-6 for short sums, growing with the sum's length; each test states its bound.
 
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{
+use sage_transformer::{
     AdamWStep, AttentionShape, Indices, Kernels, KvCache, MatmulShape, ModelConfig, Tensor,
     Transformer,
 };

@@ -62,9 +62,9 @@ fn check_model_names_the_limit() {
     let Some(backend) = cuda_backend() else {
         return;
     };
-    let tiny = sage_core::transformer::ModelConfig::tiny();
+    let tiny = sage_transformer::ModelConfig::tiny();
     backend.check_model(&tiny).expect("the tiny model fits");
-    let huge = sage_core::transformer::ModelConfig {
+    let huge = sage_transformer::ModelConfig {
         vocab_size: 1 << 24,
         hidden_size: 1 << 16,
         num_attention_heads: 512,
@@ -76,7 +76,7 @@ fn check_model_names_the_limit() {
         .expect_err("too large")
         .to_string();
     assert!(message.contains("memory"), "{message}");
-    let wide = sage_core::transformer::ModelConfig {
+    let wide = sage_transformer::ModelConfig {
         hidden_size: 512,
         num_attention_heads: 2,
         num_key_value_heads: 2,
@@ -101,8 +101,8 @@ fn the_backend_is_send() {
 #[test]
 fn bf16_matmul_is_close_to_f32() {
     use sage_backend_cuda::Precision;
-    use sage_core::transformer::{Kernels, MatmulShape};
     use sage_e2e::backend_parity::{assert_close, Both, Rng};
+    use sage_transformer::{Kernels, MatmulShape};
 
     let Some(mut b) = Both::new(|| {
         cuda_backend()?;

@@ -62,9 +62,9 @@ fn check_model_names_the_limit() {
     let Some(backend) = wgpu_backend() else {
         return;
     };
-    let tiny = sage_core::transformer::ModelConfig::tiny();
+    let tiny = sage_transformer::ModelConfig::tiny();
     backend.check_model(&tiny).expect("the tiny model fits");
-    let huge = sage_core::transformer::ModelConfig {
+    let huge = sage_transformer::ModelConfig {
         vocab_size: 1 << 22,
         hidden_size: 4096,
         num_attention_heads: 32,
@@ -82,8 +82,8 @@ fn check_model_names_the_limit() {
 /// most 3 command buffers: the forward's read of the log-probs and the norm's read.
 #[test]
 fn a_training_step_submits_few_command_buffers() {
-    use sage_core::transformer::{AdamWStep, Kernels, Tensor, Transformer};
     use sage_e2e::backend_parity::{random_params, small_config, Rng};
+    use sage_transformer::{AdamWStep, Kernels, Tensor, Transformer};
 
     let Some(mut k) = wgpu_backend() else { return };
     let mut rng = Rng::new(19);
@@ -136,8 +136,8 @@ fn the_backend_is_send() {
 /// GEMM operand over the cap is refused with an error naming the limit.
 #[test]
 fn tensors_over_the_binding_limit_are_split() {
-    use sage_core::transformer::{AdamWStep, Kernels, MatmulShape};
     use sage_e2e::backend_parity::{assert_close, Both, Rng};
+    use sage_transformer::{AdamWStep, Kernels, MatmulShape};
 
     let limit = 64 * 1024;
     let Some(mut b) = Both::new(|| {
@@ -241,7 +241,7 @@ fn tensors_over_the_binding_limit_are_split() {
 /// trip exactly.
 #[test]
 fn transfers_over_one_staging_buffer_round_trip() {
-    use sage_core::transformer::{Kernels, Tensor};
+    use sage_transformer::{Kernels, Tensor};
 
     let Some(mut k) = wgpu_backend() else { return };
     let len = (65 << 20) / 4 + 3;

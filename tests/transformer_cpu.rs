@@ -1,10 +1,10 @@
-//! The transformer of `sage-core` (forward, backward, KV-cache decoding, written once
+//! The transformer of `sage-transformer` (forward, backward, KV-cache decoding, written once
 //! over `Kernels`) run on the CPU backend: whole-model gradients against finite
 //! differences, decoding against the training forward pass, a few AdamW steps that
 //! must lower the loss, and clear errors on malformed batches.
 
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{
+use sage_transformer::{
     AdamWStep, InputError, Kernels, KvCache, ModelConfig, ModelError, Transformer,
 };
 
@@ -226,7 +226,7 @@ fn adamw_steps_lower_the_loss() {
             weight_decay: 0.0,
             step,
         };
-        let whole = |b| sage_core::transformer::Tensor::whole(b, total);
+        let whole = |b| sage_transformer::Tensor::whole(b, total);
         k.adamw(model.params(), model.grads(), whole(m), whole(v), step)
             .unwrap();
     }

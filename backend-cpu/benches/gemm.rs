@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{Kernels, MatmulShape, Tensor};
+use sage_transformer::{Kernels, MatmulShape, Tensor};
 
 /// Batches timed per shape; the median is reported.
 const BATCHES: usize = 7;

@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{AdamWStep, AttentionShape, Kernels, Tensor};
+use sage_transformer::{AdamWStep, AttentionShape, Kernels, Tensor};
 
 const N: usize = 4096;
 const D: usize = 256;
@@ -66,7 +66,7 @@ fn main() {
     let positions: Vec<u32> = (0..N).map(|n| (n % SEQ) as u32).collect();
     let tokens: Vec<u32> = (0..N).map(|n| ((n * 31) % V) as u32).collect();
     let index = |b: &mut CpuBackend, data: &[u32]| {
-        let indices = sage_core::transformer::Indices::whole(
+        let indices = sage_transformer::Indices::whole(
             b.alloc_indices(data.len()).expect("alloc"),
             data.len(),
         );

@@ -2,7 +2,7 @@
 //! operations in the order PyTorch's `torch.optim.AdamW` applies them.
 
 use rayon::prelude::*;
-use sage_core::transformer::AdamWStep;
+use sage_transformer::AdamWStep;
 
 use crate::elementwise::CHUNK;
 use crate::error::{expect_len, CpuError};

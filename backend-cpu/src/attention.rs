@@ -7,7 +7,7 @@
 //! k, v, dk, dv [N, KV*hd]; lse [N, H].
 
 use rayon::prelude::*;
-use sage_core::transformer::AttentionShape;
+use sage_transformer::AttentionShape;
 
 use crate::error::{expect_len, CpuError};
 use crate::math;

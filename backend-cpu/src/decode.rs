@@ -4,7 +4,7 @@
 //! Layouts: caches [B, T, KV*hd] (T = capacity), new k, v [B, KV*hd], q, out [B, H*hd].
 
 use rayon::prelude::*;
-use sage_core::transformer::AttentionShape;
+use sage_transformer::AttentionShape;
 
 use crate::attention::Dims;
 use crate::elementwise::min_rows;

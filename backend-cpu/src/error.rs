@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use sage_core::transformer::Tensor;
+use sage_transformer::Tensor;
 
 /// Why a CPU kernel refused its arguments (or could not allocate).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -36,7 +36,7 @@ pub use error::CpuError;
 
 use std::fmt;
 
-use sage_core::transformer::{
+use sage_transformer::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
 };
 

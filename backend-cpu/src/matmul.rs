@@ -9,7 +9,7 @@
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2, Axis, ShapeBuilder};
 use rayon::prelude::*;
-use sage_core::transformer::MatmulShape;
+use sage_transformer::MatmulShape;
 
 use crate::elementwise::min_rows;
 use crate::error::{expect_len, rows_of, CpuError};

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use sage_core::transformer::{BufferId, IndexBufferId, Indices, Tensor};
+use sage_transformer::{BufferId, IndexBufferId, Indices, Tensor};
 
 use crate::error::CpuError;
 

@@ -5,7 +5,7 @@ mod common;
 
 use common::{download, upload, upload_indices, Rng};
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{AttentionShape, Kernels, MatmulShape};
+use sage_transformer::{AttentionShape, Kernels, MatmulShape};
 
 /// The outputs of a batch of reduction-heavy kernels on fixed random inputs.
 fn run_kernels() -> Vec<Vec<f32>> {

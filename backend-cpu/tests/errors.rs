@@ -6,7 +6,7 @@ mod common;
 
 use common::{download, upload, upload_indices};
 use sage_backend_cpu::{CpuBackend, CpuError};
-use sage_core::transformer::{
+use sage_transformer::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
 };
 

@@ -13,7 +13,7 @@ mod common;
 
 use common::{assert_close, assert_close_to_magnitude, download, upload, upload_indices, Rng};
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{AdamWStep, AttentionShape, Kernels, MatmulShape, Tensor};
+use sage_transformer::{AdamWStep, AttentionShape, Kernels, MatmulShape, Tensor};
 
 const TOLERANCE: f64 = 1e-5;
 

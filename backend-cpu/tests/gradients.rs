@@ -8,7 +8,7 @@ mod common;
 
 use common::{check_gradient, download, functional, upload, upload_indices, Rng};
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{AttentionShape, Kernels, MatmulShape, Tensor};
+use sage_transformer::{AttentionShape, Kernels, MatmulShape, Tensor};
 
 /// The gradient accumulated into a `(+=)` buffer that started as `prefill`.
 fn accumulated(backend: &mut CpuBackend, grad: Tensor, prefill: &[f32]) -> Vec<f32> {

@@ -2,7 +2,7 @@
 //! exactly as the CPU backend does (in f64, then rounded to f32). Kernel in
 //! `kernels/adamw.cu`.
 
-use sage_core::transformer::{AdamWStep, Tensor};
+use sage_transformer::{AdamWStep, Tensor};
 
 use crate::error::{expect_len, CudaError};
 use crate::launch::{blocks_for, Arg, THREADS};

@@ -8,7 +8,7 @@
 //! Query head h reads key/value head h / (H / KV). Layouts: q, out, dq [N, H*hd];
 //! k, v, dk, dv [N, KV*hd]; lse [N, H].
 
-use sage_core::transformer::{AttentionShape, Tensor};
+use sage_transformer::{AttentionShape, Tensor};
 
 use crate::error::{expect_len, to_u32, CudaError};
 use crate::launch::Arg;

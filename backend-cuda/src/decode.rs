@@ -5,7 +5,7 @@
 //!
 //! Layouts: caches [B, T, KV*hd] (T = capacity), new k, v [B, KV*hd], q, out [B, H*hd].
 
-use sage_core::transformer::{AttentionShape, Tensor};
+use sage_transformer::{AttentionShape, Tensor};
 
 use crate::attention::Dims;
 use crate::error::{expect_len, to_u32, CudaError};

@@ -3,7 +3,7 @@
 //! Kernels in `kernels/elementwise.cu`.
 
 use cudarc::driver::result as driver_result;
-use sage_core::transformer::Tensor;
+use sage_transformer::Tensor;
 
 use crate::error::{expect_len, CudaError};
 use crate::launch::{blocks_for, Arg, THREADS};

@@ -4,7 +4,7 @@
 //!
 //! Token ids live on the device; an id at or above V reads zeros and writes nothing.
 
-use sage_core::transformer::{Indices, Tensor};
+use sage_transformer::{Indices, Tensor};
 
 use crate::error::{expect_len, rows_of, to_u32, CudaError};
 use crate::launch::{blocks_for, blocks_per_task, Arg, THREADS};

@@ -86,7 +86,7 @@ pub use matmul::Precision;
 
 use std::fmt;
 
-use sage_core::transformer::{
+use sage_transformer::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, ModelConfig,
     Tensor,
 };

@@ -3,7 +3,7 @@
 //! wider than the attention kernels hold. Activations grow with the batch, so they are
 //! checked when allocated (an allocation failure is a driver error naming the size).
 
-use sage_core::transformer::{ModelConfig, ParamLayout};
+use sage_transformer::{ModelConfig, ParamLayout};
 
 use crate::attention::MAX_HEAD_DIM;
 use crate::error::CudaError;

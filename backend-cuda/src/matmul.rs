@@ -9,7 +9,7 @@ use std::ffi::c_void;
 
 use cudarc::cublas::result as blas;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
-use sage_core::transformer::{MatmulShape, Tensor};
+use sage_transformer::{MatmulShape, Tensor};
 
 use crate::elementwise::cast_bf16;
 use crate::error::{expect_len, to_i32, CudaError};

@@ -2,7 +2,7 @@
 //! fixed-order column sums that both gradients use (partials over blocks of 64 rows,
 //! then the blocks in order). Kernels in `kernels/norm.cu`.
 
-use sage_core::transformer::Tensor;
+use sage_transformer::Tensor;
 
 use crate::error::{expect_len, rows_of, to_u32, CudaError};
 use crate::launch::{blocks_for, blocks_per_task, Arg, THREADS};

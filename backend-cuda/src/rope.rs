@@ -3,7 +3,7 @@
 //! backend computes them, and kept on the device while theta and hd stay the same.
 //! Kernel in `kernels/rope.cu`.
 
-use sage_core::transformer::{Indices, Tensor};
+use sage_transformer::{Indices, Tensor};
 
 use crate::error::{expect_len, rows_of, to_u32, CudaError};
 use crate::launch::{blocks_for, Arg, THREADS};

@@ -5,7 +5,7 @@
 //! queued, so kernels that still read a freed buffer finish first.
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, ValidAsZeroBits};
-use sage_core::transformer::{BufferId, IndexBufferId, Indices, Tensor};
+use sage_transformer::{BufferId, IndexBufferId, Indices, Tensor};
 
 use crate::error::CudaError;
 

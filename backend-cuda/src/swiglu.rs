@@ -1,7 +1,7 @@
 //! The SwiGLU activation of the MLP, silu(gate) * up, and its backward; kernels in
 //! `kernels/swiglu.cu`.
 
-use sage_core::transformer::Tensor;
+use sage_transformer::Tensor;
 
 use crate::error::{expect_len, CudaError};
 use crate::launch::{blocks_for, Arg, THREADS};

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use sage_backend_cpu::CpuBackend;
 use sage_backend_wgpu::WgpuBackend;
-use sage_core::transformer::{AdamWStep, Kernels, MatmulShape, ModelConfig, Tensor, Transformer};
+use sage_transformer::{AdamWStep, Kernels, MatmulShape, ModelConfig, Tensor, Transformer};
 
 /// Timed runs per figure; the median is reported.
 const RUNS: usize = 5;

@@ -2,7 +2,7 @@
 //! operations in the order PyTorch's `torch.optim.AdamW` applies them and the bias
 //! corrections computed on the host in f64, as the CPU backend does.
 
-use sage_core::transformer::{AdamWStep, Tensor};
+use sage_transformer::{AdamWStep, Tensor};
 
 use crate::error::{expect_len, to_u32, WgpuError};
 use crate::launch::pieces;

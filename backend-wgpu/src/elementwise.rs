@@ -2,7 +2,7 @@
 //! squares behind the global gradient norm. Tensors larger than one binding are
 //! processed in pieces.
 
-use sage_core::transformer::Tensor;
+use sage_transformer::Tensor;
 
 use crate::error::{expect_len, to_u32, WgpuError};
 use crate::launch::pieces;
@@ -120,6 +120,6 @@ pub(crate) fn sum_squares(b: &mut WgpuBackend, src: Tensor) -> Result<f32, WgpuE
         at += blocks;
     }
     let mut total = [0.0];
-    sage_core::transformer::Kernels::read(b, input, &mut total)?;
+    sage_transformer::Kernels::read(b, input, &mut total)?;
     Ok(total[0])
 }

@@ -7,7 +7,7 @@
 //!
 //! Token ids live on the device; an id at or above V reads or writes nothing.
 
-use sage_core::transformer::{Indices, Tensor};
+use sage_transformer::{Indices, Tensor};
 
 use crate::error::{expect_len, rows_of, to_u32, WgpuError};
 use crate::pipelines::{Family, Kernel};

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use sage_core::transformer::Tensor;
+use sage_transformer::Tensor;
 
 /// Why the wgpu backend could not start, refused its arguments, or failed on the device.
 #[derive(Clone, Debug, PartialEq, Eq)]

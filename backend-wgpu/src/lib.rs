@@ -50,7 +50,7 @@ pub use wgpu::AdapterInfo;
 
 use std::fmt;
 
-use sage_core::transformer::{
+use sage_transformer::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, ModelConfig,
     Tensor,
 };

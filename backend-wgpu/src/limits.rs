@@ -5,7 +5,7 @@
 //! kernels hold. Activations grow with the batch, so they are checked when allocated
 //! and bound, with the same clear error.
 
-use sage_core::transformer::{ModelConfig, ParamLayout};
+use sage_transformer::{ModelConfig, ParamLayout};
 
 use crate::attention::MAX_HEAD_DIM;
 use crate::error::WgpuError;

@@ -7,7 +7,7 @@
 //! Targets live on the device: a target at or above V gives a NaN log-prob (the model
 //! checks targets on the host before they get here).
 
-use sage_core::transformer::{Indices, MatmulShape, Tensor};
+use sage_transformer::{Indices, MatmulShape, Tensor};
 
 use crate::error::{expect_len, rows_of, to_u32, WgpuError};
 use crate::matmul::matmul;

@@ -1,7 +1,7 @@
 //! Matrix multiplication (a tiled GEMM through workgroup memory, transposes read in
 //! place) and the linear layer's bias.
 
-use sage_core::transformer::{MatmulShape, Tensor};
+use sage_transformer::{MatmulShape, Tensor};
 
 use crate::error::{expect_len, rows_of, to_u32, WgpuError};
 use crate::pipelines::{Family, Kernel};

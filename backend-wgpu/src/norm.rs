@@ -2,7 +2,7 @@
 //! weight gradient and the bias gradient use (two passes: blocks of 64 rows, then the
 //! blocks in order), so no result depends on scheduling.
 
-use sage_core::transformer::Tensor;
+use sage_transformer::Tensor;
 
 use crate::error::{expect_len, rows_of, to_u32, WgpuError};
 use crate::pipelines::{Family, Kernel};

@@ -4,7 +4,7 @@
 //! theta and head width); the kernel reduces each angle and evaluates sine and cosine
 //! itself, so its accuracy does not depend on the GPU's builtins.
 
-use sage_core::transformer::{Indices, Kernels, Tensor};
+use sage_transformer::{Indices, Kernels, Tensor};
 
 use crate::error::{expect_len, rows_of, to_u32, WgpuError};
 use crate::pipelines::{Family, Kernel};

@@ -4,7 +4,7 @@
 //! cache lengths, RoPE frequencies), the latter re-uploaded only when their inputs
 //! change.
 
-use sage_core::transformer::{BufferId, IndexBufferId, Indices, Kernels, Tensor};
+use sage_transformer::{BufferId, IndexBufferId, Indices, Kernels, Tensor};
 
 use crate::error::WgpuError;
 use crate::WgpuBackend;

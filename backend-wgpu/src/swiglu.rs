@@ -1,6 +1,6 @@
 //! The SwiGLU activation of the MLP, silu(gate) * up, and its backward.
 
-use sage_core::transformer::Tensor;
+use sage_transformer::Tensor;
 
 use crate::error::{expect_len, to_u32, WgpuError};
 use crate::pipelines::{Family, Kernel};

@@ -2,8 +2,8 @@
 //!
 //! The `no_std` heart of SAGE (Skill Augmented GRPO for self-Evolution): everything an
 //! agent needs to write, keep and reuse skills, and everything a trainer needs to turn
-//! rollouts into a policy update, and the transformer's computation written once over a
-//! backend trait. No I/O, no threads, no weights.
+//! rollouts into a policy update. No I/O, no threads, no weights, no model: the
+//! transformer and its backend contract are in `sage-transformer`.
 //!
 //! - [`skill`]: the [`Skill`] record, the skill parser (model output -> code blocks ->
 //!   top-level function definitions and calls) and the [`SkillLibrary`].
@@ -12,8 +12,6 @@
 //! - [`reward`]: the skill-integrated reward, its ablations and the no-code penalty.
 //! - [`grpo`]: group advantages, clipped-surrogate token coefficients, KL and loss
 //!   aggregation, as pure functions over caller-provided slices.
-//! - [`transformer`]: the Qwen2-style policy model, written once over the
-//!   [`transformer::Kernels`] contract that each compute backend implements.
 //! - [`env`] and [`policy`]: the two traits a user implements to plug in a world and a
 //!   model, with the task, chain and episode records they exchange.
 //!
@@ -33,7 +31,6 @@ pub mod policy;
 pub mod retrieval;
 pub mod reward;
 pub mod skill;
-pub mod transformer;
 
 pub use env::{Environment, Episode, Evaluation, Scenario, Task, TaskChain, Turn};
 pub use policy::Policy;

@@ -1,7 +1,7 @@
 //! The checks every Hugging Face golden family shares (`goldens/qwen2_tiny/`,
 //! `goldens/llama_tiny/`): tiny random models made and run by PyTorch + transformers
 //! (`scripts/qwen2_goldens.py`, `scripts/llama_goldens.py`), loaded through
-//! `sage_trainer::weights` into the `sage-core` transformer on the CPU backend.
+//! `sage_trainer::weights` into the `sage-transformer` model on the CPU backend.
 //!
 //! Two variants per family: `untied` (f32 weights in three shards with an index) and
 //! `tied` (tied embeddings, one bf16 file, goldens computed from the bf16-rounded
@@ -30,10 +30,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{AdamWStep, Kernels, KvCache, Transformer};
 use sage_trainer::weights::{
     load_model, read_safetensors, save_model, Dtype, HostTensor, SaveOptions,
 };
+use sage_transformer::{AdamWStep, Kernels, KvCache, Transformer};
 use serde_json::Value;
 
 pub const LOGIT_TOLERANCE: f64 = 1e-4;
@@ -234,7 +234,7 @@ fn grad_error(k: &mut CpuBackend, model: &Transformer, goldens: &Goldens) -> (f6
 
 fn adamw_loss_error(k: &mut CpuBackend, model: &mut Transformer, goldens: &Goldens) -> f64 {
     let total = model.params().len;
-    let whole = |buffer| sage_core::transformer::Tensor::whole(buffer, total);
+    let whole = |buffer| sage_transformer::Tensor::whole(buffer, total);
     let (m, v) = (k.alloc(total).unwrap(), k.alloc(total).unwrap());
     let mut losses = Vec::new();
     let steps = goldens.adamw["steps"].as_u64().unwrap() as u32;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use sage_core::transformer::ModelConfig;
+use sage_transformer::ModelConfig;
 
 use crate::data::ExpertDataConfig;
 use crate::eval::EvalConfig;

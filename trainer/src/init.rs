@@ -4,7 +4,7 @@
 //! (`o_proj`, `down_proj`) scaled by `1 / sqrt(2 * layers)` so the stream's variance
 //! does not grow with depth.
 
-use sage_core::transformer::{Kernels, Transformer};
+use sage_transformer::{Kernels, Transformer};
 
 use crate::sampling::SequenceRng;
 

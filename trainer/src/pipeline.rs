@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use sage_core::transformer::{Kernels, Transformer};
 use sage_core::Policy;
 use sage_envs::scenarios::{Catalog, CatalogConfig};
+use sage_transformer::{Kernels, Transformer};
 
 use crate::chat::ChatTemplate;
 use crate::config::RunConfig;

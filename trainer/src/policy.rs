@@ -11,7 +11,7 @@
 use std::fmt;
 
 use sage_core::policy::{Generation, Policy, SamplingParams, UpdateStats};
-use sage_core::transformer::{Kernels, ModelError, Transformer};
+use sage_transformer::{Kernels, ModelError, Transformer};
 
 use crate::optim::{AdamW, AdamWConfig, OptimError};
 use crate::sampling::{generate, SamplingError};

@@ -11,9 +11,9 @@
 //! open: a whole-answer choice that decides success, which RL should learn.
 
 use sage_core::reward::RewardKind;
-use sage_core::transformer::{Kernels, ModelConfig, Transformer};
 use sage_core::{Skill, Task, TaskChain};
 use sage_envs::tiny::{tiny_scenarios, TinyEnv};
+use sage_transformer::{Kernels, ModelConfig, Transformer};
 
 use crate::chat::ChatTemplate;
 use crate::init::init_params;

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use sage_backend_cpu::CpuBackend;
 use sage_core::skill::{parse_code, HashSkillLibrary, SkillLibrary};
-use sage_core::transformer::{Kernels, ModelConfig, Transformer};
 use sage_core::{Origin, Policy, Skill};
 use sage_trainer::checkpoint::{
     self, CheckpointError, CheckpointParts, CHATML_TEMPLATE, GENERATION_CONFIG_FILE, LIBRARY_FILE,
@@ -18,6 +17,7 @@ use sage_trainer::init::init_params;
 use sage_trainer::optim::{AdamW, AdamWConfig, AdamWState, LrSchedule};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::tokenizer::{Tokenizer, TrainConfig, TOKENIZER_FILE};
+use sage_transformer::{Kernels, ModelConfig, Transformer};
 use serde::{Deserialize, Serialize};
 
 /// The trainer state saved beside the model in these tests.

@@ -15,7 +15,6 @@ use std::convert::Infallible;
 use sage_backend_cpu::CpuBackend;
 use sage_core::env::{Environment, Evaluation, Reset, StepResult};
 use sage_core::reward::{RewardConfig, RewardKind};
-use sage_core::transformer::{ModelConfig, Transformer};
 use sage_core::{Skill, Task, TaskChain};
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::init::init_params;
@@ -27,6 +26,7 @@ use sage_trainer::rl::{
 };
 use sage_trainer::rollout::RolloutConfig;
 use sage_trainer::tokenizer::{Tokenizer, TrainConfig};
+use sage_transformer::{ModelConfig, Transformer};
 
 /// The rewarded behaviour: the answer opens with a lowercase ASCII letter. Under a
 /// random model about a quarter of the vocabulary does (byte tokens and merges of the

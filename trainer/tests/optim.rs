@@ -3,8 +3,8 @@
 //! rate schedules and config checks.
 
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{Kernels, ModelConfig, Transformer};
 use sage_trainer::optim::{AdamW, AdamWConfig, AdamWState, LrSchedule, OptimError};
+use sage_transformer::{Kernels, ModelConfig, Transformer};
 
 /// A deterministic xorshift generator for test inputs.
 struct Rng(u64);
@@ -41,7 +41,7 @@ fn tiny_model(k: &mut CpuBackend) -> Transformer {
     Transformer::new(k, config).unwrap()
 }
 
-fn read(k: &mut CpuBackend, t: sage_core::transformer::Tensor) -> Vec<f32> {
+fn read(k: &mut CpuBackend, t: sage_transformer::Tensor) -> Vec<f32> {
     let mut out = vec![0.0; t.len];
     k.read(t, &mut out).unwrap();
     out

@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use sage_backend_cpu::CpuBackend;
 use sage_core::policy::{Generation, Policy, SamplingParams, StopReason, UpdateStats};
 use sage_core::reward::{RewardConfig, RewardKind};
-use sage_core::transformer::{ModelConfig, Transformer};
 use sage_core::{Skill, Task, TaskChain};
 use sage_envs::tiny::{tiny_scenarios, TinyEnv};
 use sage_trainer::chat::{ChatTemplate, Role};
@@ -27,6 +26,7 @@ use sage_trainer::rl::{
 use sage_trainer::rollout::RolloutConfig;
 use sage_trainer::sampling::SequenceRng;
 use sage_trainer::tokenizer::{Tokenizer, TrainConfig};
+use sage_transformer::{ModelConfig, Transformer};
 
 /// The canned responses of [`ChoicePolicy`].
 const ARMS: usize = 4;

@@ -4,8 +4,8 @@
 
 use sage_backend_cpu::CpuBackend;
 use sage_core::policy::{Generation, SamplingParams, StopReason};
-use sage_core::transformer::{Kernels, KvCache, ModelConfig, Transformer};
 use sage_trainer::sampling::{generate, SamplingError};
+use sage_transformer::{Kernels, KvCache, ModelConfig, Transformer};
 
 /// A deterministic xorshift generator for test inputs.
 struct Rng(u64);

@@ -5,7 +5,6 @@
 //! longest agent turn against the rollouts' per-turn limits.
 
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{ModelConfig, Transformer};
 use sage_core::Policy;
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::config::RunConfig;
@@ -17,6 +16,7 @@ use sage_trainer::sft::{
     dev_loss, epoch_batches, nll_coefficients, SftConfig, SftData, SftState, SftTrainer,
 };
 use sage_trainer::tokenizer::{Tokenizer, TrainConfig};
+use sage_transformer::{ModelConfig, Transformer};
 
 /// One chat per line: two agent turns, with an observation between them.
 fn jsonl(count: usize) -> String {

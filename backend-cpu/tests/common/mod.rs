@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{Indices, Kernels, Tensor};
+use sage_transformer::{Indices, Kernels, Tensor};
 
 /// xorshift64*: a small seeded generator, so every test draws the same fresh inputs.
 pub struct Rng(u64);

@@ -32,7 +32,7 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
 use sage_core::skill::HashSkillLibrary;
-use sage_core::transformer::{Kernels, ModelConfig, ParamLayout, Transformer};
+use sage_transformer::{Kernels, ModelConfig, ParamLayout, Transformer};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 

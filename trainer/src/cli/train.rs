@@ -10,7 +10,6 @@
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
-use sage_core::transformer::Kernels;
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
@@ -20,6 +19,7 @@ use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{control_gap, RlState, RlStepStats, RlTrainer, WorldRl};
 use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::load_model;
+use sage_transformer::Kernels;
 
 use super::progress::BarReporter;
 

@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use sage_core::reward::RewardKind;
-use sage_core::transformer::Kernels;
+use sage_transformer::Kernels;
 
 use crate::chat::ChatTemplate;
 use crate::config::RunConfig;

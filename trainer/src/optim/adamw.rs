@@ -7,7 +7,7 @@
 //! without decay and the others with it, and the `adamw` kernel runs once per run.
 
 use sage_core::policy::UpdateStats;
-use sage_core::transformer::{AdamWStep, BufferId, Kernels, ParamLayout, Tensor, Transformer};
+use sage_transformer::{AdamWStep, BufferId, Kernels, ParamLayout, Tensor, Transformer};
 
 use super::config::AdamWConfig;
 use super::error::{ConfigError, OptimError};

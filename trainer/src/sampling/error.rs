@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use sage_core::transformer::ModelError;
+use sage_transformer::ModelError;
 
 use super::sampler::ParamsError;
 

@@ -7,7 +7,7 @@
 //! sequence's result.
 
 use sage_core::policy::{Generation, SamplingParams, StopReason};
-use sage_core::transformer::{Kernels, KvCache, Transformer};
+use sage_transformer::{Kernels, KvCache, Transformer};
 
 use super::error::SamplingError;
 use super::rng::SequenceRng;

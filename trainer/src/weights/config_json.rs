@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use sage_core::transformer::ModelConfig;
+use sage_transformer::ModelConfig;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 

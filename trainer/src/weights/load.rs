@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use safetensors::tensor::TensorView;
 use safetensors::SafeTensors;
-use sage_core::transformer::{Kernels, Transformer};
+use sage_transformer::{Kernels, Transformer};
 use serde::Deserialize;
 
 use super::config_json::read_config;

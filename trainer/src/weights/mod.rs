@@ -1,7 +1,7 @@
 //! Hugging Face Qwen2 and Llama checkpoints, both ways: a `Qwen2ForCausalLM` or
 //! `LlamaForCausalLM` (no attention or MLP bias, default RoPE) saved by transformers
-//! loads into a [`sage_core::transformer::Transformer`] on any
-//! [`Kernels`](sage_core::transformer::Kernels) backend, and a model of this project
+//! loads into a [`sage_transformer::Transformer`] on any
+//! [`Kernels`](sage_transformer::Kernels) backend, and a model of this project
 //! saves into a directory transformers loads (as Qwen2, or as Llama when it has no
 //! q/k/v bias).
 //!

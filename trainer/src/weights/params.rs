@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use sage_core::transformer::{Kernels, ParamLayout, Slot, Transformer};
+use sage_transformer::{Kernels, ParamLayout, Slot, Transformer};
 
 use super::error::WeightsError;
 

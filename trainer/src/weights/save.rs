@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 
-use sage_core::transformer::{Kernels, Transformer};
+use sage_transformer::{Kernels, Transformer};
 use serde_json::json;
 
 use super::config_json::write_config;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use half::bf16;
 use sage_backend_cpu::CpuBackend;
-use sage_core::transformer::{Kernels, ModelConfig, Transformer};
+use sage_transformer::{Kernels, ModelConfig, Transformer};
 
 use super::*;
 

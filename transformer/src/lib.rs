@@ -1,12 +1,24 @@
-//! The policy model: a Qwen2-style decoder whose forward, backward and decoding step
-//! are written once, here, as a sequence of calls to a [`Kernels`] backend, in the
+//! # sage-transformer
+//!
+//! The policy model: a Qwen2 / Llama-style decoder whose forward, backward and decoding
+//! step are written once, here, as a sequence of calls to a [`Kernels`] backend, in the
 //! style of llm.c: explicit loops over layers, saved activations, no general autograd.
+//! The compute backends (`sage-backend-cpu`, `-cuda`, `-wgpu`) implement [`Kernels`];
+//! the trainer drives the model. Nothing here knows about skills or SAGE.
 //!
 //! - [`config`]: the model's hyper-parameters ([`ModelConfig`]);
 //! - [`layout`]: the parameter and activation slabs carved into named tensors;
 //! - [`kernels`]: the contract every backend implements;
 //! - [`model`]: the forward and backward passes over it ([`Transformer`]);
 //! - [`decode`]: prefill and one-token decoding steps against a [`KvCache`].
+
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
 
 pub mod config;
 pub mod decode;
