@@ -8,8 +8,8 @@ use alloc::vec::Vec;
 use super::kernels::{BufferId, IndexBufferId, Indices, Kernels, Tensor};
 use super::layout::{ActLayout, Slot};
 use super::model::{
-    at, attention_inputs, attention_output_and_mlp, attention_shape, backend, input, same_len,
-    InputError, Result, Transformer,
+    at, attention_inputs, attention_output, attention_shape, backend, input, mlp_forward, same_len,
+    InputError, LayerBuffers, Result, Transformer,
 };
 
 /// Keys and values of B sequences, up to `capacity` tokens each, in one backend
@@ -187,6 +187,10 @@ impl Transformer {
             return Err(input(InputError::Empty));
         };
         let t = |slot: Slot| at(cache.scratch, slot);
+        let buffers = LayerBuffers {
+            params: self.params,
+            acts: cache.scratch,
+        };
         let (tokens_ids, positions) = (cache.ids(0), cache.ids(1));
         k.write_indices(tokens_ids, tokens).map_err(backend)?;
         k.write_indices(positions, &cache.lengths)
@@ -201,7 +205,7 @@ impl Transformer {
         )
         .map_err(backend)?;
         for (l, lp) in p.layers.iter().enumerate() {
-            attention_inputs(k, c, lp, self.params, la, cache.scratch, positions)?;
+            attention_inputs(k, c, lp, la, buffers, positions)?;
             let (k_cache, v_cache) = (cache.layer_cache(l, 0, kvd), cache.layer_cache(l, 1, kvd));
             k.kv_cache_append(
                 k_cache,
@@ -223,17 +227,9 @@ impl Transformer {
                 attention_shape(c),
             )
             .map_err(backend)?;
+            attention_output(k, c, lp, la, buffers, cache.batch)?;
             // The layer's output overwrites its input slot, free once attention ran.
-            attention_output_and_mlp(
-                k,
-                c,
-                lp,
-                self.params,
-                la,
-                cache.scratch,
-                la.residual_in,
-                cache.batch,
-            )?;
+            mlp_forward(k, c, lp, la, buffers, la.residual_in, cache.batch)?;
         }
         k.rmsnorm_forward(
             t(cache.last_hidden),

@@ -1,0 +1,366 @@
+//! The backward pass: the gradient of `sum_t weights[t] * logp[t]` through the output
+//! head, the final norm, each decoder layer's MLP and attention blocks in reverse, and
+//! the embedding. Each block function is the backward of the forward function of the
+//! same name in `forward.rs`; they reuse the forward's saved activations and write
+//! their input gradients into the scratch slots of the activation layout.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::error::{backend, input, same_len, InputError, Result};
+use super::{at, attention_shape, mm, Activations, Transformer};
+use crate::config::ModelConfig;
+use crate::kernels::{BufferId, Kernels, Tensor};
+use crate::layout::{LayerActs, LayerParams, Slot};
+
+impl Transformer {
+    /// Adds to the gradients the gradient of `sum_t weights[t] * logp[t]` for the batch
+    /// of the last [`Transformer::forward`]. Minimising a loss means passing
+    /// `weights = d loss / d logp` (for SFT: minus the loss mask over the token count).
+    pub fn backward<K: Kernels>(&mut self, k: &mut K, weights: &[f32]) -> Result<(), K> {
+        let acts = match &self.acts {
+            Some(acts) if acts.forward_done => acts,
+            _ => return Err(input(InputError::NoForward)),
+        };
+        let a = &acts.layout;
+        same_len("weights", a.tokens, weights.len())?;
+        let (c, p) = (&self.config, &self.params_layout);
+        let x = Backward {
+            c,
+            params: self.params,
+            grads: self.grads,
+            acts,
+        };
+        let kerr = backend::<K::Error>;
+
+        // d_norm[N, D] = d final_norm, from the head.
+        head_backward(k, &x, p.lm_head, weights)?;
+        // d_residual[N, D] = d residual_out, through the final norm.
+        k.fill(x.t(a.d_residual), 0.0).map_err(kerr)?;
+        k.rmsnorm_backward(
+            x.t(a.d_residual),
+            x.g(p.final_norm),
+            x.t(a.d_norm),
+            x.t(a.residual_out),
+            x.w(p.final_norm),
+            x.t(a.final_rstd),
+            c.hidden_size,
+        )
+        .map_err(kerr)?;
+        for (lp, la) in p.layers.iter().zip(&a.layers).rev() {
+            // d_residual holds d(layer output); it passes through both skips unchanged.
+            mlp_backward(k, &x, lp, la)?;
+            attention_output_backward(k, &x, lp, la)?;
+            k.attention_backward(
+                x.t(a.d_q),
+                x.t(a.d_k),
+                x.t(a.d_v),
+                x.t(a.d_attn),
+                x.t(la.q),
+                x.t(la.k),
+                x.t(la.v),
+                x.t(la.attn),
+                x.t(la.attn_lse),
+                &acts.seq_starts,
+                attention_shape(c),
+            )
+            .map_err(kerr)?;
+            attention_inputs_backward(k, &x, lp, la)?;
+        }
+        k.embedding_backward(
+            x.g(p.embed),
+            x.t(a.d_residual),
+            acts.tokens(),
+            c.hidden_size,
+        )
+        .map_err(kerr)
+    }
+}
+
+/// What every block's backward reads and writes: the parameters, their gradients, and
+/// the activation slab of the forward pass with the backward's scratch slots.
+struct Backward<'a> {
+    c: &'a ModelConfig,
+    params: BufferId,
+    grads: BufferId,
+    acts: &'a Activations,
+}
+
+impl Backward<'_> {
+    /// The parameter at `slot`.
+    fn w(&self, slot: Slot) -> Tensor {
+        at(self.params, slot)
+    }
+    /// The gradient of the parameter at `slot`.
+    fn g(&self, slot: Slot) -> Tensor {
+        at(self.grads, slot)
+    }
+    /// The activation (or scratch) at `slot`.
+    fn t(&self, slot: Slot) -> Tensor {
+        self.acts.t(slot)
+    }
+    /// Tokens in the batch.
+    fn rows(&self) -> usize {
+        self.acts.layout.tokens
+    }
+}
+
+/// Backward of the output head: `d_norm[N, D]` (the gradient of `final_norm`; 0 on
+/// unscored rows) and `lm_head`'s gradient, for the loss weights `weights[N]`. A
+/// nonzero weight on a row the forward pass did not score is an error.
+fn head_backward<K: Kernels>(
+    k: &mut K,
+    x: &Backward<'_>,
+    lm_head: Slot,
+    weights: &[f32],
+) -> Result<(), K> {
+    let (acts, a) = (x.acts, &x.acts.layout);
+    let (n, d) = (a.tokens, x.c.hidden_size);
+    let kerr = backend::<K::Error>;
+    let rows = acts.head_rows();
+    let head_weights: Vec<f32> = match &acts.scored_rows {
+        Some(scored) => {
+            let mut is_scored = vec![false; n];
+            for &row in scored {
+                is_scored[row as usize] = true;
+            }
+            if let Some(index) = (0..n).find(|&t| !is_scored[t] && weights[t] != 0.0) {
+                return Err(input(InputError::WeightOnUnscoredRow { index }));
+            }
+            scored.iter().map(|&row| weights[row as usize]).collect()
+        }
+        None => weights.to_vec(),
+    };
+    k.write(x.t(a.loss_weights).slice(0, rows), &head_weights)
+        .map_err(kerr)?;
+    // d_head[rows, D]: d final_norm itself, or the scored rows' share of it.
+    let d_head = match acts.scored_rows {
+        None => x.t(a.d_norm),
+        Some(_) => {
+            k.fill(x.t(a.d_norm), 0.0).map_err(kerr)?;
+            x.t(a.d_head_in).slice(0, rows * d)
+        }
+    };
+    if rows == 0 {
+        return Ok(());
+    }
+    k.logprob_backward(
+        d_head,
+        x.g(lm_head),
+        x.t(a.loss_weights).slice(0, rows),
+        acts.head_hidden(d),
+        x.w(lm_head),
+        acts.head_targets(),
+        x.t(a.logits_lse).slice(0, rows),
+    )
+    .map_err(kerr)?;
+    if acts.scored_rows.is_some() {
+        // d_norm[scored[r], :] = d_head[r, :] (the other rows stay 0)
+        k.embedding_backward(x.t(a.d_norm), d_head, acts.scored_ids(), d)
+            .map_err(kerr)?;
+    }
+    Ok(())
+}
+
+/// Backward of [`mlp_forward`](super::forward::mlp_forward): from `d_residual[N, D]`
+/// (the block's output gradient), the gradients of the down, gate, up and norm weights,
+/// and `d_residual += d residual_mid` through the norm (the skip adds nothing).
+fn mlp_backward<K: Kernels>(
+    k: &mut K,
+    x: &Backward<'_>,
+    lp: &LayerParams,
+    la: &LayerActs,
+) -> Result<(), K> {
+    let a = &x.acts.layout;
+    let (n, d, i) = (x.rows(), x.c.hidden_size, x.c.intermediate_size);
+    let kerr = backend::<K::Error>;
+    let down = Linear {
+        weight: x.w(lp.down_weight),
+        d_weight: x.g(lp.down_weight),
+        rows: n,
+        in_dim: i,
+        out_dim: d,
+    };
+    // d_swiglu[N, I] = d_out[N, D] · down[D, I]
+    linear_backward(
+        k,
+        down,
+        x.t(a.d_swiglu),
+        x.t(a.d_residual),
+        x.t(la.swiglu),
+        false,
+    )?;
+    k.swiglu_backward(
+        x.t(a.d_gate),
+        x.t(a.d_up),
+        x.t(a.d_swiglu),
+        x.t(la.gate),
+        x.t(la.up),
+    )
+    .map_err(kerr)?;
+    // d_norm[N, D] = d_gate · gate[I, D] + d_up · up[I, D]
+    for (d_proj, weight, accumulate) in [
+        (a.d_gate, lp.gate_weight, false),
+        (a.d_up, lp.up_weight, true),
+    ] {
+        let proj = Linear {
+            weight: x.w(weight),
+            d_weight: x.g(weight),
+            rows: n,
+            in_dim: d,
+            out_dim: i,
+        };
+        linear_backward(
+            k,
+            proj,
+            x.t(a.d_norm),
+            x.t(d_proj),
+            x.t(la.post_norm),
+            accumulate,
+        )?;
+    }
+    k.rmsnorm_backward(
+        x.t(a.d_residual),
+        x.g(lp.post_attention_norm),
+        x.t(a.d_norm),
+        x.t(la.residual_mid),
+        x.w(lp.post_attention_norm),
+        x.t(la.post_rstd),
+        d,
+    )
+    .map_err(kerr)
+}
+
+/// Backward of [`attention_output`](super::forward::attention_output): `d_attn[N, H*hd]`
+/// from `d_residual` (the gradient of `residual_mid`) and the output projection's
+/// gradient; the skip passes `d_residual` on unchanged.
+fn attention_output_backward<K: Kernels>(
+    k: &mut K,
+    x: &Backward<'_>,
+    lp: &LayerParams,
+    la: &LayerActs,
+) -> Result<(), K> {
+    let a = &x.acts.layout;
+    let o_proj = Linear {
+        weight: x.w(lp.o_weight),
+        d_weight: x.g(lp.o_weight),
+        rows: x.rows(),
+        in_dim: x.c.q_dim(),
+        out_dim: x.c.hidden_size,
+    };
+    // d_attn[N, H*hd] = d_out[N, D] · o[D, H*hd]
+    linear_backward(
+        k,
+        o_proj,
+        x.t(a.d_attn),
+        x.t(a.d_residual),
+        x.t(la.attn),
+        false,
+    )
+}
+
+/// Backward of [`attention_inputs`](super::forward::attention_inputs): from `d_q`,
+/// `d_k`, `d_v` (the attention's input gradients, rotated), the rotation undone, the
+/// q, k, v weight and bias gradients, and `d_residual += d residual_in` through the
+/// input norm.
+fn attention_inputs_backward<K: Kernels>(
+    k: &mut K,
+    x: &Backward<'_>,
+    lp: &LayerParams,
+    la: &LayerActs,
+) -> Result<(), K> {
+    let (c, a) = (x.c, &x.acts.layout);
+    let (n, d) = (x.rows(), c.hidden_size);
+    let shape = attention_shape(c);
+    let kerr = backend::<K::Error>;
+    for (d_proj, heads) in [(a.d_q, shape.heads), (a.d_k, shape.kv_heads)] {
+        k.rope_backward(
+            x.t(d_proj),
+            x.acts.positions(),
+            heads,
+            shape.head_dim,
+            c.rope_theta,
+        )
+        .map_err(kerr)?;
+    }
+    let projections = [
+        (a.d_q, lp.q_weight, lp.q_bias, c.q_dim()),
+        (a.d_k, lp.k_weight, lp.k_bias, c.kv_dim()),
+        (a.d_v, lp.v_weight, lp.v_bias, c.kv_dim()),
+    ];
+    for (j, (d_proj, weight, bias, width)) in projections.into_iter().enumerate() {
+        if let Some(bias) = bias {
+            k.bias_backward(x.g(bias), x.t(d_proj)).map_err(kerr)?;
+        }
+        // d_norm[N, D] = sum over q, k, v of d_proj[N, width] · W[width, D]
+        let proj = Linear {
+            weight: x.w(weight),
+            d_weight: x.g(weight),
+            rows: n,
+            in_dim: d,
+            out_dim: width,
+        };
+        linear_backward(
+            k,
+            proj,
+            x.t(a.d_norm),
+            x.t(d_proj),
+            x.t(la.input_norm),
+            j > 0,
+        )?;
+    }
+    k.rmsnorm_backward(
+        x.t(a.d_residual),
+        x.g(lp.input_norm),
+        x.t(a.d_norm),
+        x.t(la.residual_in),
+        x.w(lp.input_norm),
+        x.t(la.input_rstd),
+        d,
+    )
+    .map_err(kerr)
+}
+
+/// A bias-free linear layer `y[rows, out_dim] = x[rows, in_dim] · weight[out_dim,
+/// in_dim]^T`, with the gradient slot of its weight.
+struct Linear {
+    weight: Tensor,
+    d_weight: Tensor,
+    rows: usize,
+    in_dim: usize,
+    out_dim: usize,
+}
+
+/// Backward of a [`Linear`] layer: `dx[rows, in] (+)= dy[rows, out] · weight` (added
+/// into `dx` when `accumulate_dx`, for inputs that feed several layers) and
+/// `d_weight[out, in] += dy^T · x`.
+fn linear_backward<K: Kernels>(
+    k: &mut K,
+    layer: Linear,
+    dx: Tensor,
+    dy: Tensor,
+    x: Tensor,
+    accumulate_dx: bool,
+) -> Result<(), K> {
+    let Linear {
+        weight,
+        d_weight,
+        rows,
+        in_dim,
+        out_dim,
+    } = layer;
+    k.matmul(
+        dx,
+        dy,
+        weight,
+        mm(rows, in_dim, out_dim, false, false, accumulate_dx),
+    )
+    .map_err(backend)?;
+    k.matmul(
+        d_weight,
+        dy,
+        x,
+        mm(out_dim, in_dim, rows, true, false, true),
+    )
+    .map_err(backend)
+}

@@ -1,0 +1,362 @@
+//! The forward pass over a packed batch: embedding, each decoder layer as its attention
+//! and MLP blocks, the final norm, and the output head's log-probs. The block functions
+//! are shared with KV-cache decoding; each has its backward, in the same order, in
+//! `backward.rs`.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::error::{backend, input, same_len, InputError, Result};
+use super::{at, attention_shape, mm, Activations, LayerBuffers, Transformer};
+use crate::config::ModelConfig;
+use crate::kernels::{BufferId, Indices, Kernels};
+use crate::layout::{LayerActs, LayerParams, ParamLayout, Slot};
+
+impl Transformer {
+    /// Runs the model over a packed batch and keeps what the backward pass needs.
+    ///
+    /// `tokens[N]` are the inputs, `targets[N]` the token each position should predict
+    /// (any valid id where it does not matter), and `seq_starts` (length S + 1) the
+    /// offsets of the S sequences. Returns log p(targets[t] | tokens of its sequence up
+    /// to t) for every t.
+    pub fn forward<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        tokens: &[u32],
+        targets: &[u32],
+        seq_starts: &[u32],
+    ) -> Result<Vec<f32>, K> {
+        self.forward_rows(k, tokens, targets, seq_starts, None)
+    }
+
+    /// [`Transformer::forward`] with the output head run only on the rows marked in
+    /// `scored[N]`, for a loss that weighs some tokens only (SFT's agent tokens, the
+    /// tokens of GRPO's nonzero coefficients). The head is the largest product of a small
+    /// model and its log-softmax spans the vocabulary, so this saves the work of every
+    /// row nobody reads. Returns log p(targets[t]) where `scored[t]`, and 0 elsewhere;
+    /// the next [`Transformer::backward`] must put weight 0 on every unscored row. On the
+    /// scored rows the results and the gradients are those of [`Transformer::forward`].
+    pub fn forward_scored<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        tokens: &[u32],
+        targets: &[u32],
+        seq_starts: &[u32],
+        scored: &[bool],
+    ) -> Result<Vec<f32>, K> {
+        self.forward_rows(k, tokens, targets, seq_starts, Some(scored))
+    }
+
+    /// The forward pass, with the head on the `scored` rows (all when `None`).
+    fn forward_rows<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        tokens: &[u32],
+        targets: &[u32],
+        seq_starts: &[u32],
+        scored: Option<&[bool]>,
+    ) -> Result<Vec<f32>, K> {
+        same_len("targets", tokens.len(), targets.len())?;
+        if let Some(scored) = scored {
+            same_len("scored", tokens.len(), scored.len())?;
+        }
+        self.check_tokens(targets)?;
+        self.run_batch(k, tokens, seq_starts)?;
+        let scored_rows: Option<Vec<u32>> =
+            scored
+                .filter(|scored| !scored.iter().all(|&s| s))
+                .map(|scored| {
+                    (0..)
+                        .zip(scored)
+                        .filter(|(_, &s)| s)
+                        .map(|(row, _)| row)
+                        .collect()
+                });
+        let acts = self.acts.as_mut().ok_or(input(InputError::NoForward))?;
+        acts.scored_rows = scored_rows;
+        let acts = self.acts.as_ref().ok_or(input(InputError::NoForward))?;
+        let logp = head_forward(
+            k,
+            &self.config,
+            &self.params_layout,
+            self.params,
+            acts,
+            targets,
+        )?;
+        if let Some(acts) = self.acts.as_mut() {
+            acts.forward_done = true;
+        }
+        Ok(logp)
+    }
+
+    /// Checks a packed batch, writes its token and position ids, and runs embedding,
+    /// layers and final norm over it, leaving `final_norm` of the activations filled.
+    pub(crate) fn run_batch<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        tokens: &[u32],
+        seq_starts: &[u32],
+    ) -> Result<(), K> {
+        let n = tokens.len();
+        if n == 0 {
+            return Err(input(InputError::Empty));
+        }
+        let starts_ok = seq_starts.first() == Some(&0)
+            && seq_starts.last().map(|&s| s as usize) == Some(n)
+            && seq_starts.windows(2).all(|w| w[0] < w[1]);
+        if !starts_ok {
+            return Err(input(InputError::BadSeqStarts));
+        }
+        self.check_tokens(tokens)?;
+        let positions: Vec<u32> = seq_starts.windows(2).flat_map(|w| 0..w[1] - w[0]).collect();
+        self.prepare_acts(k, n)?;
+        let acts = self.acts.as_mut().ok_or(input(InputError::NoForward))?;
+        acts.seq_starts.clear();
+        acts.seq_starts.extend_from_slice(seq_starts);
+        k.write_indices(acts.tokens(), tokens).map_err(backend)?;
+        k.write_indices(acts.positions(), &positions)
+            .map_err(backend)?;
+        let acts = self.acts.as_ref().ok_or(input(InputError::NoForward))?;
+        run_layers(k, &self.config, &self.params_layout, self.params, acts)
+    }
+}
+
+/// Embedding, every decoder layer and the final norm over the batch in `acts`, whose
+/// token and position ids are already written. Leaves `final_norm` ready for the head.
+fn run_layers<K: Kernels>(
+    k: &mut K,
+    c: &ModelConfig,
+    p: &ParamLayout,
+    params: BufferId,
+    acts: &Activations,
+) -> Result<(), K> {
+    let a = &acts.layout;
+    let kerr = backend::<K::Error>;
+    let t = |slot: Slot| acts.t(slot);
+    let b = LayerBuffers {
+        params,
+        acts: acts.buffer,
+    };
+    let first_residual = a.layers.first().map_or(a.residual_out, |l| l.residual_in);
+    k.embedding_forward(
+        t(first_residual),
+        at(params, p.embed),
+        acts.tokens(),
+        c.hidden_size,
+    )
+    .map_err(kerr)?;
+    for (l, (lp, la)) in p.layers.iter().zip(&a.layers).enumerate() {
+        attention_inputs(k, c, lp, la, b, acts.positions())?;
+        k.attention_forward(
+            t(la.attn),
+            t(la.attn_lse),
+            t(la.q),
+            t(la.k),
+            t(la.v),
+            &acts.seq_starts,
+            attention_shape(c),
+        )
+        .map_err(kerr)?;
+        attention_output(k, c, lp, la, b, a.tokens)?;
+        let residual_next = a
+            .layers
+            .get(l + 1)
+            .map_or(a.residual_out, |next| next.residual_in);
+        mlp_forward(k, c, lp, la, b, residual_next, a.tokens)?;
+    }
+    k.rmsnorm_forward(
+        t(a.final_norm),
+        t(a.final_rstd),
+        t(a.residual_out),
+        at(params, p.final_norm),
+        c.hidden_size,
+        c.rms_norm_eps,
+    )
+    .map_err(kerr)
+}
+
+/// The attention block's first half over n rows: `input_norm = RMSNorm(residual_in)`,
+/// the q, k, v projections of it (with their bias), and the rotation of q and k by
+/// `positions[n]`.
+pub(crate) fn attention_inputs<K: Kernels>(
+    k: &mut K,
+    c: &ModelConfig,
+    lp: &LayerParams,
+    la: &LayerActs,
+    b: LayerBuffers,
+    positions: Indices,
+) -> Result<(), K> {
+    let n = positions.len;
+    let kerr = backend::<K::Error>;
+    let shape = attention_shape(c);
+    let d = c.hidden_size;
+    k.rmsnorm_forward(
+        b.t(la.input_norm),
+        b.t(la.input_rstd),
+        b.t(la.residual_in),
+        b.w(lp.input_norm),
+        d,
+        c.rms_norm_eps,
+    )
+    .map_err(kerr)?;
+    let projections = [
+        (la.q, lp.q_weight, lp.q_bias, c.q_dim()),
+        (la.k, lp.k_weight, lp.k_bias, c.kv_dim()),
+        (la.v, lp.v_weight, lp.v_bias, c.kv_dim()),
+    ];
+    for (out, weight, bias, width) in projections {
+        // out[n, width] = input_norm[n, D] · W[width, D]^T (+ bias)
+        k.matmul(
+            b.t(out),
+            b.t(la.input_norm),
+            b.w(weight),
+            mm(n, width, d, false, true, false),
+        )
+        .map_err(kerr)?;
+        if let Some(bias) = bias {
+            k.add_bias(b.t(out), b.w(bias)).map_err(kerr)?;
+        }
+    }
+    k.rope_forward(
+        b.t(la.q),
+        positions,
+        shape.heads,
+        shape.head_dim,
+        c.rope_theta,
+    )
+    .map_err(kerr)?;
+    k.rope_forward(
+        b.t(la.k),
+        positions,
+        shape.kv_heads,
+        shape.head_dim,
+        c.rope_theta,
+    )
+    .map_err(kerr)
+}
+
+/// The attention block's second half over n rows, once `la.attn` holds the attention
+/// output: `residual_mid = attn · o^T + residual_in`.
+pub(crate) fn attention_output<K: Kernels>(
+    k: &mut K,
+    c: &ModelConfig,
+    lp: &LayerParams,
+    la: &LayerActs,
+    b: LayerBuffers,
+    n: usize,
+) -> Result<(), K> {
+    let kerr = backend::<K::Error>;
+    // residual_mid[n, D] = attn[n, H*hd] · o[D, H*hd]^T + residual_in
+    k.matmul(
+        b.t(la.residual_mid),
+        b.t(la.attn),
+        b.w(lp.o_weight),
+        mm(n, c.hidden_size, c.q_dim(), false, true, false),
+    )
+    .map_err(kerr)?;
+    k.add_assign(b.t(la.residual_mid), b.t(la.residual_in))
+        .map_err(kerr)
+}
+
+/// The MLP block over n rows: `post_norm = RMSNorm(residual_mid)`, then
+/// `residual_next = down(silu(gate(post_norm)) * up(post_norm)) + residual_mid`.
+pub(crate) fn mlp_forward<K: Kernels>(
+    k: &mut K,
+    c: &ModelConfig,
+    lp: &LayerParams,
+    la: &LayerActs,
+    b: LayerBuffers,
+    residual_next: Slot,
+    n: usize,
+) -> Result<(), K> {
+    let kerr = backend::<K::Error>;
+    let (d, i) = (c.hidden_size, c.intermediate_size);
+    k.rmsnorm_forward(
+        b.t(la.post_norm),
+        b.t(la.post_rstd),
+        b.t(la.residual_mid),
+        b.w(lp.post_attention_norm),
+        d,
+        c.rms_norm_eps,
+    )
+    .map_err(kerr)?;
+    // gate, up[n, I] = post_norm[n, D] · W[I, D]^T
+    for (out, weight) in [(la.gate, lp.gate_weight), (la.up, lp.up_weight)] {
+        k.matmul(
+            b.t(out),
+            b.t(la.post_norm),
+            b.w(weight),
+            mm(n, i, d, false, true, false),
+        )
+        .map_err(kerr)?;
+    }
+    k.swiglu_forward(b.t(la.swiglu), b.t(la.gate), b.t(la.up))
+        .map_err(kerr)?;
+    // residual_next[n, D] = swiglu[n, I] · down[D, I]^T + residual_mid
+    k.matmul(
+        b.t(residual_next),
+        b.t(la.swiglu),
+        b.w(lp.down_weight),
+        mm(n, d, i, false, true, false),
+    )
+    .map_err(kerr)?;
+    k.add_assign(b.t(residual_next), b.t(la.residual_mid))
+        .map_err(kerr)
+}
+
+/// The output head over the batch in `acts` (its `scored_rows` set): log p(target) of
+/// each head row, from `final_norm` (or its scored rows, gathered into `head_in`) and
+/// the fused `lm_head` log-softmax. Returns `logp[N]`, 0 on unscored rows.
+fn head_forward<K: Kernels>(
+    k: &mut K,
+    c: &ModelConfig,
+    p: &ParamLayout,
+    params: BufferId,
+    acts: &Activations,
+    targets: &[u32],
+) -> Result<Vec<f32>, K> {
+    let (a, d) = (&acts.layout, c.hidden_size);
+    let rows = acts.head_rows();
+    let mut logp = vec![0.0; a.tokens];
+    if rows == 0 {
+        return Ok(logp);
+    }
+    match &acts.scored_rows {
+        Some(scored) => {
+            let head_targets: Vec<u32> = scored.iter().map(|&row| targets[row as usize]).collect();
+            k.write_indices(acts.head_targets(), &head_targets)
+                .map_err(backend)?;
+            k.write_indices(acts.scored_ids(), scored)
+                .map_err(backend)?;
+            // head_in[rows, D] = final_norm[scored[r], :]
+            k.embedding_forward(
+                acts.head_hidden(d),
+                acts.t(a.final_norm),
+                acts.scored_ids(),
+                d,
+            )
+            .map_err(backend)?;
+        }
+        None => k.write_indices(acts.targets(), targets).map_err(backend)?,
+    }
+    k.logprob_forward(
+        acts.t(a.logp).slice(0, rows),
+        acts.t(a.logits_lse).slice(0, rows),
+        acts.head_hidden(d),
+        at(params, p.lm_head),
+        acts.head_targets(),
+    )
+    .map_err(backend)?;
+    match &acts.scored_rows {
+        Some(scored) => {
+            let mut head_logp = vec![0.0; rows];
+            k.read(acts.t(a.logp).slice(0, rows), &mut head_logp)
+                .map_err(backend)?;
+            for (&row, value) in scored.iter().zip(head_logp) {
+                logp[row as usize] = value;
+            }
+        }
+        None => k.read(acts.t(a.logp), &mut logp).map_err(backend)?,
+    }
+    Ok(logp)
+}
