@@ -18,6 +18,7 @@
 //!
 //! Run: `cargo run --release -p sage-examples --example custom_agent -- [--scenarios N]
 //! [--split test-normal] [--command CMD]`
+#![forbid(unsafe_code)]
 
 use std::collections::HashMap;
 use std::error::Error;

@@ -5,6 +5,7 @@
 //!
 //! Run: `cargo run --release -p sage-examples --example paper_table -- [--tiny] [RUN_DIR]`
 //! (`--tiny`: every arm on the tiny configuration, two seeds, about half a minute).
+#![forbid(unsafe_code)]
 
 use std::error::Error;
 use std::path::PathBuf;

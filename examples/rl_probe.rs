@@ -11,6 +11,7 @@
 //! Run: `cargo run --release -p sage-examples --example rl_probe -- [--epochs N]
 //! [--seeds N] [--steps N] [--guess SHARE] [--untied] [--only NAME,NAME]`
 //! (defaults: 16 SFT epochs, model seeds 1-2, 30 steps, no guessing answers).
+#![forbid(unsafe_code)]
 
 use std::error::Error;
 

@@ -7,6 +7,7 @@
 //! Run: `cargo run --release -p sage-examples --example sage_train -- [--tiny] [RUN_DIR]`
 //! after `sage demo` (RUN_DIR defaults to runs/demo; with `--tiny`, after
 //! `sage demo --tiny --run-dir RUN_DIR`: two short steps on the tiny configuration).
+#![forbid(unsafe_code)]
 
 use std::error::Error;
 use std::path::PathBuf;

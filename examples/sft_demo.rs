@@ -5,6 +5,7 @@
 //!
 //! Run: `cargo run --release -p sage-examples --example sft_demo -- [--tiny] [RUN_DIR]`
 //! (`--tiny`: a two-layer model on one seed of data, about a minute).
+#![forbid(unsafe_code)]
 
 use std::error::Error;
 use std::path::PathBuf;

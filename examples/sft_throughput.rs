@@ -6,6 +6,7 @@
 //! loss-mask rows, backward, AdamW kernel). The ratio is what the data path costs.
 //!
 //! Run: `cargo run --release -p sage-examples --example sft_throughput -- [STEPS]`
+#![forbid(unsafe_code)]
 
 use std::error::Error;
 use std::time::Instant;

@@ -3,6 +3,7 @@
 //! outcomes of a chain of tasks into rewards and GRPO advantages.
 //!
 //! Run: `cargo run --release -p sage-examples --example skill_library`
+#![forbid(unsafe_code)]
 
 use std::error::Error;
 use std::num::NonZeroUsize;

@@ -10,6 +10,7 @@
 //! training, `--seqs B --prompt P --new T` for decoding), or `-- gemm` (GFLOP/s). With
 //! `--features cuda`, `--backend cuda` runs on GPU 0 (`--precision f32|bf16`, bf16 by
 //! default there: bf16 GEMM operands, f32 everything else).
+#![forbid(unsafe_code)]
 
 use std::error::Error;
 use std::time::Instant;

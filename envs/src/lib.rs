@@ -31,6 +31,7 @@
 //!
 //! This crate does no I/O of its own: agent code cannot reach files, the network or the
 //! clock.
+#![deny(unsafe_code)]
 
 pub mod environment;
 pub mod expert;

@@ -35,6 +35,7 @@
 //!   demo) shared by the CLI and the example programs;
 //! - backend selection by cargo feature ([`compiled_backends`]).
 //!
+#![forbid(unsafe_code)]
 
 pub mod chat;
 pub mod checkpoint;

@@ -1,6 +1,7 @@
 //! The `sage` command-line interface: expert data, SFT, evaluation and the demo on
 //! the built-in world, configured by TOML files (`sage config --print` shows every
 //! setting with its default).
+#![forbid(unsafe_code)]
 
 mod cli;
 

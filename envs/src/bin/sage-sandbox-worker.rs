@@ -3,6 +3,7 @@
 //! its standard input and output. Programs that call
 //! `sage_envs::sandbox::serve_worker_if_asked` first thing in `main` serve as their own
 //! workers; this binary is for the others (test binaries, embedders).
+#![forbid(unsafe_code)]
 
 fn main() {
     #[cfg(target_os = "linux")]

@@ -6,6 +6,7 @@
 //! The slot holds a lifetime-erased pointer to the host only while
 //! [`HostSlot::lend`] runs, and [`HostSlot::with`] takes the pointer out of the slot
 //! while using it, so there is never more than one live reference to the host.
+#![allow(unsafe_code)]
 
 use std::cell::Cell;
 use std::ptr::NonNull;

@@ -14,6 +14,7 @@
 
 mod process;
 mod protocol;
+mod sys;
 mod worker;
 
 use std::path::PathBuf;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::sys;
 use crate::sandbox::{ApiSpec, ExecError, ExecOutcome, FunctionRef, Limits};
 
 /// Largest frame either side accepts: code and skills are at most 64 KiB by default,
@@ -120,12 +121,7 @@ pub(crate) struct FrameReader<R> {
 impl<R: Read + AsRawFd> FrameReader<R> {
     /// A reader over `inner`, whose file descriptor it makes non-blocking.
     pub(crate) fn new(inner: R) -> io::Result<FrameReader<R>> {
-        let fd = inner.as_raw_fd();
-        // SAFETY: fcntl on a file descriptor `inner` owns, reading and setting flags only.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-        if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        sys::set_nonblocking(inner.as_raw_fd())?;
         Ok(FrameReader {
             inner,
             buffer: Vec::new(),
@@ -207,22 +203,10 @@ fn wait_readable(fd: RawFd, deadline: Option<Instant>) -> Result<(), ReadError> 
             }
             None => -1,
         };
-        let mut poll_fd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: `poll_fd` is a valid, initialised pollfd array of length 1 that lives
-        // for the duration of the call.
-        let ready = unsafe { libc::poll(&mut poll_fd, 1, timeout_ms) };
-        if ready > 0 {
-            return Ok(());
-        }
-        if ready < 0 {
-            let error = io::Error::last_os_error();
-            if error.kind() != io::ErrorKind::Interrupted {
-                return Err(ReadError::Broken(error.to_string()));
-            }
+        match sys::wait_readable(fd, timeout_ms) {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(error) => return Err(ReadError::Broken(error.to_string())),
         }
     }
 }

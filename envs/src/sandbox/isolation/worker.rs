@@ -9,6 +9,7 @@ use std::io::{self, BufWriter, StdinLock, StdoutLock};
 use serde_json::{Map, Value};
 
 use super::protocol::{write_frame, FrameReader, ReadError, Reply, Request};
+use super::sys::{self, Resource};
 use crate::sandbox::interpreter::Interpreter;
 use crate::sandbox::{ApiError, ApiHost, ApiSpec, ExecError, ExecErrorKind, Limits};
 
@@ -185,36 +186,13 @@ impl ApiHost for ProxyHost<'_> {
 /// death: the parent's end of its standard input closes then, and an idle worker exits
 /// on that; a busy one runs into its CPU-time limit.)
 fn limit_process(address_space_bytes: u64) -> io::Result<()> {
-    set_limit(libc::RLIMIT_AS, address_space_bytes)
+    sys::set_soft_limit(Resource::AddressSpace, address_space_bytes)
 }
 
 /// Allows the coming execution [`Limits::kill_after`] (rounded up to seconds) of CPU
 /// time on top of what the worker has used so far; past it the kernel stops the worker
 /// with `SIGXCPU`.
 fn limit_cpu_time(limits: &Limits) -> io::Result<()> {
-    // SAFETY: getrusage writes one rusage struct into the zeroed value it is given.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let used = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec).max(0) as u64 + 1;
     let budget = limits.kill_after().as_secs_f64().ceil() as u64;
-    set_limit(libc::RLIMIT_CPU, used + budget)
-}
-
-/// Sets the soft limit of `resource` to `value`, capped at the hard limit (which stays).
-fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> io::Result<()> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit / setrlimit read or write one rlimit struct we own.
-    if unsafe { libc::getrlimit(resource, &mut limit) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    limit.rlim_cur = value.min(limit.rlim_max);
-    if unsafe { libc::setrlimit(resource, &limit) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    sys::set_soft_limit(Resource::CpuTime, sys::cpu_seconds_used()? + budget)
 }
