@@ -34,10 +34,9 @@ fn say(line: &str) {
 fn wgpu_backend() -> Option<WgpuBackend> {
     match WgpuBackend::new() {
         Ok(backend) => {
-            report(format!(
-                "wgpu parity tests run on: {}",
-                backend.description()
-            ));
+            let description = backend.description();
+            assert!(description.starts_with(&backend.adapter_info().name));
+            report(format!("wgpu parity tests run on: {description}"));
             Some(backend)
         }
         Err(e) if std::env::var("SAGE_REQUIRE_WGPU").as_deref() == Ok("1") => {

@@ -189,6 +189,14 @@ fn from_skills_validates_names() {
 }
 
 #[test]
+fn into_skills_gives_the_skills_in_insertion_order() {
+    let library = library_of(&["z", "a", "m"]);
+    let skills = library.into_skills();
+    let names: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["z", "a", "m"]);
+}
+
+#[test]
 fn serde_sees_only_the_ordered_skills() {
     let mut library = library_of(&["z", "a", "m"]);
     library.record_used("a", true).unwrap();

@@ -332,3 +332,25 @@ fn catalogs_can_be_shared_across_threads() {
         .unwrap();
     assert!(count > 0);
 }
+
+#[test]
+fn a_catalog_of_chosen_scenarios_serves_their_tasks() {
+    let full = catalog();
+    let chosen: Vec<_> = full.scenarios()[..3]
+        .iter()
+        .map(|s| (**s).clone())
+        .collect();
+    let ids: Vec<String> = chosen.iter().map(|s| s.scenario.id.clone()).collect();
+    let custom = Catalog::from_scenarios(chosen);
+    assert_eq!(custom.scenarios().len(), 3);
+    for (built, id) in custom.scenarios().iter().zip(&ids) {
+        assert_eq!(&built.scenario.id, id);
+        let task = &built.scenario.tasks[0];
+        assert_eq!(custom.task(&task.id).unwrap().scenario().scenario.id, *id);
+    }
+    let other = &full.scenarios()[3].scenario.tasks[0].id;
+    assert!(
+        custom.task(other).is_err(),
+        "only the chosen scenarios' tasks"
+    );
+}

@@ -1261,3 +1261,19 @@ fn queries_agree_with_the_apis() {
     let ids: Vec<Id> = db.people.iter().map(|(id, _)| id).collect();
     assert_eq!(ids.first(), Some(&USER));
 }
+
+#[test]
+fn dates_and_timestamps_count_from_the_start_of_2000() {
+    use sage_envs::world::{Date, Timestamp};
+    assert_eq!(Date::from_days(0), Date::from_ymd(2000, 1, 1).unwrap());
+    assert_eq!(Date::from_days(-1), Date::from_ymd(1999, 12, 31).unwrap());
+    let day = Date::from_ymd(2025, 6, 14).unwrap();
+    assert_eq!(Date::from_days(day.days()), day);
+    let moment = day.at(13, 5, 9);
+    assert_eq!(Timestamp::from_seconds(moment.seconds()), moment);
+    assert_eq!(
+        moment.seconds(),
+        i64::from(day.days()) * 86_400 + 13 * 3600 + 5 * 60 + 9
+    );
+    assert_eq!(Timestamp::from_seconds(-1).date(), Date::from_days(-1));
+}
