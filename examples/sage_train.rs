@@ -15,9 +15,10 @@ use std::path::PathBuf;
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint;
 use sage_trainer::config::{RunConfig, RunSection};
-use sage_trainer::pipeline::{run_eval, PrintReporter};
+use sage_trainer::metrics::MetricsLog;
+use sage_trainer::pipeline::{run_eval, run_rl, PrintReporter, RlInputs};
 use sage_trainer::policy::TransformerPolicy;
-use sage_trainer::rl::{RlState, RlTrainer, WorldRl};
+use sage_trainer::rl::{RlState, RlStepStats, RlTrainer, WorldRl};
 use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::load_model;
 
@@ -81,24 +82,28 @@ fn main() -> Result<(), Box<dyn Error>> {
     // 3. The RL loop. Each step: G rollouts of each chain, task after task, each
     //    rollout's saved skills becoming its own library for the next task; rewards with
     //    the usage and generation bonuses; advantages per chain position; one update.
+    //    Each step's health metrics go to RUN_DIR/rl_example/metrics/rl.{jsonl,csv}.
     let mut trainer = RlTrainer::new(rl.clone(), world.chains.clone(), RlState::default())?;
-    while !trainer.finished() {
-        let stats = world.step(&mut trainer, &mut policy, None, &template)?;
-        println!(
-            "step {}: mean reward per position {:?}, success {:?}, skill usage {:.0}%, \
-             zero-advantage groups {:.0}%, {:.0} tokens per episode",
-            stats.step,
-            stats.reward_mean,
-            stats.success,
-            100.0 * stats.skill_usage,
-            100.0 * stats.update.zero_advantage_groups,
-            stats.generated_tokens
-        );
-    }
+    let mut metrics = MetricsLog::create(&dir.join("rl_example").join("metrics"), "rl")?;
+    let mut reporter = PrintReporter { every: 1 };
+    let inputs = RlInputs {
+        world: &world,
+        template: &template,
+        label: "rl",
+    };
+    let mut after_step = |_: &mut TransformerPolicy<_>, _: &RlStepStats, _: &RlTrainer| Ok(());
+    run_rl(
+        &mut policy,
+        None,
+        &mut trainer,
+        inputs,
+        &mut metrics,
+        &mut reporter,
+        &mut after_step,
+    )?;
 
     // 4. Evaluation with the skill library, as after SFT.
     let template = ChatTemplate::new(&tokenizer)?;
-    let mut reporter = PrintReporter { every: 1 };
     run_eval(
         &mut policy,
         &config,

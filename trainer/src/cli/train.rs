@@ -14,7 +14,9 @@ use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
 use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricsLog};
-use sage_trainer::pipeline::{failed, run_eval, write_chart, PipelineError, Reporter};
+use sage_trainer::pipeline::{
+    failed, run_eval, run_rl, write_chart, PipelineError, Reporter, RlInputs,
+};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{control_gap, RlState, RlStepStats, RlTrainer, WorldRl};
 use sage_trainer::tokenizer::Tokenizer;
@@ -124,14 +126,12 @@ pub(super) fn train<K: Kernels>(
         .with_max_len(rl.rollout.max_episode_tokens);
     let mut metrics = open_metrics(config, resumed_at)?;
     let keep = NonZeroUsize::new(config.run.keep_checkpoints);
-    while !trainer.finished() {
-        let stats = world
-            .step(&mut trainer, &mut policy, reference.as_mut(), &template)
-            .map_err(failed("rl"))?;
-        stats.log_to(&mut metrics).map_err(failed("metrics"))?;
-        reporter.info(&step_line(&stats, rl.steps));
-        let every = config.run.checkpoint_every;
-        if trainer.finished() || (every > 0 && stats.step % every == 0) {
+    let every = config.run.checkpoint_every;
+    let mut save_checkpoint =
+        |policy: &mut TransformerPolicy<K>, stats: &RlStepStats, trainer: &RlTrainer| {
+            if !trainer.finished() && (every == 0 || stats.step % every != 0) {
+                return Ok(());
+            }
             let (k, model, optimizer) = policy.parts_mut();
             let parts = CheckpointParts {
                 model,
@@ -142,9 +142,23 @@ pub(super) fn train<K: Kernels>(
                 generation_config: generation_config.as_ref(),
             };
             checkpoint::save(k, &checkpoints, stats.step, &parts, keep)
-                .map_err(failed("checkpoint"))?;
-        }
-    }
+                .map(|_| ())
+                .map_err(failed("checkpoint"))
+        };
+    let inputs = RlInputs {
+        world: &world,
+        template: &template,
+        label: "rl",
+    };
+    run_rl(
+        &mut policy,
+        reference.as_mut(),
+        &mut trainer,
+        inputs,
+        &mut metrics,
+        &mut reporter,
+        &mut save_checkpoint,
+    )?;
     plot_rewards(config, rl.chain_len, &mut reporter)?;
     compare_with_control(config, &mut reporter)?;
     let out = rl_dir(config).join("eval.json");
@@ -186,33 +200,6 @@ fn open_metrics(config: &RunConfig, resumed_at: Option<u64>) -> Result<MetricsLo
         None => MetricsLog::create(&dir, "rl"),
     }
     .map_err(failed("metrics"))
-}
-
-/// One line of progress.
-fn step_line(stats: &RlStepStats, steps: u64) -> String {
-    let list = |values: &[f32], scale: f32| {
-        values
-            .iter()
-            .map(|v| format!("{:.2}", v * scale))
-            .collect::<Vec<_>>()
-            .join("/")
-    };
-    format!(
-        "rl step {}/{steps}: reward {}, success % {}, skill use {:.0}%, {:.0} tokens/episode, \
-         zero-adv groups {:.0}%, grad norm {:.3}{}",
-        stats.step,
-        list(&stats.reward_mean, 1.0),
-        list(&stats.success, 100.0),
-        100.0 * stats.skill_usage,
-        stats.generated_tokens,
-        100.0 * stats.update.zero_advantage_groups,
-        stats.update.grad_norm,
-        stats
-            .update
-            .not_applied
-            .as_ref()
-            .map_or(String::new(), |why| format!(" (not applied: {why})"))
-    )
 }
 
 /// Writes the mean reward per chain position to `RUN_DIR/rl/plots/rl_reward.png`.

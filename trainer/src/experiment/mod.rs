@@ -45,11 +45,11 @@ use crate::config::RunConfig;
 use crate::eval::{EvalConfig, EvalMetrics};
 use crate::metrics::{MetricsLog, Series};
 use crate::pipeline::{
-    failed, fresh_model, load_sft_data, prepare_data, run_eval, run_sft, train_tokenizer,
-    warn_turn_limits, PipelineError, Reporter,
+    failed, fresh_model, load_sft_data, prepare_data, run_eval, run_rl, run_sft, train_tokenizer,
+    warn_turn_limits, PipelineError, Reporter, RlInputs,
 };
 use crate::policy::TransformerPolicy;
-use crate::rl::{control_gap, ControlGap, RlConfig, RlState, RlTrainer, WorldRl};
+use crate::rl::{control_gap, ControlGap, RlConfig, RlState, RlStepStats, RlTrainer, WorldRl};
 use crate::sft::{SftData, SftState, SftTrainer};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{load_model, save_model, SaveOptions};
@@ -512,23 +512,35 @@ fn run_arm<K: Kernels>(
                     ..rl.clone()
                 };
                 let dir = seed_dir.join(format!("{}-control", arm.name()));
-                let loop_ = RlLoop {
+                let inputs = RlInputs {
                     world: &world,
                     template: &template,
                     label: &format!("{} control", arm.name()),
-                    metrics_dir: &dir.join("metrics"),
                 };
-                Some(loop_.run(&mut policy, reference.as_mut(), control_rl, reporter)?)
+                Some(rl_curves(
+                    &mut policy,
+                    reference.as_mut(),
+                    control_rl,
+                    inputs,
+                    &dir.join("metrics"),
+                    reporter,
+                )?)
             } else {
                 None
             };
-            let loop_ = RlLoop {
+            let inputs = RlInputs {
                 world: &world,
                 template: &template,
                 label: arm.name(),
-                metrics_dir: &arm_dir.join("metrics"),
             };
-            let curves = loop_.run(&mut policy, reference.as_mut(), rl, reporter)?;
+            let curves = rl_curves(
+                &mut policy,
+                reference.as_mut(),
+                rl,
+                inputs,
+                &arm_dir.join("metrics"),
+                reporter,
+            )?;
             if let Some(controls) = control_curves {
                 let gap = |i: usize| control_gap(&curves[i], &controls[i]);
                 control = match (gap(0), gap(1), gap(2)) {
@@ -566,71 +578,47 @@ fn run_arm<K: Kernels>(
     Ok((run, policy.into_backend().map_err(failed("experiment"))?))
 }
 
-/// The RL loop of one arm (or its control) in the experiment.
-struct RlLoop<'a> {
-    world: &'a WorldRl,
-    template: &'a ChatTemplate<'a>,
-    /// The name in progress lines.
-    label: &'a str,
-    /// Where `rl.{jsonl,csv}` go.
-    metrics_dir: &'a Path,
-}
-
-impl RlLoop<'_> {
-    /// Runs every step of `rl` on `policy` (with `reference`, the frozen policy of a KL
-    /// term); returns the curves of the sampled success and the mean reward (each
-    /// averaged over chain positions) and of the first tasks' skill writing, per step.
-    fn run<K: Kernels>(
-        &self,
-        policy: &mut TransformerPolicy<K>,
-        mut reference: Option<&mut TransformerPolicy<K>>,
-        rl: RlConfig,
-        reporter: &mut dyn Reporter,
-    ) -> Result<[Series; 3], PipelineError> {
-        let steps = rl.steps;
-        let mut trainer = RlTrainer::new(rl, self.world.chains.clone(), RlState::default())
-            .map_err(failed("rl"))?;
-        let mut metrics = MetricsLog::create(self.metrics_dir, "rl").map_err(failed("metrics"))?;
-        let mut curves = [
-            Series {
-                name: "success_all".to_owned(),
-                points: Vec::new(),
-            },
-            Series {
-                name: "reward_all".to_owned(),
-                points: Vec::new(),
-            },
-            Series {
-                name: "skill_writing_1".to_owned(),
-                points: Vec::new(),
-            },
-        ];
-        while !trainer.finished() {
-            let stats = self
-                .world
-                .step(
-                    &mut trainer,
-                    policy,
-                    reference.as_deref_mut(),
-                    self.template,
-                )
-                .map_err(failed("rl"))?;
-            stats.log_to(&mut metrics).map_err(failed("metrics"))?;
-            let mean =
-                |v: &[f32]| v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len().max(1) as f64;
-            let step = stats.step as f64;
-            curves[0].points.push((step, mean(&stats.success)));
-            curves[1].points.push((step, mean(&stats.reward_mean)));
-            let writing = stats.skill_writing.first().copied().unwrap_or(0.0);
-            curves[2].points.push((step, f64::from(writing)));
-            reporter.info(&format!(
-                "{} step {}/{steps}: mean reward {:?}, skill use {:.0}%",
-                self.label,
-                stats.step,
-                stats.reward_mean,
-                100.0 * stats.skill_usage
-            ));
-        }
-        Ok(curves)
-    }
+/// Runs every step of `rl` on `policy` (with `reference`, the frozen policy of a KL
+/// term), logging to `metrics_dir/rl.{jsonl,csv}`; returns the curves of the sampled
+/// success and the mean reward (each averaged over chain positions) and of the first
+/// tasks' skill writing, per step.
+fn rl_curves<K: Kernels>(
+    policy: &mut TransformerPolicy<K>,
+    reference: Option<&mut TransformerPolicy<K>>,
+    rl: RlConfig,
+    inputs: RlInputs<'_>,
+    metrics_dir: &Path,
+    reporter: &mut dyn Reporter,
+) -> Result<[Series; 3], PipelineError> {
+    let mut trainer = RlTrainer::new(rl, inputs.world.chains.clone(), RlState::default())
+        .map_err(failed("rl"))?;
+    let mut metrics = MetricsLog::create(metrics_dir, "rl").map_err(failed("metrics"))?;
+    let series = |name: &str| Series {
+        name: name.to_owned(),
+        points: Vec::new(),
+    };
+    let mut curves = [
+        series("success_all"),
+        series("reward_all"),
+        series("skill_writing_1"),
+    ];
+    let mut record = |_: &mut TransformerPolicy<K>, stats: &RlStepStats, _: &RlTrainer| {
+        let mean = |v: &[f32]| v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len().max(1) as f64;
+        let step = stats.step as f64;
+        curves[0].points.push((step, mean(&stats.success)));
+        curves[1].points.push((step, mean(&stats.reward_mean)));
+        let writing = stats.skill_writing.first().copied().unwrap_or(0.0);
+        curves[2].points.push((step, f64::from(writing)));
+        Ok(())
+    };
+    run_rl(
+        policy,
+        reference,
+        &mut trainer,
+        inputs,
+        &mut metrics,
+        reporter,
+        &mut record,
+    )?;
+    Ok(curves)
 }

@@ -1,5 +1,5 @@
 //! The stages of a run, as functions the CLI and the example programs share: expert
-//! data, tokenizer, model, SFT, evaluation, and the whole demo. Each stage reads its
+//! data, tokenizer, model, SFT, RL (`rl.rs`), evaluation, and the whole demo. Each stage reads its
 //! section of a [`RunConfig`], writes its outputs under the run directory and reports
 //! progress to a [`Reporter`].
 //!
@@ -25,6 +25,10 @@ use crate::metrics::{plot_line_chart, LineChart};
 use crate::policy::TransformerPolicy;
 use crate::sft::{dev_loss, SftData, SftState, SftStep, SftTrainer};
 use crate::tokenizer::Tokenizer;
+
+mod rl;
+
+pub use rl::{run_rl, RlHook, RlInputs};
 
 /// A stage failed: which, and why.
 #[derive(Debug)]

@@ -1,0 +1,79 @@
+//! The RL stage's loop, written once for every caller (`sage train` with its
+//! checkpoints, the experiment's arms and their controls, the examples): each step's
+//! rollouts and update, its metrics row, a progress line, then the caller's hook.
+
+use sage_transformer::Kernels;
+
+use super::{failed, PipelineError, Reporter};
+use crate::chat::ChatTemplate;
+use crate::metrics::MetricsLog;
+use crate::policy::TransformerPolicy;
+use crate::rl::{RlStepStats, RlTrainer, WorldRl};
+
+/// Called after every RL step (once its metrics row is written) with the policy, the
+/// step's statistics and the trainer, whose state a checkpoint saves.
+pub type RlHook<'a, K> = dyn FnMut(&mut TransformerPolicy<K>, &RlStepStats, &RlTrainer) -> Result<(), PipelineError>
+    + 'a;
+
+/// What an RL run trains on, and what its progress lines are called.
+#[derive(Clone, Copy)]
+pub struct RlInputs<'a> {
+    /// The training chains and their environments.
+    pub world: &'a WorldRl,
+    /// The chat template of the policy's tokenizer, limited to the episodes' length.
+    pub template: &'a ChatTemplate<'a>,
+    /// The first word of each progress line (`rl`, or an experiment arm's name).
+    pub label: &'a str,
+}
+
+/// Runs `trainer` to its last step on `policy` (with `reference`, the frozen policy of
+/// a KL term): every step's statistics go to `metrics` and, as one line, to `reporter`,
+/// then to `on_step`.
+pub fn run_rl<K: Kernels>(
+    policy: &mut TransformerPolicy<K>,
+    mut reference: Option<&mut TransformerPolicy<K>>,
+    trainer: &mut RlTrainer,
+    inputs: RlInputs<'_>,
+    metrics: &mut MetricsLog,
+    reporter: &mut dyn Reporter,
+    on_step: &mut RlHook<'_, K>,
+) -> Result<(), PipelineError> {
+    let steps = trainer.config().steps;
+    while !trainer.finished() {
+        let stats = inputs
+            .world
+            .step(trainer, policy, reference.as_deref_mut(), inputs.template)
+            .map_err(failed("rl"))?;
+        stats.log_to(metrics).map_err(failed("metrics"))?;
+        reporter.info(&step_line(inputs.label, &stats, steps));
+        on_step(policy, &stats, trainer)?;
+    }
+    Ok(())
+}
+
+/// One line of progress.
+fn step_line(label: &str, stats: &RlStepStats, steps: u64) -> String {
+    let list = |values: &[f32], scale: f32| {
+        values
+            .iter()
+            .map(|v| format!("{:.2}", v * scale))
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    format!(
+        "{label} step {}/{steps}: reward {}, success % {}, skill use {:.0}%, {:.0} \
+         tokens/episode, zero-adv groups {:.0}%, grad norm {:.3}{}",
+        stats.step,
+        list(&stats.reward_mean, 1.0),
+        list(&stats.success, 100.0),
+        100.0 * stats.skill_usage,
+        stats.generated_tokens,
+        100.0 * stats.update.zero_advantage_groups,
+        stats.update.grad_norm,
+        stats
+            .update
+            .not_applied
+            .as_ref()
+            .map_or(String::new(), |why| format!(" (not applied: {why})"))
+    )
+}
