@@ -44,8 +44,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     )?;
 
     // The same table, rebuilt from the runs: one row per split and arm.
-    let arms = config.experiment.parsed_arms()?;
-    println!("{}", experiment_table(&runs, &arms));
+    println!("{}", experiment_table(&runs, &config.experiment.arms));
     let rl_minutes: f64 = runs.iter().map(|r| r.rl_seconds / 60.0).sum();
     println!("RL time over all arms and seeds: {rl_minutes:.1} minutes");
     Ok(())

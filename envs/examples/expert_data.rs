@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         .first()
         .ok_or("usage: expert_data OUT.jsonl [SPLIT] [VARIANTS] [MODE]")?;
     let split_name = args.get(1).map_or("train", String::as_str);
-    let split = Split::parse(split_name).ok_or_else(|| format!("unknown split {split_name:?}"))?;
+    let split: Split = split_name.parse()?;
     let variants: u64 = args.get(2).map_or(Ok(1), |v| v.parse())?;
     let modes = match args.get(3).map_or("skills", String::as_str) {
         "skills" => vec![ExpertMode::Skills],

@@ -35,6 +35,7 @@
 
 pub mod environment;
 pub mod expert;
+pub mod names;
 pub mod prompt;
 pub mod sandbox;
 pub mod scenarios;

@@ -9,10 +9,12 @@
 
 use sage_core::Skill;
 
+use crate::names::Named;
+
 /// The text every observation message starts with.
 pub const OBSERVATION_PREFIX: &str = "Observation:\n";
 
-/// Which rules the system prompt states.
+/// Which rules the system prompt states; named `skills` or `direct` in settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PromptMode {
     /// The skill format: define an abstract, documented function, call it, reuse skills.
@@ -20,6 +22,26 @@ pub enum PromptMode {
     /// Plain code calling the APIs directly (the no-skill baseline).
     Direct,
 }
+
+impl PromptMode {
+    /// `skills` or `direct`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PromptMode::Skills => "skills",
+            PromptMode::Direct => "direct",
+        }
+    }
+}
+
+impl Named for PromptMode {
+    const WHAT: &'static str = "prompt";
+    const ALL: &'static [PromptMode] = &[PromptMode::Skills, PromptMode::Direct];
+    fn name(self) -> &'static str {
+        PromptMode::name(self)
+    }
+}
+
+crate::impl_named_text!(PromptMode);
 
 const COMMON_RULES: &str = "You complete tasks for a user by writing code that calls the apps on their phone.
 Each turn, answer with a short thought and exactly one ```python code block. The code runs in a stateful \

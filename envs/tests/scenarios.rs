@@ -105,7 +105,8 @@ fn splits_follow_their_rules() {
         "iid seeds are held out"
     );
     for split in Split::ALL {
-        assert_eq!(Split::parse(split.name()), Some(split));
+        assert_eq!(split.name().parse::<Split>(), Ok(split));
+        assert_eq!(split.to_string(), split.name());
     }
 }
 
@@ -115,7 +116,7 @@ fn ids_are_stable_unique_and_well_formed() {
     let mut seen = HashSet::new();
     for built in catalog.scenarios() {
         let s = &built.scenario;
-        let split = Split::parse(&s.split).expect("known split");
+        let split: Split = s.split.parse().expect("known split");
         assert_eq!(s.id, split.scenario_id(built.template.name, built.seed));
         assert_eq!(
             s.id,
@@ -352,5 +353,14 @@ fn a_catalog_of_chosen_scenarios_serves_their_tasks() {
     assert!(
         custom.task(other).is_err(),
         "only the chosen scenarios' tasks"
+    );
+}
+
+#[test]
+fn an_unknown_split_name_lists_the_known_ones() {
+    let error = "iidd".parse::<Split>().unwrap_err().to_string();
+    assert_eq!(
+        error,
+        "unknown split \"iidd\" (known: train, iid, dev, test-normal, test-challenge)"
     );
 }

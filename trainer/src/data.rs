@@ -14,6 +14,8 @@ use sage_envs::environment::{EnvConfig, WorldEnv};
 use sage_envs::expert::{Expert, ExpertConfig, ExpertMode, TrajectoryRecord};
 use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 
+use crate::config::text;
+
 /// Most seeds per template: the splits' seed ranges start 1000 apart.
 pub const MAX_SEEDS: u64 = 1000;
 
@@ -22,7 +24,8 @@ pub const MAX_SEEDS: u64 = 1000;
 #[serde(default, deny_unknown_fields)]
 pub struct ExpertDataConfig {
     /// The split whose scenarios the expert solves (`train`, `dev`, ...).
-    pub split: String,
+    #[serde(with = "text")]
+    pub split: Split,
     /// Scenario seeds per template (more seeds: more worlds, people and values).
     pub seeds: u64,
     /// Style variants per scenario (different wordings, names and mistakes).
@@ -30,7 +33,8 @@ pub struct ExpertDataConfig {
     /// `skills` (SAGE's format), `direct` (plain API calls, the no-skill baseline) or
     /// `mixed` (some scenarios each way, all under the skill prompt, so that writing and
     /// reusing a skill are the policy's choice).
-    pub mode: String,
+    #[serde(with = "text")]
+    pub mode: ExpertMode,
     /// `mixed`: the share of scenarios solved in skill style, in [0, 1].
     pub skill_share: f64,
     /// `mixed`: the share of later tasks of skill-style scenarios that write plain code
@@ -54,10 +58,10 @@ pub struct ExpertDataConfig {
 impl Default for ExpertDataConfig {
     fn default() -> ExpertDataConfig {
         ExpertDataConfig {
-            split: "train".to_owned(),
+            split: Split::Train,
             seeds: 5,
             variants: 1,
-            mode: "skills".to_owned(),
+            mode: ExpertMode::Skills,
             skill_share: 0.5,
             rewrite_share: 0.25,
             mistake_rate: 0.2,
@@ -106,35 +110,8 @@ pub struct ExpertData {
 }
 
 impl ExpertDataConfig {
-    /// The split, checked.
-    pub fn split(&self) -> Result<Split, DataError> {
-        Split::parse(&self.split).ok_or_else(|| {
-            DataError::Config(format!(
-                "unknown split {:?} (train, iid, dev, test-normal, test-challenge)",
-                self.split
-            ))
-        })
-    }
-
-    /// The expert mode, checked.
-    pub fn mode(&self) -> Result<ExpertMode, DataError> {
-        match self.mode.as_str() {
-            "skills" => Ok(ExpertMode::Skills),
-            "direct" => Ok(ExpertMode::Direct),
-            "mixed" => Ok(ExpertMode::Mixed),
-            other => Err(DataError::Config(format!(
-                "unknown mode {other:?} (skills, direct or mixed)"
-            ))),
-        }
-    }
-}
-
-impl ExpertDataConfig {
-    /// Checks every setting: the split, the mode, the seed and variant counts, and the
-    /// shares.
+    /// Checks the seed and variant counts and the shares.
     pub fn validate(&self) -> Result<(), DataError> {
-        self.split()?;
-        self.mode()?;
         if self.seeds == 0 || self.variants == 0 {
             return Err(DataError::Config(
                 "seeds and variants must be at least 1".into(),
@@ -161,8 +138,7 @@ impl ExpertDataConfig {
 /// Runs the expert over the configured split.
 pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
     config.validate()?;
-    let split = config.split()?;
-    let mode = config.mode()?;
+    let (split, mode) = (config.split, config.mode);
     let catalog_config = CatalogConfig {
         seeds: config.seeds,
         iid_seeds: config.seeds,

@@ -21,6 +21,7 @@ use sage_envs::prompt::{Prompt, PromptMode};
 use sage_envs::scenarios::{BuiltScenario, Catalog, Split};
 
 use crate::chat::ChatTemplate;
+use crate::config::text;
 use crate::rollout::{run_episodes, EpisodeRequest, RolloutConfig, RolloutEpisode, RolloutError};
 
 /// The metrics of one split under one retrieval mode.
@@ -97,15 +98,18 @@ pub struct TurnText {
 #[serde(default, deny_unknown_fields)]
 pub struct EvalConfig {
     /// Splits to evaluate (`iid`, `test-normal`, ...).
-    pub splits: Vec<String>,
+    #[serde(with = "text::list")]
+    pub splits: Vec<Split>,
     /// Retrieval modes (`same-scenario`, `query-ngram`, `none`, ...).
-    pub modes: Vec<String>,
+    #[serde(with = "text::list")]
+    pub modes: Vec<RetrievalMode>,
     /// Scenarios evaluated per split, in catalog order (0: all of them).
     pub max_scenarios: usize,
     /// Skills shown per task.
     pub top_k: usize,
     /// `skills` (SAGE's prompt) or `direct` (the no-skill baseline's).
-    pub prompt: String,
+    #[serde(with = "text")]
+    pub prompt: PromptMode,
     /// Rollout settings (greedy by default).
     pub rollout: RolloutConfig,
     /// Seed of sampling (when the temperature is above 0).
@@ -115,11 +119,11 @@ pub struct EvalConfig {
 impl Default for EvalConfig {
     fn default() -> EvalConfig {
         EvalConfig {
-            splits: vec!["iid".to_owned(), "test-normal".to_owned()],
-            modes: vec!["same-scenario".to_owned()],
+            splits: vec![Split::Iid, Split::TestNormal],
+            modes: vec![RetrievalMode::SameScenario],
             max_scenarios: 0,
             top_k: 5,
-            prompt: "skills".to_owned(),
+            prompt: PromptMode::Skills,
             rollout: RolloutConfig {
                 temperature: 0.0,
                 ..RolloutConfig::default()
@@ -152,41 +156,6 @@ impl std::error::Error for EvalError {}
 impl From<RolloutError> for EvalError {
     fn from(e: RolloutError) -> Self {
         EvalError::Rollout(e)
-    }
-}
-
-impl EvalConfig {
-    /// The splits, checked.
-    pub fn parsed_splits(&self) -> Result<Vec<Split>, EvalError> {
-        self.splits
-            .iter()
-            .map(|s| {
-                Split::parse(s).ok_or_else(|| {
-                    EvalError::Config(format!(
-                        "unknown split {s:?} (train, iid, dev, test-normal, test-challenge)"
-                    ))
-                })
-            })
-            .collect()
-    }
-
-    /// The retrieval modes, checked.
-    pub fn parsed_modes(&self) -> Result<Vec<RetrievalMode>, EvalError> {
-        self.modes
-            .iter()
-            .map(|m| m.parse().map_err(|e| EvalError::Config(format!("{e}"))))
-            .collect()
-    }
-
-    /// The prompt mode, checked.
-    pub fn prompt_mode(&self) -> Result<PromptMode, EvalError> {
-        match self.prompt.as_str() {
-            "skills" => Ok(PromptMode::Skills),
-            "direct" => Ok(PromptMode::Direct),
-            other => Err(EvalError::Config(format!(
-                "unknown prompt {other:?} (skills or direct)"
-            ))),
-        }
     }
 }
 
@@ -261,7 +230,7 @@ pub fn evaluate_split<P: Policy>(
     on_wave: &mut dyn FnMut(usize, usize),
 ) -> Result<(EvalMetrics, Vec<TaskOutcome>), EvalError> {
     let prompt = Prompt {
-        mode: config.prompt_mode()?,
+        mode: config.prompt,
         rules: prompt_rules,
     };
     let mut scenarios: Vec<&Arc<BuiltScenario>> = catalog.split(split);

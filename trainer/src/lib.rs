@@ -33,10 +33,11 @@
 //! - [`config`]: the TOML run configuration;
 //! - [`pipeline`]: the stages of a run (data, tokenizer, model, SFT, evaluation, the
 //!   demo) shared by the CLI and the example programs;
-//! - backend selection by cargo feature ([`compiled_backends`]).
+//! - backend selection by cargo feature ([`backend::Backend`]).
 //!
 #![forbid(unsafe_code)]
 
+pub mod backend;
 pub mod chat;
 pub mod checkpoint;
 pub mod config;
@@ -55,19 +56,3 @@ pub mod sampling;
 pub mod sft;
 pub mod tokenizer;
 pub mod weights;
-
-/// The compute backends compiled into this build, by cargo feature (`cpu` is the
-/// default; `cuda` and `wgpu` are opt-in).
-pub fn compiled_backends() -> Vec<&'static str> {
-    let mut backends = Vec::new();
-    if cfg!(feature = "cpu") {
-        backends.push("cpu");
-    }
-    if cfg!(feature = "cuda") {
-        backends.push("cuda");
-    }
-    if cfg!(feature = "wgpu") {
-        backends.push("wgpu");
-    }
-    backends
-}

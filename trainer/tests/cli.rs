@@ -8,6 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use sage_envs::scenarios::Split;
 use sage_trainer::config::RunConfig;
 
 /// Runs `sage` with `args`.
@@ -82,6 +83,14 @@ fn bad_inputs_fail_with_one_clear_message() {
     let output = sage(&["sft", "--backend", "tpu"]);
     assert!(!output.status.success());
     assert!(
+        stderr(&output).contains("unknown backend \"tpu\" (known: cpu, cuda, wgpu)"),
+        "{}",
+        stderr(&output)
+    );
+    // This test binary's `sage` is the default build, with the CPU backend only.
+    let output = sage(&["sft", "--backend", "cuda"]);
+    assert!(!output.status.success());
+    assert!(
         stderr(&output).contains("not compiled"),
         "{}",
         stderr(&output)
@@ -110,7 +119,7 @@ fn sft_checkpoints_resumes_and_evaluates() {
     tiny.sft.epochs = 1;
     tiny.run.checkpoint_every = 5;
     tiny.run.keep_checkpoints = 2;
-    tiny.eval.splits = vec!["iid".to_owned()];
+    tiny.eval.splits = vec![Split::Iid];
     tiny.eval.max_scenarios = 2;
     let config = dir.join("tiny.toml");
     fs::write(&config, tiny.to_toml()).unwrap();

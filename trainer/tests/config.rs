@@ -47,9 +47,18 @@ fn problem(text: &str) -> String {
 fn bad_configurations_name_their_field() {
     assert!(problem("[sft]\nepoch = 2\n").contains("epoch"));
     assert!(problem("[run]\nkeep_checkpoints = 0\n").contains("keep_checkpoints"));
-    assert!(problem("[run]\nbackend = \"tpu\"\n").contains("not compiled"));
-    assert!(problem("[data]\nsplit = \"nowhere\"\n").contains("[data]"));
-    assert!(problem("[eval]\nmodes = [\"psychic\"]\n").contains("[eval]"));
+    assert!(problem("[run]\nbackend = \"tpu\"\n").contains("unknown backend \"tpu\""));
+    assert!(problem("[run]\nbackend = \"cuda\"\n").contains("not compiled"));
+    let split = problem("[data]\nsplit = \"nowhere\"\n");
+    assert!(
+        split.contains("data.split") && split.contains("unknown split \"nowhere\""),
+        "{split}"
+    );
+    let mode = problem("[eval]\nmodes = [\"psychic\"]\n");
+    assert!(
+        mode.contains("eval.modes") && mode.contains("psychic"),
+        "{mode}"
+    );
     assert!(problem("[model]\nnum_attention_heads = 3\n").contains("[model]"));
     assert!(problem("[eval.rollout]\nmax_episode_tokens = 100000\n").contains("max_episode_tokens"));
     assert!(problem("[sft]\nbatch_tokens = \"many\"\n").contains("batch_tokens"));

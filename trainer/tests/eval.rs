@@ -6,7 +6,9 @@
 use std::path::Path;
 
 use sage_core::policy::{Generation, SamplingParams, StopReason, UpdateStats};
+use sage_core::retrieval::RetrievalMode;
 use sage_core::Policy;
+use sage_envs::scenarios::Split;
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::config::RunConfig;
 use sage_trainer::pipeline::{run_eval, PrintReporter};
@@ -58,8 +60,8 @@ impl Policy for Canned {
 /// `answers[i]`.
 fn rates_of(answers: &[&str]) -> (f64, f64) {
     let mut config = RunConfig::tiny(Path::new("unused"));
-    config.eval.splits = vec!["iid".into()];
-    config.eval.modes = vec!["same-scenario".into()];
+    config.eval.splits = vec![Split::Iid];
+    config.eval.modes = vec![RetrievalMode::SameScenario];
     config.eval.max_scenarios = 1;
     config.eval.rollout.max_turns = 1;
     let tokenizer = Tokenizer::train(

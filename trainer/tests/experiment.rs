@@ -1,7 +1,10 @@
 //! `experiment`: each arm's settings, the table's mean ± spread over seeds, and bad arm
 //! names.
 
+use sage_core::retrieval::RetrievalMode;
 use sage_core::reward::RewardKind;
+use sage_envs::expert::ExpertMode;
+use sage_envs::prompt::PromptMode;
 use sage_trainer::config::RunConfig;
 use sage_trainer::eval::{EvalConfig, EvalMetrics};
 use sage_trainer::experiment::{
@@ -23,7 +26,7 @@ fn every_arm_changes_only_what_it_studies() {
     assert_eq!(sage, base, "SAGE is the run's RL settings as they are");
     let outcome = Arm::OutcomeOnly.rl_config(&base).unwrap();
     assert_eq!(outcome.reward.kind, RewardKind::OutcomeOnly);
-    assert_eq!((outcome.chain_len, outcome.prompt.as_str()), (2, "skills"));
+    assert_eq!((outcome.chain_len, outcome.prompt), (2, PromptMode::Skills));
     let chain = Arm::ChainReward.rl_config(&base).unwrap();
     assert_eq!(chain.reward.kind, RewardKind::Chain);
     // K = 3 and the no-skill baseline see as many tasks per step as SAGE (6).
@@ -43,7 +46,7 @@ fn every_arm_changes_only_what_it_studies() {
     let grpo = Arm::GrpoNoSkills.rl_config(&base).unwrap();
     assert_eq!((grpo.chain_len, grpo.chains_per_step), (1, 6));
     assert_eq!(grpo.reward.kind, RewardKind::OutcomeOnly);
-    assert_eq!(grpo.prompt, "direct");
+    assert_eq!(grpo.prompt, PromptMode::Direct);
     for arm in [
         Arm::Sage,
         Arm::OutcomeOnly,
@@ -62,11 +65,12 @@ fn every_arm_changes_only_what_it_studies() {
     assert_eq!(Arm::Sage.eval_config(&eval), eval);
     let plain = Arm::GrpoNoSkills.eval_config(&eval);
     assert_eq!(
-        (plain.prompt.as_str(), plain.modes.as_slice()),
-        ("direct", &["none".to_owned()][..])
+        (plain.prompt, plain.modes.as_slice()),
+        (PromptMode::Direct, &[RetrievalMode::None][..])
     );
     for arm in Arm::ALL {
-        assert_eq!(Arm::parse(arm.name()), Some(arm));
+        assert_eq!(arm.name().parse::<Arm>(), Ok(arm));
+        assert_eq!(arm.to_string(), arm.name());
     }
 }
 
@@ -124,26 +128,31 @@ fn the_table_gives_mean_and_spread_over_seeds_per_split_and_arm() {
 #[test]
 fn unknown_arms_and_zero_seeds_are_named() {
     let config = ExperimentConfig {
-        arms: vec!["sage".into(), "magic".into()],
-        ..ExperimentConfig::default()
-    };
-    assert!(config.parsed_arms().unwrap_err().contains("magic"));
-    let config = ExperimentConfig {
         seeds: 0,
         ..ExperimentConfig::default()
     };
-    assert!(config.parsed_arms().unwrap_err().contains("seeds"));
+    assert!(config.validate().unwrap_err().contains("seeds"));
     let config = ExperimentConfig {
-        skill_data: "direct".into(),
+        arms: Vec::new(),
         ..ExperimentConfig::default()
     };
-    assert!(config.parsed_arms().unwrap_err().contains("skill_data"));
-    let error = RunConfig::from_toml("[experiment]\narms = [\"magic\"]\n").unwrap_err();
-    assert!(error.to_string().contains("[experiment]") && error.to_string().contains("magic"));
-    assert_eq!(
-        ExperimentConfig::default().parsed_arms().unwrap(),
-        Arm::DEFAULT.to_vec()
+    assert!(config.validate().unwrap_err().contains("arms"));
+    let config = ExperimentConfig {
+        skill_data: ExpertMode::Direct,
+        ..ExperimentConfig::default()
+    };
+    assert!(config.validate().unwrap_err().contains("skill_data"));
+    // A name outside the arms fails when the file is read, naming it and the arms there are.
+    let error = RunConfig::from_toml("[experiment]\narms = [\"sage\", \"magic\"]\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("experiment")
+            && error.contains("unknown arm \"magic\"")
+            && error.contains("sage-k3"),
+        "{error}"
     );
+    assert_eq!(ExperimentConfig::default().arms, Arm::DEFAULT.to_vec());
     assert!(!Arm::DEFAULT.contains(&Arm::SageKl) && Arm::ALL.contains(&Arm::SageKl));
     RunConfig::experiment("runs/x").validate().unwrap();
 }

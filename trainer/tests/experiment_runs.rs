@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use sage_backend_cpu::CpuBackend;
+use sage_envs::scenarios::Split;
 use sage_trainer::config::RunConfig;
-use sage_trainer::experiment::{run_experiment, ArmRun};
+use sage_trainer::experiment::{run_experiment, Arm, ArmRun};
 use sage_trainer::pipeline::{PipelineError, Reporter};
 use sage_trainer::sft::SftStep;
 
@@ -35,10 +36,10 @@ impl Reporter for Recorder {
 fn tiny(dir: &Path, seeds: u64) -> RunConfig {
     let mut config = RunConfig::tiny(dir);
     config.sft.epochs = 1;
-    config.eval.splits = vec!["iid".to_owned()];
+    config.eval.splits = vec![Split::Iid];
     config.eval.max_scenarios = 2;
     config.experiment.seeds = seeds;
-    config.experiment.arms = vec!["sft-only".to_owned(), "sage".to_owned()];
+    config.experiment.arms = vec![Arm::SftOnly, Arm::Sage];
     config
 }
 
@@ -126,7 +127,7 @@ fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
     // A fresh run in the same directory does not count the old run's stages as its own.
     let mut fresh = Recorder::default();
     let mut sft_only = tiny(&dir, 1);
-    sft_only.experiment.arms = vec!["sft-only".to_owned()];
+    sft_only.experiment.arms = vec![Arm::SftOnly];
     run(&sft_only, false, &mut fresh).unwrap();
     assert!(
         fresh.lines.iter().all(|l| !l.contains("reused")),
@@ -152,7 +153,7 @@ fn the_kl_arm_trains_against_its_frozen_sft_start() {
         std::env::temp_dir().join(format!("sage-experiment-kl-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     let mut config = tiny(&dir, 1);
-    config.experiment.arms = vec!["sage-kl".to_owned()];
+    config.experiment.arms = vec![Arm::SageKl];
     config.experiment.controls = false;
     config.rl.steps = 2;
     let mut reporter = Recorder::default();

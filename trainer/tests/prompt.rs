@@ -5,8 +5,10 @@
 use std::path::Path;
 
 use sage_core::policy::{Generation, SamplingParams, StopReason, UpdateStats};
+use sage_core::retrieval::RetrievalMode;
 use sage_core::Policy;
 use sage_envs::prompt::{Prompt, PromptMode};
+use sage_envs::scenarios::Split;
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::config::RunConfig;
 use sage_trainer::data::expert_data;
@@ -78,8 +80,8 @@ fn system_message(prompt: &str) -> &str {
 fn setup(prompt_rules: bool) -> (RunConfig, Vec<String>) {
     let mut config = RunConfig::tiny(Path::new("unused"));
     config.data.prompt_rules = prompt_rules;
-    config.eval.splits = vec!["iid".into()];
-    config.eval.modes = vec!["same-scenario".into()];
+    config.eval.splits = vec![Split::Iid];
+    config.eval.modes = vec![RetrievalMode::SameScenario];
     config.eval.max_scenarios = 1;
     let data = expert_data(&config.data).expect("expert data");
     let systems = data

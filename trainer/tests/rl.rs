@@ -546,11 +546,14 @@ fn bad_settings_and_chains_are_named() {
         ..RlConfig::default()
     })
     .contains("chain_len"));
-    assert!(bad(RlConfig {
-        prompt: "poetry".into(),
-        ..RlConfig::default()
-    })
-    .contains("poetry"));
+    // A prompt outside `skills` / `direct` fails when the settings are read.
+    let error = sage_trainer::config::RunConfig::from_toml("[rl]\nprompt = \"poetry\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("unknown prompt \"poetry\" (known: skills, direct)"),
+        "{error}"
+    );
     let mut grpo = RlConfig::default().grpo;
     grpo.clip_eps_low = 2.0;
     assert!(bad(RlConfig {

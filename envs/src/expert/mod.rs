@@ -30,6 +30,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::environment::{EnvError, WorldEnv};
+use crate::names::Named;
 use crate::prompt::{observation_message, task_message, Prompt, PromptMode};
 use crate::scenarios::{BuiltScenario, Report, TaskKind};
 use sage_core::skill::parse_response;
@@ -41,7 +42,8 @@ pub use style::{Mistake, Style};
 
 use style::{hash_text, StyleRng};
 
-/// Which kind of code the expert writes.
+/// Which kind of code the expert writes; named `skills`, `direct` or `mixed` in
+/// settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ExpertMode {
     /// Skills: define, call, save, reuse.
@@ -53,8 +55,18 @@ pub enum ExpertMode {
     Mixed,
 }
 
+impl Named for ExpertMode {
+    const WHAT: &'static str = "expert mode";
+    const ALL: &'static [ExpertMode] = &[ExpertMode::Skills, ExpertMode::Direct, ExpertMode::Mixed];
+    fn name(self) -> &'static str {
+        ExpertMode::name(self)
+    }
+}
+
+crate::impl_named_text!(ExpertMode);
+
 impl ExpertMode {
-    /// `skills` or `direct`.
+    /// `skills`, `direct` or `mixed`.
     pub fn name(self) -> &'static str {
         match self {
             ExpertMode::Skills => "skills",

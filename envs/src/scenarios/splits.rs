@@ -18,9 +18,11 @@ use std::sync::Arc;
 
 use super::build::BuiltScenario;
 use super::{template, BuiltTask, ScenarioError};
+use crate::names::Named;
 use crate::world::{World, WorldConfig};
 
-/// A split of the scenarios.
+/// A split of the scenarios, named in settings by [`Split::name`] (`FromStr`,
+/// `Display`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Split {
     /// Training templates, training seeds.
@@ -54,11 +56,6 @@ impl Split {
             Split::TestNormal => "test-normal",
             Split::TestChallenge => "test-challenge",
         }
-    }
-
-    /// The split named `name`.
-    pub fn parse(name: &str) -> Option<Split> {
-        Split::ALL.into_iter().find(|s| s.name() == name)
     }
 
     /// The names of the split's templates.
@@ -313,3 +310,13 @@ impl Catalog {
         })
     }
 }
+
+impl Named for Split {
+    const WHAT: &'static str = "split";
+    const ALL: &'static [Split] = &Split::ALL;
+    fn name(self) -> &'static str {
+        Split::name(self)
+    }
+}
+
+crate::impl_named_text!(Split);

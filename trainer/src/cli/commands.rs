@@ -4,6 +4,7 @@
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
+use sage_trainer::backend::Backend;
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
@@ -24,44 +25,42 @@ use super::progress::BarReporter;
 use super::train::{train, TrainSources};
 use super::{checked, load_config, load_config_over, Cli, Command};
 
-/// Runs `body` with the backend `name` bound to `$k` (each compiled backend is one
-/// arm, so the body is instantiated for every backend).
+/// Runs `body` with the [`Backend`] `$backend` bound to `$k` (each compiled backend is
+/// one arm, so the body is instantiated for every backend).
 macro_rules! with_backend {
     // `$more` is a closure that opens another instance of the same backend (a frozen
     // reference policy shares nothing mutable with the trained one).
-    ($name:expr, |$k:ident, $more:ident| $body:expr) => {
-        match $name {
+    ($backend:expr, |$k:ident, $more:ident| $body:expr) => {
+        match $backend {
             #[cfg(feature = "cpu")]
-            "cpu" => {
+            Backend::Cpu => {
                 let $k = sage_backend_cpu::CpuBackend::new();
                 let $more = || Ok::<_, PipelineError>(sage_backend_cpu::CpuBackend::new());
                 $body
             }
             #[cfg(feature = "cuda")]
-            "cuda" => {
+            Backend::Cuda => {
                 let $k = sage_backend_cuda::CudaBackend::new().map_err(failed("backend"))?;
                 tracing::info!("cuda device: {}", $k.description());
                 let $more = || sage_backend_cuda::CudaBackend::new().map_err(failed("backend"));
                 $body
             }
             #[cfg(feature = "wgpu")]
-            "wgpu" => {
+            Backend::Wgpu => {
                 let $k = sage_backend_wgpu::WgpuBackend::new().map_err(failed("backend"))?;
                 tracing::info!("wgpu adapter: {}", $k.description());
                 let $more = || sage_backend_wgpu::WgpuBackend::new().map_err(failed("backend"));
                 $body
             }
+            #[allow(unreachable_patterns)]
             other => Err(PipelineError {
                 stage: "backend",
-                message: format!(
-                    "backend {other:?} is not compiled into this binary (compiled: {})",
-                    sage_trainer::compiled_backends().join(", ")
-                ),
+                message: format!("backend {other} is not compiled into this binary"),
             }),
         }
     };
-    ($name:expr, |$k:ident| $body:expr) => {
-        with_backend!($name, |$k, _another| $body)
+    ($backend:expr, |$k:ident| $body:expr) => {
+        with_backend!($backend, |$k, _another| $body)
     };
 }
 
@@ -70,7 +69,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
     match cli.command {
         Command::Demo { common, tiny } => {
             let config = load_config_over(&common, tiny_or(tiny, RunConfig::default()))?;
-            with_backend!(config.run.backend.as_str(), |k| demo(k, &config))
+            with_backend!(config.run.backend, |k| demo(k, &config))
         }
         Command::Data {
             common,
@@ -112,7 +111,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
                 init,
                 resume,
             };
-            with_backend!(config.run.backend.as_str(), |k| sft(k, &config, &sources))
+            with_backend!(config.run.backend, |k| sft(k, &config, &sources))
         }
         Command::Train {
             common,
@@ -127,7 +126,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.rl.apply_updates &= !control;
             let config = checked(config)?;
             let sources = TrainSources { init, resume };
-            with_backend!(config.run.backend.as_str(), |k, more| train(
+            with_backend!(config.run.backend, |k, more| train(
                 k, more, &config, &sources
             ))
         }
@@ -148,7 +147,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.experiment.arms = arms.unwrap_or(config.experiment.arms);
             config.experiment.skill_data = skill_data.unwrap_or(config.experiment.skill_data);
             let config = checked(config)?;
-            with_backend!(config.run.backend.as_str(), |k, more| experiment(
+            with_backend!(config.run.backend, |k, more| experiment(
                 k, &more, &config, resume
             ))
         }
@@ -163,7 +162,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.eval.splits = splits.unwrap_or(config.eval.splits);
             config.eval.modes = modes.unwrap_or(config.eval.modes);
             let config = checked(config)?;
-            with_backend!(config.run.backend.as_str(), |k| eval(
+            with_backend!(config.run.backend, |k| eval(
                 k,
                 &config,
                 checkpoint.as_deref(),
@@ -183,7 +182,9 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             Ok(())
         }
         Command::Backends => {
-            println!("{}", sage_trainer::compiled_backends().join("\n"));
+            for backend in Backend::compiled() {
+                println!("{backend}");
+            }
             Ok(())
         }
     }

@@ -10,7 +10,12 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use sage_core::retrieval::RetrievalMode;
+use sage_envs::expert::ExpertMode;
+use sage_envs::scenarios::Split;
+use sage_trainer::backend::Backend;
 use sage_trainer::config::RunConfig;
+use sage_trainer::experiment::Arm;
 use sage_trainer::pipeline::PipelineError;
 
 pub use commands::run;
@@ -34,7 +39,7 @@ struct Common {
     run_dir: Option<PathBuf>,
     /// The compute backend (overrides `[run] backend`): cpu, cuda or wgpu.
     #[arg(long)]
-    backend: Option<String>,
+    backend: Option<Backend>,
 }
 
 #[derive(Subcommand)]
@@ -57,7 +62,7 @@ enum Command {
         out: PathBuf,
         /// The split (overrides `[data] split`).
         #[arg(long)]
-        split: Option<String>,
+        split: Option<Split>,
         /// Seeds per template (overrides `[data] seeds`).
         #[arg(long)]
         seeds: Option<u64>,
@@ -66,7 +71,7 @@ enum Command {
         variants: Option<u64>,
         /// `skills`, `direct` or `mixed` (overrides `[data] mode`).
         #[arg(long)]
-        mode: Option<String>,
+        mode: Option<ExpertMode>,
     },
     /// Supervised fine-tuning on chat JSON lines.
     Sft {
@@ -122,11 +127,11 @@ enum Command {
         /// Comma-separated arms (overrides `[experiment] arms`): sft-only, sft-direct,
         /// grpo-no-skills, sage, sage-outcome-only, sage-chain-reward, sage-k3, sage-kl.
         #[arg(long, value_delimiter = ',')]
-        arms: Option<Vec<String>>,
+        arms: Option<Vec<Arm>>,
         /// The skill arms' SFT data: `skills` or `mixed` (overrides `[experiment]
         /// skill_data`; `configs/experiment-mechanism.toml` sets `mixed`).
         #[arg(long)]
-        skill_data: Option<String>,
+        skill_data: Option<ExpertMode>,
         /// A smoke run of every arm on the tiny configuration in runs/experiment-tiny.
         #[arg(long, conflicts_with = "config")]
         tiny: bool,
@@ -144,10 +149,10 @@ enum Command {
         checkpoint: Option<PathBuf>,
         /// Comma-separated splits (overrides `[eval] splits`).
         #[arg(long, value_delimiter = ',')]
-        splits: Option<Vec<String>>,
+        splits: Option<Vec<Split>>,
         /// Comma-separated retrieval modes (overrides `[eval] modes`).
         #[arg(long, value_delimiter = ',')]
-        modes: Option<Vec<String>>,
+        modes: Option<Vec<RetrievalMode>>,
         /// Where to write the JSON report (default: RUN_DIR/eval.json).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -195,8 +200,8 @@ fn load_config_over(common: &Common, defaults: RunConfig) -> Result<RunConfig, P
     if let Some(dir) = &common.run_dir {
         config.run.dir = dir.clone();
     }
-    if let Some(backend) = &common.backend {
-        config.run.backend = backend.clone();
+    if let Some(backend) = common.backend {
+        config.run.backend = backend;
     }
     checked(config)
 }

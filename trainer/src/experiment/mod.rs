@@ -37,11 +37,15 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use sage_core::retrieval::RetrievalMode;
 use sage_core::reward::RewardKind;
+use sage_envs::expert::ExpertMode;
+use sage_envs::names::Named;
+use sage_envs::prompt::PromptMode;
 use sage_transformer::Kernels;
 
 use crate::chat::ChatTemplate;
-use crate::config::RunConfig;
+use crate::config::{text, RunConfig};
 use crate::eval::{EvalConfig, EvalMetrics};
 use crate::metrics::{MetricsLog, Series};
 use crate::pipeline::{
@@ -62,7 +66,8 @@ use plots::plot_rewards;
 use resume::{RunRecord, SftFinished};
 pub use tables::{experiment_table, gain_table, mean_std};
 
-/// One arm of the comparison (see the [module docs](self)).
+/// One arm of the comparison (see the [module docs](self)), named in settings by
+/// [`Arm::name`] (`FromStr`, `Display`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Arm {
     /// The SFT model on skill trajectories, without RL.
@@ -126,11 +131,6 @@ impl Arm {
         }
     }
 
-    /// The arm called `name`.
-    pub fn parse(name: &str) -> Option<Arm> {
-        Arm::ALL.into_iter().find(|arm| arm.name() == name)
-    }
-
     /// The arm has an RL stage (every arm but the SFT models alone).
     pub fn trains(self) -> bool {
         !matches!(self, Arm::SftOnly | Arm::SftDirect)
@@ -146,9 +146,9 @@ impl Arm {
 
     /// The expert data mode of the arm's SFT: `direct` for the plain-code arms,
     /// `skill_data` (`skills` or `mixed`) for the others.
-    fn sft_mode(self, skill_data: &str) -> &str {
+    fn sft_mode(self, skill_data: ExpertMode) -> ExpertMode {
         if self.sft_start() == Arm::SftDirect {
-            "direct"
+            ExpertMode::Direct
         } else {
             skill_data
         }
@@ -176,7 +176,7 @@ impl Arm {
                 rl
             }
             Arm::GrpoNoSkills => RlConfig {
-                prompt: "direct".to_owned(),
+                prompt: PromptMode::Direct,
                 ..with_chain_len(1)
             },
         };
@@ -192,14 +192,24 @@ impl Arm {
     pub fn eval_config(self, base: &EvalConfig) -> EvalConfig {
         match self.sft_start() {
             Arm::SftDirect => EvalConfig {
-                prompt: "direct".to_owned(),
-                modes: vec!["none".to_owned()],
+                prompt: PromptMode::Direct,
+                modes: vec![RetrievalMode::None],
                 ..base.clone()
             },
             _ => base.clone(),
         }
     }
 }
+
+impl Named for Arm {
+    const WHAT: &'static str = "arm";
+    const ALL: &'static [Arm] = &Arm::ALL;
+    fn name(self) -> &'static str {
+        Arm::name(self)
+    }
+}
+
+sage_envs::impl_named_text!(Arm);
 
 /// Settings of `sage experiment`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -208,50 +218,43 @@ pub struct ExperimentConfig {
     /// Seeds per arm (RL chain order and sampling; the SFT models are shared).
     pub seeds: u64,
     /// The arms, by name (see [`Arm::name`]).
-    pub arms: Vec<String>,
+    #[serde(with = "text::list")]
+    pub arms: Vec<Arm>,
     /// Run every RL arm's update-off control beside it (same seed, no optimizer step).
     pub controls: bool,
     /// The expert data of the skill arms' SFT: `skills` (every scenario in skill style)
     /// or `mixed` (`[data] skill_share` of them, the rest in plain code, all under the
     /// skill prompt: writing and reusing a skill become the policy's choice).
-    pub skill_data: String,
+    #[serde(with = "text")]
+    pub skill_data: ExpertMode,
 }
 
 impl Default for ExperimentConfig {
     fn default() -> ExperimentConfig {
         ExperimentConfig {
             seeds: 3,
-            arms: Arm::DEFAULT.iter().map(|a| a.name().to_owned()).collect(),
+            arms: Arm::DEFAULT.to_vec(),
             controls: true,
-            skill_data: "skills".to_owned(),
+            skill_data: ExpertMode::Skills,
         }
     }
 }
 
 impl ExperimentConfig {
-    /// The arms, checked.
-    pub fn parsed_arms(&self) -> Result<Vec<Arm>, String> {
+    /// Checks the seed count, that some arm is named, and the skill data mode.
+    pub fn validate(&self) -> Result<(), String> {
         if self.seeds == 0 {
             return Err("seeds must be at least 1".to_owned());
         }
         if self.arms.is_empty() {
             return Err("arms must name at least one arm".to_owned());
         }
-        if !matches!(self.skill_data.as_str(), "skills" | "mixed") {
-            return Err(format!(
-                "unknown skill_data {:?} (skills or mixed)",
-                self.skill_data
-            ));
+        if self.skill_data == ExpertMode::Direct {
+            return Err(
+                "skill_data must be skills or mixed (direct is the sft-direct arm's)".to_owned(),
+            );
         }
-        self.arms
-            .iter()
-            .map(|name| {
-                Arm::parse(name).ok_or_else(|| {
-                    let known: Vec<&str> = Arm::ALL.iter().map(|a| a.name()).collect();
-                    format!("unknown arm {name:?} (known: {})", known.join(", "))
-                })
-            })
-            .collect()
+        Ok(())
     }
 }
 
@@ -300,25 +303,26 @@ pub fn run_experiment<K: Kernels>(
     resume: bool,
     reporter: &mut dyn Reporter,
 ) -> Result<Vec<ArmRun>, PipelineError> {
-    let arms = config
+    config
         .experiment
-        .parsed_arms()
+        .validate()
         .map_err(|message| PipelineError {
             stage: "config",
             message: format!("[experiment]: {message}"),
         })?;
+    let arms = &config.experiment.arms;
     let dir = &config.run.dir;
     let record = RunRecord::open(config, resume)?;
-    let skill_data = config.experiment.skill_data.as_str();
-    let modes: Vec<&str> = [skill_data, "direct"]
+    let skill_data = config.experiment.skill_data;
+    let modes: Vec<ExpertMode> = [skill_data, ExpertMode::Direct]
         .into_iter()
-        .filter(|mode| arms.iter().any(|a| a.sft_mode(skill_data) == *mode))
+        .filter(|&mode| arms.iter().any(|a| a.sft_mode(skill_data) == mode))
         .collect();
     let mut data = Vec::new();
     let mut tokenizer: Option<Tokenizer> = None;
     for mode in &modes {
         let data_config = crate::data::ExpertDataConfig {
-            mode: (*mode).to_owned(),
+            mode: *mode,
             ..config.data.clone()
         };
         let files = prepare_data(&data_config, &dir.join(format!("sft-{mode}")), reporter)?;
@@ -335,7 +339,7 @@ pub fn run_experiment<K: Kernels>(
         .map_err(failed("tokenizer"))?
         .with_max_len(config.model.max_position_embeddings);
     for (mode, files) in &data {
-        if let Some(done) = record.finished_sft(mode)? {
+        if let Some(done) = record.finished_sft(mode.name())? {
             reporter.info(&format!(
                 "sft on {mode} trajectories: reused from the run being resumed (final loss {:.4})",
                 done.final_loss
@@ -349,7 +353,7 @@ pub fn run_experiment<K: Kernels>(
         let out = dir.join(format!("sft-{mode}")).join("model");
         let (backend, done) = sft(k, config, &tokenizer, &train, &dev, &out, reporter)?;
         k = backend;
-        record.mark_sft_finished(mode, done)?;
+        record.mark_sft_finished(mode.name(), done)?;
     }
     let mut runs = Vec::new();
     for seed in 0..config.experiment.seeds {
@@ -357,7 +361,7 @@ pub fn run_experiment<K: Kernels>(
         seeded.rl.seed = config.rl.seed.wrapping_add(seed);
         seeded.eval.seed = config.eval.seed.wrapping_add(seed);
         let seed_dir = dir.join(format!("seed-{seed}"));
-        for &arm in &arms {
+        for &arm in arms {
             if let Some(run) = record.finished_arm(&seed_dir, arm)? {
                 reporter.info(&format!(
                     "seed {seed}: {}: reused from the run being resumed",
@@ -391,8 +395,8 @@ pub fn run_experiment<K: Kernels>(
     }
     let table = format!(
         "{}\n{}",
-        experiment_table(&runs, &arms),
-        gain_table(&runs, &arms, "iid")
+        experiment_table(&runs, arms),
+        gain_table(&runs, arms, "iid")
     );
     reporter.result(&table);
     let write = |path: PathBuf, text: String| {
@@ -404,7 +408,7 @@ pub fn run_experiment<K: Kernels>(
     let json = serde_json::to_string_pretty(&runs).map_err(failed("experiment"))?;
     write(dir.join("experiment.json"), json)?;
     write(dir.join("experiment.md"), format!("```\n{table}```\n"))?;
-    plot_rewards(dir, &arms, reporter)?;
+    plot_rewards(dir, arms, reporter)?;
     Ok(runs)
 }
 

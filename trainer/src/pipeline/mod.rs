@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sage_core::Policy;
-use sage_envs::scenarios::{Catalog, CatalogConfig};
+use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 use sage_transformer::{Kernels, Transformer};
 
 use crate::chat::ChatTemplate;
@@ -141,7 +141,7 @@ pub fn prepare_data(
     let train = expert_data(config).map_err(failed("data"))?;
     write_records(&files.train, &train.records).map_err(failed("data"))?;
     let dev_config = ExpertDataConfig {
-        split: "dev".to_owned(),
+        split: Split::Dev,
         seeds: config.seeds.min(4),
         variants: 1,
         ..config.clone()
@@ -357,17 +357,15 @@ pub fn run_eval<P: Policy>(
 ) -> Result<Vec<EvalReport>, PipelineError> {
     reporter.stage("evaluation");
     let eval = &config.eval;
-    let splits = eval.parsed_splits().map_err(failed("eval"))?;
-    let modes = eval.parsed_modes().map_err(failed("eval"))?;
-    let catalog = Arc::new(
-        Catalog::build_splits(&CatalogConfig::default(), &splits).map_err(failed("eval"))?,
-    );
+    let (splits, modes) = (&eval.splits, &eval.modes);
+    let catalog =
+        Arc::new(Catalog::build_splits(&CatalogConfig::default(), splits).map_err(failed("eval"))?);
     let template = template
         .clone()
         .with_max_len(eval.rollout.max_episode_tokens);
     let mut reports = Vec::new();
-    for &split in &splits {
-        for &mode in &modes {
+    for &split in splits {
+        for &mode in modes {
             let mode_name = mode.to_string();
             let (metrics, tasks) = evaluate_split(
                 policy,

@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use sage_core::grpo::GrpoConfig;
 use sage_core::reward::RewardConfig;
 use sage_core::TaskChain;
+use sage_envs::prompt::PromptMode;
 
 use crate::optim::{AdamWConfig, LrSchedule};
 use crate::rollout::{RolloutConfig, RolloutError};
@@ -84,7 +85,8 @@ pub struct RlConfig {
     /// Turns, token limits and sampling of the rollouts.
     pub rollout: RolloutConfig,
     /// The system prompt's rules: `skills` (SAGE) or `direct` (the no-skill baseline).
-    pub prompt: String,
+    #[serde(with = "crate::config::text")]
+    pub prompt: PromptMode,
     /// Failed updates in a row (non-finite loss or gradient) that stop the run.
     pub max_failed_in_row: u32,
     /// Seed of the chain order and of sampling.
@@ -106,7 +108,7 @@ impl Default for RlConfig {
             reward: RewardConfig::default(),
             grpo: GrpoConfig::default(),
             rollout: RolloutConfig::default(),
-            prompt: "skills".to_owned(),
+            prompt: PromptMode::Skills,
             max_failed_in_row: 5,
             seed: 0,
         }
@@ -181,12 +183,6 @@ impl RlConfig {
         }
         if !self.reward.no_code_penalty.is_finite() {
             return invalid("reward.no_code_penalty must be finite");
-        }
-        if !matches!(self.prompt.as_str(), "skills" | "direct") {
-            return Err(RlError::Config(format!(
-                "unknown prompt {:?} (skills or direct)",
-                self.prompt
-            )));
         }
         self.grpo
             .validate()

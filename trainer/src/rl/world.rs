@@ -6,7 +6,7 @@ use std::sync::Arc;
 use sage_core::policy::Policy;
 use sage_core::{Skill, TaskChain};
 use sage_envs::environment::{EnvConfig, WorldEnv};
-use sage_envs::prompt::{Prompt, PromptMode};
+use sage_envs::prompt::Prompt;
 use sage_envs::scenarios::{Catalog, CatalogConfig, ScenarioError, Split};
 
 use super::{RlConfig, RlError, RlStepStats, RlTrainer};
@@ -49,11 +49,7 @@ impl WorldRl {
                 ..EnvConfig::default()
             },
             prompt: Prompt {
-                mode: if rl.prompt == "direct" {
-                    PromptMode::Direct
-                } else {
-                    PromptMode::Skills
-                },
+                mode: rl.prompt,
                 rules: prompt_rules,
             },
             chains,

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use sage_transformer::ModelConfig;
 
+use crate::backend::Backend;
 use crate::data::ExpertDataConfig;
 use crate::eval::EvalConfig;
 use crate::experiment::ExperimentConfig;
@@ -19,6 +20,8 @@ use crate::rl::RlConfig;
 use crate::rollout::RolloutConfig;
 use crate::sft::SftConfig;
 use crate::tokenizer::TrainConfig;
+
+pub mod text;
 
 /// The whole configuration of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -52,7 +55,8 @@ pub struct RunSection {
     /// The run directory: data, tokenizer, checkpoints, metrics, plots, reports.
     pub dir: PathBuf,
     /// The compute backend: `cpu`, `cuda` or `wgpu` (compiled in by cargo feature).
-    pub backend: String,
+    #[serde(with = "text")]
+    pub backend: Backend,
     /// Seed of model initialisation.
     pub seed: u64,
     /// Save a checkpoint every this many optimizer steps (0: only at the end).
@@ -67,7 +71,7 @@ impl Default for RunSection {
     fn default() -> RunSection {
         RunSection {
             dir: PathBuf::from("runs/demo"),
-            backend: "cpu".to_owned(),
+            backend: Backend::Cpu,
             seed: 0,
             checkpoint_every: 100,
             keep_checkpoints: 2,
@@ -325,14 +329,6 @@ impl RunConfig {
         if let Err(e) = self.data.validate() {
             return bad(format!("[data]: {e}"));
         }
-        if let Err(e) = self
-            .eval
-            .parsed_splits()
-            .and(self.eval.parsed_modes())
-            .and(self.eval.prompt_mode())
-        {
-            return bad(format!("[eval]: {e}"));
-        }
         if self.eval.rollout.max_episode_tokens > self.model.max_position_embeddings {
             return bad(format!(
                 "[eval.rollout] max_episode_tokens ({}) exceeds [model] max_position_embeddings ({})",
@@ -348,7 +344,7 @@ impl RunConfig {
                 self.rl.rollout.max_episode_tokens, self.model.max_position_embeddings
             ));
         }
-        if let Err(e) = self.experiment.parsed_arms() {
+        if let Err(e) = self.experiment.validate() {
             return bad(format!("[experiment]: {e}"));
         }
         if self.sft.batch_tokens == 0 {
@@ -360,12 +356,13 @@ impl RunConfig {
         if self.run.max_batch_tokens == 0 {
             return bad("[run] max_batch_tokens must be at least 1".into());
         }
-        if !crate::compiled_backends().contains(&self.run.backend.as_str()) {
+        if !self.run.backend.is_compiled() {
+            let compiled: Vec<&str> = Backend::compiled().iter().map(|b| b.name()).collect();
             return bad(format!(
                 "[run] backend {:?} is not compiled into this binary (compiled: {}; \
                  others need `--features cuda` or `--features wgpu`)",
-                self.run.backend,
-                crate::compiled_backends().join(", ")
+                self.run.backend.name(),
+                compiled.join(", ")
             ));
         }
         Ok(())
