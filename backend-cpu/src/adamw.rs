@@ -5,7 +5,9 @@ use rayon::prelude::*;
 use sage_transformer::AdamWStep;
 
 use crate::elementwise::CHUNK;
-use crate::error::{expect_len, CpuError};
+use sage_transformer::contract::expect_len;
+
+use crate::error::CpuError;
 
 /// m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, then
 /// p = p (1 - lr wd) - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps),

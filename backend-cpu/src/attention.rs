@@ -7,9 +7,12 @@
 //! k, v, dk, dv [N, KV*hd]; lse [N, H].
 
 use rayon::prelude::*;
+use sage_transformer::contract::AttentionDims;
 use sage_transformer::AttentionShape;
 
-use crate::error::{expect_len, CpuError};
+use sage_transformer::contract::expect_len;
+
+use crate::error::CpuError;
 use crate::math;
 use crate::matmul::{gemm, view, view_mut};
 
@@ -34,25 +37,22 @@ pub(crate) struct Dims {
 }
 
 impl Dims {
-    /// Checks `shape` for `op`: positive sizes, heads a multiple of kv heads.
+    /// Checks `shape` for `op` (the contract's [`AttentionDims`]) and adds the scale.
     pub(crate) fn new(op: &str, shape: AttentionShape) -> Result<Dims, CpuError> {
-        let AttentionShape {
+        let AttentionDims {
             heads,
-            kv_heads,
             head_dim,
-        } = shape;
-        if heads == 0 || kv_heads == 0 || head_dim == 0 || heads % kv_heads != 0 {
-            return Err(CpuError::Shape(format!(
-                "{op}: {heads} heads, {kv_heads} kv heads of width {head_dim}: need positive \
-                 sizes and heads a multiple of kv heads"
-            )));
-        }
+            group,
+            q_width,
+            kv_width,
+            ..
+        } = AttentionDims::new(op, shape)?;
         Ok(Dims {
             heads,
             head_dim,
-            group: heads / kv_heads,
-            q_width: heads * head_dim,
-            kv_width: kv_heads * head_dim,
+            group,
+            q_width,
+            kv_width,
             scale: 1.0 / (head_dim as f32).sqrt(),
         })
     }

@@ -8,7 +8,9 @@ use sage_transformer::AttentionShape;
 
 use crate::attention::Dims;
 use crate::elementwise::min_rows;
-use crate::error::{expect_len, CpuError};
+use sage_transformer::contract::expect_len;
+
+use crate::error::CpuError;
 use crate::math;
 
 /// Writes k, v [B, KV*hd] into row lengths[b] (< capacity) of sequence b's caches

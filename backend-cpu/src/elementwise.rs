@@ -3,7 +3,9 @@
 
 use rayon::prelude::*;
 
-use crate::error::{expect_len, CpuError};
+use sage_transformer::contract::expect_len;
+
+use crate::error::CpuError;
 
 /// Elements handed to one rayon task by the elementwise loops (and the fixed blocks of
 /// the sum-of-squares reduction, so its order never depends on threads).

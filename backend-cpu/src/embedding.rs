@@ -5,7 +5,9 @@
 use rayon::prelude::*;
 
 use crate::elementwise::min_rows;
-use crate::error::{expect_len, rows_of, CpuError};
+use sage_transformer::contract::{expect_len, rows_of};
+
+use crate::error::CpuError;
 
 /// Rows of `table` (V) after checking that every token is below it.
 fn vocab_checked(

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use sage_transformer::Tensor;
+use sage_transformer::{ContractError, Tensor};
 
 /// Why a CPU kernel refused its arguments (or could not allocate).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,35 +87,13 @@ impl fmt::Display for CpuError {
 
 impl std::error::Error for CpuError {}
 
-/// Fails with [`CpuError::Shape`] unless `got == expected`.
-pub(crate) fn expect_len(
-    op: &str,
-    operand: &str,
-    got: usize,
-    expected: usize,
-) -> Result<(), CpuError> {
-    if got == expected {
-        Ok(())
-    } else {
-        Err(CpuError::Shape(format!(
-            "{op}: `{operand}` has {got} elements, expected {expected}"
-        )))
-    }
-}
-
-/// Rows of a `[rows, width]` operand of `len` elements; fails if `width` is zero or
-/// does not divide `len`.
-pub(crate) fn rows_of(
-    op: &str,
-    operand: &str,
-    len: usize,
-    width: usize,
-) -> Result<usize, CpuError> {
-    if width == 0 || len % width != 0 {
-        Err(CpuError::Shape(format!(
-            "{op}: `{operand}` has {len} elements, not a whole number of rows of {width}"
-        )))
-    } else {
-        Ok(len / width)
+impl From<ContractError> for CpuError {
+    fn from(e: ContractError) -> CpuError {
+        match e {
+            ContractError::Shape(message) | ContractError::TooLarge(message) => {
+                CpuError::Shape(message)
+            }
+            ContractError::Overlap(a, b) => CpuError::Overlap(a, b),
+        }
     }
 }

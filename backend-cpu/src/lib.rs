@@ -40,8 +40,8 @@ use sage_transformer::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
 };
 
-use crate::error::expect_len;
 use crate::store::Store;
+use sage_transformer::contract::expect_len;
 
 /// The CPU backend: host buffers and f32 kernels running on rayon's global pool.
 #[derive(Default)]

@@ -5,7 +5,9 @@
 
 use rayon::prelude::*;
 
-use crate::error::{expect_len, rows_of, CpuError};
+use sage_transformer::contract::{expect_len, rows_of};
+
+use crate::error::CpuError;
 use crate::math;
 use crate::matmul::{gemm_parallel, gemm_parallel_packed, view, view_mut};
 

@@ -12,7 +12,9 @@ use rayon::prelude::*;
 use sage_transformer::MatmulShape;
 
 use crate::elementwise::min_rows;
-use crate::error::{expect_len, rows_of, CpuError};
+use sage_transformer::contract::{expect_len, rows_of};
+
+use crate::error::CpuError;
 use crate::math::vectorized;
 use crate::norm::column_sums;
 

@@ -4,7 +4,9 @@
 use rayon::prelude::*;
 
 use crate::elementwise::min_rows;
-use crate::error::{expect_len, rows_of, CpuError};
+use sage_transformer::contract::{expect_len, rows_of};
+
+use crate::error::CpuError;
 use crate::math;
 
 /// Rows per block of a column reduction: partial sums of fixed blocks are added in block

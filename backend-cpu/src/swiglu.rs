@@ -3,7 +3,9 @@
 use rayon::prelude::*;
 
 use crate::elementwise::CHUNK;
-use crate::error::{expect_len, CpuError};
+use sage_transformer::contract::expect_len;
+
+use crate::error::CpuError;
 use crate::math::{sigmoid, vectorized};
 
 /// out[N, I] = silu(gate[N, I]) * up[N, I], silu(g) = g * sigmoid(g).

@@ -4,9 +4,10 @@
 
 use sage_transformer::{AdamWStep, Tensor};
 
-use crate::error::{expect_len, CudaError};
+use crate::error::CudaError;
 use crate::launch::{blocks_for, Arg, THREADS};
 use crate::CudaBackend;
+use sage_transformer::contract::expect_len;
 
 /// One AdamW step over params, m, v [P] with gradient grads [P].
 pub(crate) fn adamw(

@@ -8,12 +8,14 @@
 //! Query head h reads key/value head h / (H / KV). Layouts: q, out, dq [N, H*hd];
 //! k, v, dk, dv [N, KV*hd]; lse [N, H].
 
+use sage_transformer::contract::AttentionDims;
 use sage_transformer::{AttentionShape, Tensor};
 
-use crate::error::{expect_len, to_u32, CudaError};
+use crate::error::CudaError;
 use crate::launch::Arg;
 use crate::scratch::{IndexScratch, Scratch};
 use crate::CudaBackend;
+use sage_transformer::contract::{expect_len, to_u32};
 
 /// Widest head the kernels hold in shared memory (MAX_HEAD_DIM in attention.cu and
 /// decode.cu).
@@ -27,69 +29,35 @@ const ATTENTION_THREADS: u32 = 128;
 /// (row, head) tasks per block of the delta kernel: one per warp.
 const DELTA_TASKS: usize = 4;
 
-/// The sizes of one attention call, checked.
-#[derive(Clone, Copy)]
-pub(crate) struct Dims {
-    /// Query heads (H).
-    pub(crate) heads: usize,
-    /// Key/value heads (KV).
-    pub(crate) kv_heads: usize,
-    /// Width of one head (hd).
-    pub(crate) head_dim: usize,
-    /// Query heads per key/value head (H / KV).
-    pub(crate) group: usize,
-    /// Elements of one row of q or out (H * hd).
-    pub(crate) q_width: usize,
-    /// Elements of one row of k or v (KV * hd).
-    pub(crate) kv_width: usize,
+/// The sizes of one attention call, checked: the contract's [`AttentionDims`], and
+/// heads no wider than [`MAX_HEAD_DIM`].
+pub(crate) fn dims(op: &str, shape: AttentionShape) -> Result<AttentionDims, CudaError> {
+    let dims = AttentionDims::new(op, shape)?;
+    if dims.head_dim > MAX_HEAD_DIM {
+        return Err(CudaError::TooLarge(format!(
+            "{op}: heads of width {}; the CUDA kernels hold at most {MAX_HEAD_DIM}",
+            dims.head_dim
+        )));
+    }
+    if dims.heads > 65_535 {
+        return Err(CudaError::TooLarge(format!(
+            "{op}: {} heads exceed the grid's second dimension",
+            dims.heads
+        )));
+    }
+    Ok(dims)
 }
 
-impl Dims {
-    /// Checks `shape` for `op`: positive sizes, heads a multiple of kv heads, heads no
-    /// wider than [`MAX_HEAD_DIM`].
-    pub(crate) fn new(op: &str, shape: AttentionShape) -> Result<Dims, CudaError> {
-        let AttentionShape {
-            heads,
-            kv_heads,
-            head_dim,
-        } = shape;
-        if heads == 0 || kv_heads == 0 || head_dim == 0 || heads % kv_heads != 0 {
-            return Err(CudaError::Shape(format!(
-                "{op}: {heads} heads, {kv_heads} kv heads of width {head_dim}: need positive \
-                 sizes and heads a multiple of kv heads"
-            )));
-        }
-        if head_dim > MAX_HEAD_DIM {
-            return Err(CudaError::TooLarge(format!(
-                "{op}: heads of width {head_dim}; the CUDA kernels hold at most {MAX_HEAD_DIM}"
-            )));
-        }
-        if heads > 65_535 {
-            return Err(CudaError::TooLarge(format!(
-                "{op}: {heads} heads exceed the grid's second dimension"
-            )));
-        }
-        Ok(Dims {
-            heads,
-            kv_heads,
-            head_dim,
-            group: heads / kv_heads,
-            q_width: heads * head_dim,
-            kv_width: kv_heads * head_dim,
-        })
-    }
-
-    /// The sizes every attention kernel takes after its pointers: rows, H, group, hd,
-    /// scale.
-    fn args(&self, op: &str, rows: usize) -> Result<[Arg; 5], CudaError> {
-        Ok([
-            Arg::U32(to_u32(op, "N", rows)?),
-            Arg::U32(to_u32(op, "H", self.heads)?),
-            Arg::U32(to_u32(op, "group", self.group)?),
-            Arg::U32(to_u32(op, "hd", self.head_dim)?),
-            Arg::F32(1.0 / (self.head_dim as f32).sqrt()),
-        ])
-    }
+/// The sizes every attention kernel takes after its pointers: rows, H, group, hd,
+/// scale.
+fn kernel_args(op: &str, dims: &AttentionDims, rows: usize) -> Result<[Arg; 5], CudaError> {
+    Ok([
+        Arg::U32(to_u32(op, "N", rows)?),
+        Arg::U32(to_u32(op, "H", dims.heads)?),
+        Arg::U32(to_u32(op, "group", dims.group)?),
+        Arg::U32(to_u32(op, "hd", dims.head_dim)?),
+        Arg::F32(1.0 / (dims.head_dim as f32).sqrt()),
+    ])
 }
 
 /// Tokens in the batch (the last start) after checking that `seq_starts` begins at 0
@@ -125,7 +93,7 @@ fn spans(b: &mut CudaBackend, seq_starts: &[u32], n: usize) -> Result<u64, CudaE
 
 /// Blocks covering `rows` rows, `per_block` at a time.
 fn row_blocks(op: &str, rows: usize, per_block: usize) -> Result<u32, CudaError> {
-    to_u32(op, "row blocks", rows.div_ceil(per_block))
+    Ok(to_u32(op, "row blocks", rows.div_ceil(per_block))?)
 }
 
 /// out[N, H*hd] and lse[N, H] of causal attention of q over k, v within each sequence
@@ -142,7 +110,7 @@ pub(crate) fn attention_forward(
     shape: AttentionShape,
 ) -> Result<(), CudaError> {
     let op = "attention_forward";
-    let dims = Dims::new(op, shape)?;
+    let dims = dims(op, shape)?;
     let n = packed_tokens(op, seq_starts)?;
     expect_len(op, "q", q.len, n * dims.q_width)?;
     expect_len(op, "k", k.len, n * dims.kv_width)?;
@@ -162,7 +130,7 @@ pub(crate) fn attention_forward(
     let spans = spans(b, seq_starts, n)?;
     let mut args = pointers.to_vec();
     args.push(Arg::Ptr(spans));
-    args.extend(dims.args(op, n)?);
+    args.extend(kernel_args(op, &dims, n)?);
     let grid = (row_blocks(op, n, FORWARD_ROWS)?, dims.heads as u32);
     b.launch(op, grid, ATTENTION_THREADS, &args)
 }
@@ -203,7 +171,7 @@ pub(crate) fn attention_backward(
     shape: AttentionShape,
 ) -> Result<(), CudaError> {
     let op = "attention_backward";
-    let dims = Dims::new(op, shape)?;
+    let dims = dims(op, shape)?;
     let n = packed_tokens(op, seq_starts)?;
     let Grads { dq, dk, dv } = grads;
     let Saved {
@@ -257,7 +225,7 @@ pub(crate) fn attention_backward(
             Arg::U32(to_u32(op, "hd", dims.head_dim)?),
         ],
     )?;
-    let sizes = dims.args(op, n)?;
+    let sizes = kernel_args(op, &dims, n)?;
     let mut args = vec![
         Arg::Ptr(dq),
         Arg::Ptr(q),

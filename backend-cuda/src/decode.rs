@@ -7,11 +7,12 @@
 
 use sage_transformer::{AttentionShape, Tensor};
 
-use crate::attention::Dims;
-use crate::error::{expect_len, to_u32, CudaError};
+use crate::attention::dims;
+use crate::error::CudaError;
 use crate::launch::{blocks_for, Arg, THREADS};
 use crate::scratch::IndexScratch;
 use crate::CudaBackend;
+use sage_transformer::contract::{expect_len, to_u32};
 
 /// Writes k, v [B, KV*hd] into row lengths[b] (< capacity) of sequence b's caches
 /// k_cache, v_cache [B, capacity, KV*hd].
@@ -77,7 +78,7 @@ pub(crate) fn attention_decode(
     shape: AttentionShape,
 ) -> Result<(), CudaError> {
     let op = "attention_decode";
-    let dims = Dims::new(op, shape)?;
+    let dims = dims(op, shape)?;
     let batch = lengths.len();
     expect_len(op, "q", q.len, batch * dims.q_width)?;
     expect_len(op, "out", out.len, batch * dims.q_width)?;

@@ -5,10 +5,11 @@
 use cudarc::driver::result as driver_result;
 use sage_transformer::Tensor;
 
-use crate::error::{expect_len, CudaError};
+use crate::error::CudaError;
 use crate::launch::{blocks_for, Arg, THREADS};
 use crate::scratch::{download, Scratch};
 use crate::CudaBackend;
+use sage_transformer::contract::expect_len;
 
 /// Most blocks of the sum of squares' first stage: the partials then fit one block of
 /// the second stage in a few passes. The count depends on the length alone, so the

@@ -6,10 +6,11 @@
 
 use sage_transformer::{Indices, Tensor};
 
-use crate::error::{expect_len, rows_of, to_u32, CudaError};
+use crate::error::CudaError;
 use crate::launch::{blocks_for, blocks_per_task, Arg, THREADS};
 use crate::scratch::IndexScratch;
 use crate::CudaBackend;
+use sage_transformer::contract::{expect_len, rows_of, to_u32};
 
 /// out[N, D] = table[tokens[n], :] with table [V, D] and tokens [N].
 pub(crate) fn embedding_forward(

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use sage_transformer::Tensor;
+use sage_transformer::{ContractError, Tensor};
 
 /// Why the CUDA backend could not start, refused its arguments, or failed on the device.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,44 +100,14 @@ impl From<cudarc::cublas::result::CublasError> for CudaError {
     }
 }
 
-/// Fails with [`CudaError::Shape`] unless `got == expected`.
-pub(crate) fn expect_len(
-    op: &str,
-    operand: &str,
-    got: usize,
-    expected: usize,
-) -> Result<(), CudaError> {
-    if got == expected {
-        Ok(())
-    } else {
-        Err(CudaError::Shape(format!(
-            "{op}: `{operand}` has {got} elements, expected {expected}"
-        )))
+impl From<ContractError> for CudaError {
+    fn from(e: ContractError) -> CudaError {
+        match e {
+            ContractError::Shape(message) => CudaError::Shape(message),
+            ContractError::Overlap(a, b) => CudaError::Overlap(a, b),
+            ContractError::TooLarge(message) => CudaError::TooLarge(message),
+        }
     }
-}
-
-/// Rows of a `[rows, width]` operand of `len` elements; fails if `width` is zero or
-/// does not divide `len`.
-pub(crate) fn rows_of(
-    op: &str,
-    operand: &str,
-    len: usize,
-    width: usize,
-) -> Result<usize, CudaError> {
-    if width == 0 || len % width != 0 {
-        Err(CudaError::Shape(format!(
-            "{op}: `{operand}` has {len} elements, not a whole number of rows of {width}"
-        )))
-    } else {
-        Ok(len / width)
-    }
-}
-
-/// A size as a `u32` kernel parameter, or [`CudaError::TooLarge`].
-pub(crate) fn to_u32(op: &str, what: &str, value: usize) -> Result<u32, CudaError> {
-    u32::try_from(value).map_err(|_| {
-        CudaError::TooLarge(format!("{op}: `{what}` = {value} does not fit in 32 bits"))
-    })
 }
 
 /// A size as a cuBLAS `int`, or [`CudaError::TooLarge`].

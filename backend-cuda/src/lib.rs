@@ -92,10 +92,11 @@ use sage_transformer::{
 };
 
 use crate::device::Gpu;
-use crate::error::expect_len;
 use crate::launch::Functions;
 use crate::scratch::{download, upload, IndexScratch, Scratch, ScratchBuffers};
-use crate::store::{check_disjoint, Store};
+use crate::store::Store;
+use sage_transformer::contract::check_disjoint;
+use sage_transformer::contract::expect_len;
 
 /// The CUDA backend: a device, its buffers, the loaded kernels and scratch space.
 pub struct CudaBackend {

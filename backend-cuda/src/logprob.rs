@@ -9,11 +9,12 @@
 
 use sage_transformer::{Indices, MatmulShape, Tensor};
 
-use crate::error::{expect_len, rows_of, to_u32, CudaError};
+use crate::error::CudaError;
 use crate::launch::{blocks_for, blocks_per_task, Arg, THREADS};
 use crate::matmul::gemm;
 use crate::scratch::Scratch;
 use crate::CudaBackend;
+use sage_transformer::contract::{expect_len, rows_of, to_u32};
 
 /// Most logits (`f32`) the fused head holds at once: 256 MiB, which for a 152k
 /// vocabulary is chunks of 441 rows, large enough for efficient GEMMs.

@@ -12,9 +12,10 @@ use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation
 use sage_transformer::{MatmulShape, Tensor};
 
 use crate::elementwise::cast_bf16;
-use crate::error::{expect_len, to_i32, CudaError};
+use crate::error::{to_i32, CudaError};
 use crate::scratch::Scratch;
 use crate::CudaBackend;
+use sage_transformer::contract::expect_len;
 
 /// The arithmetic of the backend's GEMMs (every other kernel computes in f32).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

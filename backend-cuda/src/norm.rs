@@ -4,10 +4,11 @@
 
 use sage_transformer::Tensor;
 
-use crate::error::{expect_len, rows_of, to_u32, CudaError};
+use crate::error::CudaError;
 use crate::launch::{blocks_for, blocks_per_task, Arg, THREADS};
 use crate::scratch::Scratch;
 use crate::CudaBackend;
+use sage_transformer::contract::{expect_len, rows_of, to_u32};
 
 /// Rows per block of the column sums (ROWS_PER_BLOCK in norm.cu).
 const ROWS_PER_BLOCK: usize = 64;

@@ -5,10 +5,11 @@
 
 use sage_transformer::{Indices, Tensor};
 
-use crate::error::{expect_len, rows_of, to_u32, CudaError};
+use crate::error::CudaError;
 use crate::launch::{blocks_for, Arg, THREADS};
 use crate::scratch::Scratch;
 use crate::CudaBackend;
+use sage_transformer::contract::{expect_len, rows_of, to_u32};
 
 /// Rotates x[N, heads * hd] in place by pos * inv_freq, by the opposite angles when
 /// `sign` is -1 (the backward pass).

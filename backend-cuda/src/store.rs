@@ -130,22 +130,3 @@ fn checked(
         }),
     }
 }
-
-/// Fails with [`CudaError::Overlap`] if a tensor a call writes shares an element with
-/// another tensor of the call (tensors it only reads may overlap each other).
-pub(crate) fn check_disjoint(writes: &[Tensor], reads: &[Tensor]) -> Result<(), CudaError> {
-    let overlaps = |a: &Tensor, b: &Tensor| {
-        a.buffer == b.buffer
-            && a.len > 0
-            && b.len > 0
-            && a.offset < b.offset + b.len
-            && b.offset < a.offset + a.len
-    };
-    for (i, write) in writes.iter().enumerate() {
-        let others = writes[i + 1..].iter().chain(reads);
-        if let Some(other) = others.into_iter().find(|other| overlaps(write, other)) {
-            return Err(CudaError::Overlap(*write, *other));
-        }
-    }
-    Ok(())
-}

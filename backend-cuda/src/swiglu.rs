@@ -3,9 +3,10 @@
 
 use sage_transformer::Tensor;
 
-use crate::error::{expect_len, CudaError};
+use crate::error::CudaError;
 use crate::launch::{blocks_for, Arg, THREADS};
 use crate::CudaBackend;
+use sage_transformer::contract::expect_len;
 
 /// out[N, I] = silu(gate[N, I]) * up[N, I].
 pub(crate) fn swiglu_forward(

@@ -4,11 +4,12 @@
 
 use sage_transformer::{AdamWStep, Tensor};
 
-use crate::error::{expect_len, to_u32, WgpuError};
+use crate::error::WgpuError;
 use crate::launch::pieces;
 use crate::pipelines::{Family, Kernel};
 use crate::store::Operand;
 use crate::WgpuBackend;
+use sage_transformer::contract::{expect_len, to_u32};
 
 const ADAMW: Kernel = Kernel {
     family: Family::Adamw,

@@ -7,13 +7,15 @@
 //! Query head h reads key/value head h / (H / KV). Layouts: q, out, dq [N, H*hd];
 //! k, v, dk, dv [N, KV*hd]; lse [N, H].
 
+use sage_transformer::contract::AttentionDims;
 use sage_transformer::{AttentionShape, Indices, Tensor};
 
-use crate::error::{expect_len, to_u32, WgpuError};
+use crate::error::WgpuError;
 use crate::pipelines::{Family, Kernel};
 use crate::scratch::{IndexScratch, Scratch};
 use crate::store::index_slice;
 use crate::WgpuBackend;
+use sage_transformer::contract::{expect_len, to_u32};
 
 pub(crate) const FORWARD: Kernel = Kernel {
     family: Family::Attention,
@@ -39,60 +41,32 @@ const BACKWARD_DKV: Kernel = Kernel {
 /// Widest head the kernels hold in workgroup memory (MAX_HEAD_DIM in attention.wgsl).
 pub(crate) const MAX_HEAD_DIM: usize = 256;
 
-/// The sizes of one attention call, checked.
-#[derive(Clone, Copy)]
-pub(crate) struct Dims {
-    /// Query heads (H).
-    pub(crate) heads: usize,
-    /// Width of one head (hd).
-    pub(crate) head_dim: usize,
-    /// Query heads per key/value head (H / KV).
-    pub(crate) group: usize,
-    /// Elements of one row of q or out (H * hd).
-    pub(crate) q_width: usize,
-    /// Elements of one row of k or v (KV * hd).
-    pub(crate) kv_width: usize,
+/// The sizes of one attention call, checked: the contract's [`AttentionDims`], and
+/// heads no wider than [`MAX_HEAD_DIM`].
+pub(crate) fn dims(op: &str, shape: AttentionShape) -> Result<AttentionDims, WgpuError> {
+    let dims = AttentionDims::new(op, shape)?;
+    if dims.head_dim > MAX_HEAD_DIM {
+        return Err(WgpuError::TooLarge(format!(
+            "{op}: heads of width {}; the wgpu kernels hold at most {MAX_HEAD_DIM}",
+            dims.head_dim
+        )));
+    }
+    Ok(dims)
 }
 
-impl Dims {
-    /// Checks `shape` for `op`: positive sizes, heads a multiple of kv heads, heads no
-    /// wider than [`MAX_HEAD_DIM`].
-    pub(crate) fn new(op: &str, shape: AttentionShape) -> Result<Dims, WgpuError> {
-        let AttentionShape {
-            heads,
-            kv_heads,
-            head_dim,
-        } = shape;
-        if heads == 0 || kv_heads == 0 || head_dim == 0 || heads % kv_heads != 0 {
-            return Err(WgpuError::Shape(format!(
-                "{op}: {heads} heads, {kv_heads} kv heads of width {head_dim}: need positive \
-                 sizes and heads a multiple of kv heads"
-            )));
-        }
-        if head_dim > MAX_HEAD_DIM {
-            return Err(WgpuError::TooLarge(format!(
-                "{op}: heads of width {head_dim}; the wgpu kernels hold at most {MAX_HEAD_DIM}"
-            )));
-        }
-        Ok(Dims {
-            heads,
-            head_dim,
-            group: heads / kv_heads,
-            q_width: heads * head_dim,
-            kv_width: kv_heads * head_dim,
-        })
-    }
-
-    /// The attention kernels' sizes after the rows: H, group, hd, scale.
-    pub(crate) fn params(&self, op: &str, rows: usize) -> Result<[u32; 5], WgpuError> {
-        Ok([
-            to_u32(op, "rows", rows)?,
-            to_u32(op, "H", self.heads)?,
-            to_u32(op, "group", self.group)?,
-            to_u32(op, "hd", self.head_dim)?,
-            (1.0 / (self.head_dim as f32).sqrt()).to_bits(),
-        ])
-    }
+/// The attention kernels' sizes after the rows: H, group, hd, scale.
+pub(crate) fn kernel_params(
+    op: &str,
+    dims: &AttentionDims,
+    rows: usize,
+) -> Result<[u32; 5], WgpuError> {
+    Ok([
+        to_u32(op, "rows", rows)?,
+        to_u32(op, "H", dims.heads)?,
+        to_u32(op, "group", dims.group)?,
+        to_u32(op, "hd", dims.head_dim)?,
+        (1.0 / (dims.head_dim as f32).sqrt()).to_bits(),
+    ])
 }
 
 /// Tokens in the batch (the last start) after checking that `seq_starts` begins at 0
@@ -144,7 +118,7 @@ pub(crate) fn attention_forward(
     shape: AttentionShape,
 ) -> Result<(), WgpuError> {
     let op = "attention_forward";
-    let dims = Dims::new(op, shape)?;
+    let dims = dims(op, shape)?;
     let n = packed_tokens(op, seq_starts)?;
     expect_len(op, "q", q.len, n * dims.q_width)?;
     expect_len(op, "k", k.len, n * dims.kv_width)?;
@@ -169,7 +143,7 @@ pub(crate) fn attention_forward(
             lse.into(),
             index_slice(spans, 0, 2 * n).into(),
         ],
-        &dims.params(op, n)?,
+        &kernel_params(op, &dims, n)?,
         grid,
     )
 }
@@ -210,7 +184,7 @@ pub(crate) fn attention_backward(
     shape: AttentionShape,
 ) -> Result<(), WgpuError> {
     let op = "attention_backward";
-    let dims = Dims::new(op, shape)?;
+    let dims = dims(op, shape)?;
     let n = packed_tokens(op, seq_starts)?;
     let Grads { dq, dk, dv } = grads;
     let Saved {
@@ -263,7 +237,7 @@ pub(crate) fn attention_backward(
             delta.into(),
             index_slice(spans, 0, 2 * n).into(),
         ],
-        &dims.params(op, n)?,
+        &kernel_params(op, &dims, n)?,
         grid,
     )?;
     let grid = b.grid(op, n * (dims.heads / dims.group))?;
@@ -280,7 +254,7 @@ pub(crate) fn attention_backward(
             delta.into(),
             index_slice(spans, 2 * n, 2 * n).into(),
         ],
-        &dims.params(op, n)?,
+        &kernel_params(op, &dims, n)?,
         grid,
     )
 }

@@ -6,11 +6,12 @@
 
 use sage_transformer::{AttentionShape, Tensor};
 
-use crate::attention::{Dims, FORWARD};
-use crate::error::{expect_len, to_u32, WgpuError};
+use crate::attention::{dims, kernel_params, FORWARD};
+use crate::error::WgpuError;
 use crate::pipelines::{Family, Kernel};
 use crate::scratch::{IndexScratch, Scratch};
 use crate::WgpuBackend;
+use sage_transformer::contract::{expect_len, to_u32};
 
 const APPEND: Kernel = Kernel {
     family: Family::Attention,
@@ -83,7 +84,7 @@ pub(crate) fn attention_decode(
     shape: AttentionShape,
 ) -> Result<(), WgpuError> {
     let op = "attention_decode";
-    let dims = Dims::new(op, shape)?;
+    let dims = dims(op, shape)?;
     let batch = lengths.len();
     expect_len(op, "q", q.len, batch * dims.q_width)?;
     expect_len(op, "out", out.len, batch * dims.q_width)?;
@@ -123,7 +124,7 @@ pub(crate) fn attention_decode(
             lse.into(),
             spans.into(),
         ],
-        &dims.params(op, batch)?,
+        &kernel_params(op, &dims, batch)?,
         grid,
     )
 }

@@ -4,12 +4,13 @@
 
 use sage_transformer::Tensor;
 
-use crate::error::{expect_len, to_u32, WgpuError};
+use crate::error::WgpuError;
 use crate::launch::pieces;
 use crate::pipelines::{Family, Kernel};
 use crate::scratch::Scratch;
 use crate::store::Operand;
 use crate::WgpuBackend;
+use sage_transformer::contract::{expect_len, to_u32};
 
 const FILL: Kernel = Kernel {
     family: Family::Elementwise,

@@ -9,11 +9,12 @@
 
 use sage_transformer::{Indices, Tensor};
 
-use crate::error::{expect_len, rows_of, to_u32, WgpuError};
+use crate::error::WgpuError;
 use crate::pipelines::{Family, Kernel};
 use crate::scratch::IndexScratch;
 use crate::store::Operand;
 use crate::WgpuBackend;
+use sage_transformer::contract::{expect_len, rows_of, to_u32};
 
 const FORWARD: Kernel = Kernel {
     family: Family::Embedding,

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use sage_transformer::Tensor;
+use sage_transformer::{ContractError, Tensor};
 
 /// Why the wgpu backend could not start, refused its arguments, or failed on the device.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,42 +90,12 @@ impl fmt::Display for WgpuError {
 
 impl std::error::Error for WgpuError {}
 
-/// Fails with [`WgpuError::Shape`] unless `got == expected`.
-pub(crate) fn expect_len(
-    op: &str,
-    operand: &str,
-    got: usize,
-    expected: usize,
-) -> Result<(), WgpuError> {
-    if got == expected {
-        Ok(())
-    } else {
-        Err(WgpuError::Shape(format!(
-            "{op}: `{operand}` has {got} elements, expected {expected}"
-        )))
+impl From<ContractError> for WgpuError {
+    fn from(e: ContractError) -> WgpuError {
+        match e {
+            ContractError::Shape(message) => WgpuError::Shape(message),
+            ContractError::Overlap(a, b) => WgpuError::Overlap(a, b),
+            ContractError::TooLarge(message) => WgpuError::TooLarge(message),
+        }
     }
-}
-
-/// Rows of a `[rows, width]` operand of `len` elements; fails if `width` is zero or
-/// does not divide `len`.
-pub(crate) fn rows_of(
-    op: &str,
-    operand: &str,
-    len: usize,
-    width: usize,
-) -> Result<usize, WgpuError> {
-    if width == 0 || len % width != 0 {
-        Err(WgpuError::Shape(format!(
-            "{op}: `{operand}` has {len} elements, not a whole number of rows of {width}"
-        )))
-    } else {
-        Ok(len / width)
-    }
-}
-
-/// A size as a `u32` shader parameter, or [`WgpuError::TooLarge`].
-pub(crate) fn to_u32(op: &str, what: &str, value: usize) -> Result<u32, WgpuError> {
-    u32::try_from(value).map_err(|_| {
-        WgpuError::TooLarge(format!("{op}: `{what}` = {value} does not fit in 32 bits"))
-    })
 }

@@ -56,11 +56,12 @@ use sage_transformer::{
 };
 
 use crate::device::Gpu;
-use crate::error::expect_len;
 use crate::pipelines::Pipelines;
 use crate::recorder::Recorder;
 use crate::scratch::ScratchBuffers;
-use crate::store::{check_disjoint, Operand, Store};
+use crate::store::{Operand, Store};
+use sage_transformer::contract::check_disjoint;
+use sage_transformer::contract::expect_len;
 
 /// The wgpu backend: a device, its buffers, compiled kernels and the pending commands.
 pub struct WgpuBackend {

@@ -9,12 +9,13 @@
 
 use sage_transformer::{Indices, MatmulShape, Tensor};
 
-use crate::error::{expect_len, rows_of, to_u32, WgpuError};
+use crate::error::WgpuError;
 use crate::matmul::matmul;
 use crate::pipelines::{Family, Kernel};
 use crate::scratch::Scratch;
 use crate::store::{index_slice, Operand};
 use crate::WgpuBackend;
+use sage_transformer::contract::{expect_len, rows_of, to_u32};
 
 const ROWS: Kernel = Kernel {
     family: Family::Logprob,

@@ -3,9 +3,10 @@
 
 use sage_transformer::{MatmulShape, Tensor};
 
-use crate::error::{expect_len, rows_of, to_u32, WgpuError};
+use crate::error::WgpuError;
 use crate::pipelines::{Family, Kernel};
 use crate::WgpuBackend;
+use sage_transformer::contract::{expect_len, rows_of, to_u32};
 
 const MATMUL: Kernel = Kernel {
     family: Family::Matmul,

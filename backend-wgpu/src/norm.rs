@@ -4,10 +4,11 @@
 
 use sage_transformer::Tensor;
 
-use crate::error::{expect_len, rows_of, to_u32, WgpuError};
+use crate::error::WgpuError;
 use crate::pipelines::{Family, Kernel};
 use crate::scratch::Scratch;
 use crate::WgpuBackend;
+use sage_transformer::contract::{expect_len, rows_of, to_u32};
 
 const FORWARD: Kernel = Kernel {
     family: Family::Norm,

@@ -6,11 +6,12 @@
 
 use sage_transformer::{Indices, Kernels, Tensor};
 
-use crate::error::{expect_len, rows_of, to_u32, WgpuError};
+use crate::error::WgpuError;
 use crate::pipelines::{Family, Kernel};
 use crate::scratch::Scratch;
 use crate::store::Operand;
 use crate::WgpuBackend;
+use sage_transformer::contract::{expect_len, rows_of, to_u32};
 
 const ROPE: Kernel = Kernel {
     family: Family::Rope,

@@ -240,25 +240,6 @@ impl Store {
     }
 }
 
-/// Fails with [`WgpuError::Overlap`] if a tensor a call writes shares an element with
-/// another tensor of the call (tensors it only reads may overlap each other).
-pub(crate) fn check_disjoint(writes: &[Tensor], reads: &[Tensor]) -> Result<(), WgpuError> {
-    let overlaps = |a: &Tensor, b: &Tensor| {
-        a.buffer == b.buffer
-            && a.len > 0
-            && b.len > 0
-            && a.offset < b.offset + b.len
-            && b.offset < a.offset + a.len
-    };
-    for (i, write) in writes.iter().enumerate() {
-        let others = writes[i + 1..].iter().chain(reads);
-        if let Some(other) = others.into_iter().find(|other| overlaps(write, other)) {
-            return Err(WgpuError::Overlap(*write, *other));
-        }
-    }
-    Ok(())
-}
-
 /// The sub-range `[start, start + len)` of an index range (the caller keeps it inside).
 pub(crate) fn index_slice(indices: Indices, start: usize, len: usize) -> Indices {
     Indices {

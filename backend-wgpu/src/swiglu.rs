@@ -2,9 +2,10 @@
 
 use sage_transformer::Tensor;
 
-use crate::error::{expect_len, to_u32, WgpuError};
+use crate::error::WgpuError;
 use crate::pipelines::{Family, Kernel};
 use crate::WgpuBackend;
+use sage_transformer::contract::{expect_len, to_u32};
 
 const FORWARD: Kernel = Kernel {
     family: Family::Swiglu,

@@ -9,6 +9,7 @@
 //! - [`config`]: the model's hyper-parameters ([`ModelConfig`]);
 //! - [`layout`]: the parameter and activation slabs carved into named tensors;
 //! - [`kernels`]: the contract every backend implements;
+//! - [`contract`]: the checks of that contract that do not depend on the device;
 //! - [`model`]: the forward and backward passes over it ([`Transformer`]);
 //! - [`decode`]: prefill and one-token decoding steps against a [`KvCache`].
 
@@ -21,12 +22,14 @@ extern crate alloc;
 extern crate std;
 
 pub mod config;
+pub mod contract;
 pub mod decode;
 pub mod kernels;
 pub mod layout;
 pub mod model;
 
 pub use config::{ConfigError, ModelConfig};
+pub use contract::ContractError;
 pub use decode::KvCache;
 pub use kernels::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
