@@ -467,7 +467,7 @@ pub fn output_head<K: Kernels>(make: impl FnOnce() -> Option<K>) {
     b.check("dlm_head", dlm_head, 1e-4);
     let logits = b.random(&mut rng, 3 * vocab, 1.0);
     let three = hidden.map(|t| t.slice(dim, 3 * dim));
-    on_both!(b, |k, i| k.logits(logits[i], three[i], lm_head[i]));
+    on_both!(b, |k, i| k.logits(logits[i], three[i], lm_head[i], dim));
     b.check("logits", logits, 1e-5);
 }
 

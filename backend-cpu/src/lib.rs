@@ -347,9 +347,15 @@ impl Kernels for CpuBackend {
         )
     }
 
-    fn logits(&mut self, out: Tensor, hidden: Tensor, lm_head: Tensor) -> Result<(), CpuError> {
+    fn logits(
+        &mut self,
+        out: Tensor,
+        hidden: Tensor,
+        lm_head: Tensor,
+        dim: usize,
+    ) -> Result<(), CpuError> {
         let ([out], [hidden, lm_head], []) = self.store.views([out], [hidden, lm_head], [])?;
-        logprob::logits(out, hidden, lm_head)
+        logprob::logits(out, hidden, lm_head, dim)
     }
 
     fn adamw(

@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 
-use sage_transformer::contract::{expect_len, rows_of};
+use sage_transformer::contract::{expect_len, HeadDims};
 
 use crate::error::CpuError;
 use crate::math;
@@ -14,34 +14,21 @@ use crate::matmul::{gemm_parallel, gemm_parallel_packed, view, view_mut};
 /// Most logits (`f32`) the fused head holds at once: 16 MiB.
 const LOGITS_CHUNK: usize = 1 << 22;
 
-/// The sizes of an output-head call: rows N, width D and vocabulary V.
-struct HeadDims {
-    rows: usize,
-    dim: usize,
-    vocab: usize,
-}
-
-/// N from `targets`, D from hidden[N, D], V from lm_head[V, D]; every target below V.
+/// The output head's sizes (the contract's [`HeadDims`]), with every target below V.
 fn head_dims(
     op: &'static str,
     hidden: usize,
     lm_head: usize,
     targets: &[u32],
 ) -> Result<HeadDims, CpuError> {
-    let rows = targets.len();
-    if rows == 0 {
-        expect_len(op, "hidden", hidden, 0)?;
-        return Ok(HeadDims {
-            rows,
-            dim: 0,
-            vocab: 0,
-        });
-    }
-    let dim = rows_of(op, "hidden", hidden, rows)?;
-    let vocab = rows_of(op, "lm_head", lm_head, dim)?;
-    match targets.iter().find(|&&t| t as usize >= vocab) {
-        Some(&token) => Err(CpuError::TokenOutOfRange { op, token, vocab }),
-        None => Ok(HeadDims { rows, dim, vocab }),
+    let dims = HeadDims::new(op, targets.len(), hidden, lm_head)?;
+    match targets.iter().find(|&&t| t as usize >= dims.vocab) {
+        Some(&token) => Err(CpuError::TokenOutOfRange {
+            op,
+            token,
+            vocab: dims.vocab,
+        }),
+        None => Ok(dims),
     }
 }
 
@@ -180,33 +167,15 @@ pub(crate) fn logprob_backward(
     Ok(())
 }
 
-/// out[B, V] = hidden[B, D] · lm_head[V, D]^T. The call carries no sizes, so B, D and V
-/// are solved from the three lengths (B*D, V*D, B*V).
-pub(crate) fn logits(out: &mut [f32], hidden: &[f32], lm_head: &[f32]) -> Result<(), CpuError> {
-    let (h, l, o) = (
-        hidden.len() as u128,
-        lm_head.len() as u128,
-        out.len() as u128,
-    );
-    if o == 0 || h == 0 || l == 0 {
-        return if o == 0 && (h == 0 || l == 0) {
-            Ok(())
-        } else {
-            Err(CpuError::Shape(format!(
-                "logits: hidden {h}, lm_head {l} and out {o} elements do not fit [B, D], [V, D], [B, V]"
-            )))
-        };
-    }
-    // D^2 = (B*D)(V*D) / (B*V).
-    let dim = (h * l / o).isqrt();
-    let fits = dim > 0 && dim * dim * o == h * l && h % dim == 0 && l % dim == 0;
-    if !fits {
-        return Err(CpuError::Shape(format!(
-            "logits: hidden {h}, lm_head {l} and out {o} elements do not fit [B, D], [V, D], [B, V]"
-        )));
-    }
-    let dim = dim as usize;
-    let (rows, vocab) = (hidden.len() / dim, lm_head.len() / dim);
+/// out[B, V] = hidden[B, D] · lm_head[V, D]^T with D = `dim` (B and V from the lengths).
+pub(crate) fn logits(
+    out: &mut [f32],
+    hidden: &[f32],
+    lm_head: &[f32],
+    dim: usize,
+) -> Result<(), CpuError> {
+    let HeadDims { rows, vocab, .. } =
+        HeadDims::of_logits(hidden.len(), lm_head.len(), out.len(), dim)?;
     // Sampling's few rows may skip packing: no gradient depends on these logits.
     gemm_parallel(
         view_mut(out, rows, vocab, vocab)?,

@@ -234,7 +234,7 @@ fn arguments_that_do_not_fit_are_errors() {
         Err(CpuError::BadArgument(_))
     ));
     assert!(matches!(
-        backend.logits(five, four, six),
+        backend.logits(five, four, six, 2),
         Err(CpuError::Shape(_))
     ));
 }

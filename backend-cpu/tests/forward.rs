@@ -592,7 +592,7 @@ fn logits_match_reference() {
     let (hidden_host, head_host) = (rng.vec(batch * dim, 1.0), rng.vec(vocab * dim, 1.0));
     let (hidden, lm_head) = (upload(backend, &hidden_host), upload(backend, &head_host));
     let out = upload(backend, &vec![0.0; batch * vocab]);
-    backend.logits(out, hidden, lm_head).unwrap();
+    backend.logits(out, hidden, lm_head, dim).unwrap();
     let want: Vec<f64> = (0..batch * vocab)
         .map(|i| {
             let (b, j) = (i / vocab, i % vocab);

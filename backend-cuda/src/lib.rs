@@ -471,9 +471,15 @@ impl Kernels for CudaBackend {
         logprob::logprob_backward(self, dhidden, dlm_head, weights, lse, head)
     }
 
-    fn logits(&mut self, out: Tensor, hidden: Tensor, lm_head: Tensor) -> Result<(), CudaError> {
+    fn logits(
+        &mut self,
+        out: Tensor,
+        hidden: Tensor,
+        lm_head: Tensor,
+        dim: usize,
+    ) -> Result<(), CudaError> {
         check_disjoint(&[out], &[hidden, lm_head])?;
-        logprob::logits(self, out, hidden, lm_head)
+        logprob::logits(self, out, hidden, lm_head, dim)
     }
 
     fn adamw(

@@ -438,9 +438,15 @@ impl Kernels for WgpuBackend {
         logprob::logprob_backward(self, dhidden, dlm_head, weights, lse, head)
     }
 
-    fn logits(&mut self, out: Tensor, hidden: Tensor, lm_head: Tensor) -> Result<(), WgpuError> {
+    fn logits(
+        &mut self,
+        out: Tensor,
+        hidden: Tensor,
+        lm_head: Tensor,
+        dim: usize,
+    ) -> Result<(), WgpuError> {
         check_disjoint(&[out], &[hidden, lm_head])?;
-        logprob::logits(self, out, hidden, lm_head)
+        logprob::logits(self, out, hidden, lm_head, dim)
     }
 
     fn adamw(

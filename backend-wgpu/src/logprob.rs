@@ -15,7 +15,7 @@ use crate::pipelines::{Family, Kernel};
 use crate::scratch::Scratch;
 use crate::store::{index_slice, Operand};
 use crate::WgpuBackend;
-use sage_transformer::contract::{expect_len, rows_of, to_u32};
+use sage_transformer::contract::{expect_len, to_u32, HeadDims};
 
 const ROWS: Kernel = Kernel {
     family: Family::Logprob,
@@ -41,27 +41,14 @@ pub(crate) struct Head {
     pub(crate) targets: Indices,
 }
 
-/// The sizes of an output-head call: rows N, width D and vocabulary V.
-struct HeadDims {
-    rows: usize,
-    dim: usize,
-    vocab: usize,
-}
-
-/// N from `targets`, D from hidden[N, D], V from lm_head[V, D].
+/// The output head's sizes (the contract's [`HeadDims`]).
 fn head_dims(op: &str, head: &Head) -> Result<HeadDims, WgpuError> {
-    let rows = head.targets.len;
-    if rows == 0 {
-        expect_len(op, "hidden", head.hidden.len, 0)?;
-        return Ok(HeadDims {
-            rows,
-            dim: 0,
-            vocab: 0,
-        });
-    }
-    let dim = rows_of(op, "hidden", head.hidden.len, rows)?;
-    let vocab = rows_of(op, "lm_head", head.lm_head.len, dim)?;
-    Ok(HeadDims { rows, dim, vocab })
+    Ok(HeadDims::new(
+        op,
+        head.targets.len,
+        head.hidden.len,
+        head.lm_head.len,
+    )?)
 }
 
 /// Rows of logits per chunk: within [`LOGITS_CHUNK`] and the binding size limit.
@@ -191,35 +178,15 @@ pub(crate) fn logprob_backward(
     Ok(())
 }
 
-/// out[B, V] = hidden[B, D] · lm_head[V, D]^T. The call carries no sizes, so B, D and V
-/// are solved from the three lengths (B*D, V*D, B*V).
+/// out[B, V] = hidden[B, D] · lm_head[V, D]^T with D = `dim` (B and V from the lengths).
 pub(crate) fn logits(
     b: &mut WgpuBackend,
     out: Tensor,
     hidden: Tensor,
     lm_head: Tensor,
+    dim: usize,
 ) -> Result<(), WgpuError> {
-    let (h, l, o) = (hidden.len as u128, lm_head.len as u128, out.len as u128);
-    let mismatch = || {
-        WgpuError::Shape(format!(
-            "logits: hidden {h}, lm_head {l} and out {o} elements do not fit [B, D], [V, D], [B, V]"
-        ))
-    };
-    if o == 0 || h == 0 || l == 0 {
-        return if o == 0 && (h == 0 || l == 0) {
-            Ok(())
-        } else {
-            Err(mismatch())
-        };
-    }
-    // D^2 = (B*D)(V*D) / (B*V).
-    let dim = (h * l / o).isqrt();
-    let fits = dim > 0 && dim * dim * o == h * l && h % dim == 0 && l % dim == 0;
-    if !fits {
-        return Err(mismatch());
-    }
-    let dim = dim as usize;
-    let (rows, vocab) = (hidden.len / dim, lm_head.len / dim);
+    let HeadDims { rows, vocab, .. } = HeadDims::of_logits(hidden.len, lm_head.len, out.len, dim)?;
     matmul(
         b,
         out,

@@ -138,6 +138,55 @@ impl AttentionDims {
     }
 }
 
+/// The sizes of an output-head call (`logprob_forward` / `logprob_backward`): rows N,
+/// width D and vocabulary V, from `targets[N]`, `hidden[N, D]` and `lm_head[V, D]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadDims {
+    /// Rows (N).
+    pub rows: usize,
+    /// Hidden width (D); 0 when there are no rows.
+    pub dim: usize,
+    /// Vocabulary (V); 0 when there are no rows.
+    pub vocab: usize,
+}
+
+impl HeadDims {
+    /// Checks that `hidden` holds `rows` whole rows and `lm_head` whole rows of the
+    /// same width (no rows: `hidden` must be empty).
+    pub fn new(
+        op: &str,
+        rows: usize,
+        hidden: usize,
+        lm_head: usize,
+    ) -> Result<HeadDims, ContractError> {
+        if rows == 0 {
+            expect_len(op, "hidden", hidden, 0)?;
+            return Ok(HeadDims {
+                rows,
+                dim: 0,
+                vocab: 0,
+            });
+        }
+        let dim = rows_of(op, "hidden", hidden, rows)?;
+        let vocab = rows_of(op, "lm_head", lm_head, dim)?;
+        Ok(HeadDims { rows, dim, vocab })
+    }
+
+    /// The sizes of a `logits` call: `out[B, V] = hidden[B, D] · lm_head[V, D]^T`, with
+    /// B and V from `hidden`, `lm_head` and the width `dim`; `out` must hold B x V.
+    pub fn of_logits(
+        hidden: usize,
+        lm_head: usize,
+        out: usize,
+        dim: usize,
+    ) -> Result<HeadDims, ContractError> {
+        let rows = rows_of("logits", "hidden", hidden, dim)?;
+        let vocab = rows_of("logits", "lm_head", lm_head, dim)?;
+        expect_len("logits", "out", out, rows * vocab)?;
+        Ok(HeadDims { rows, dim, vocab })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

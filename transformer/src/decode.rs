@@ -319,6 +319,7 @@ impl Transformer {
             logits,
             at(cache.scratch, cache.last_hidden),
             at(self.params, self.params_layout.lm_head),
+            self.config.hidden_size,
         )
         .map_err(backend)?;
         let mut out = vec![0.0; logits.len];

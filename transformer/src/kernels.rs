@@ -344,8 +344,14 @@ pub trait Kernels {
         targets: Indices,
         lse: Tensor,
     ) -> Result<(), Self::Error>;
-    /// Full logits[B, V] = hidden[B, D] · lm_head[V, D]^T, for sampling.
-    fn logits(&mut self, out: Tensor, hidden: Tensor, lm_head: Tensor) -> Result<(), Self::Error>;
+    /// Full logits[B, V] = hidden[B, D] · lm_head[V, D]^T with D = `dim`, for sampling.
+    fn logits(
+        &mut self,
+        out: Tensor,
+        hidden: Tensor,
+        lm_head: Tensor,
+        dim: usize,
+    ) -> Result<(), Self::Error>;
 
     // ---- optimizer ---------------------------------------------------------------------------
 
