@@ -12,8 +12,6 @@
 //! start offsets `seq_starts` (length S + 1, first 0, last N), so attention never
 //! crosses from one sequence into another. "(+=)" marks an output that accumulates.
 
-use core::fmt;
-
 /// Identifies an `f32` buffer owned by a backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BufferId(pub u32);
@@ -126,8 +124,9 @@ pub struct AdamWStep {
 /// What a backend must provide. Every method returns an error rather than panicking
 /// when a handle is unknown or a range falls outside its buffer.
 pub trait Kernels {
-    /// The backend's failure (out of memory, a bad handle, a device error).
-    type Error: fmt::Debug + fmt::Display;
+    /// The backend's failure (out of memory, a bad handle, a device error): an error
+    /// that can cross threads and be kept as the source of a caller's error.
+    type Error: core::error::Error + Send + Sync + 'static;
 
     // ---- buffers -------------------------------------------------------------
 

@@ -53,10 +53,10 @@ macro_rules! with_backend {
                 $body
             }
             #[allow(unreachable_patterns)]
-            other => Err(PipelineError {
-                stage: "backend",
-                message: format!("backend {other} is not compiled into this binary"),
-            }),
+            other => Err(PipelineError::new(
+                "backend",
+                format!("backend {other} is not compiled into this binary"),
+            )),
         }
     };
     ($backend:expr, |$k:ident| $body:expr) => {
@@ -389,10 +389,10 @@ fn sft<K: Kernels>(
         match loaded {
             Some(checkpoint) => Some(checkpoint),
             None => {
-                return Err(PipelineError {
-                    stage: "resume",
-                    message: format!("no checkpoint in {}", checkpoint_dir(config).display()),
-                })
+                return Err(PipelineError::new(
+                    "resume",
+                    format!("no checkpoint in {}", checkpoint_dir(config).display()),
+                ))
             }
         }
     } else {
@@ -486,12 +486,14 @@ fn eval<K: Kernels>(
         Some(dir) => dir.to_owned(),
         None => checkpoint::latest(&checkpoint_dir(config))
             .map_err(failed("eval"))?
-            .ok_or_else(|| PipelineError {
-                stage: "eval",
-                message: format!(
-                    "no checkpoint in {}: pass --checkpoint DIR",
-                    checkpoint_dir(config).display()
-                ),
+            .ok_or_else(|| {
+                PipelineError::new(
+                    "eval",
+                    format!(
+                        "no checkpoint in {}: pass --checkpoint DIR",
+                        checkpoint_dir(config).display()
+                    ),
+                )
             })?,
     };
     let tokenizer = Tokenizer::from_dir(&dir).map_err(failed("eval"))?;

@@ -191,10 +191,9 @@ fn load_config(common: &Common) -> Result<RunConfig, PipelineError> {
 /// The configuration: `defaults`, or the file, then the common flags.
 fn load_config_over(common: &Common, defaults: RunConfig) -> Result<RunConfig, PipelineError> {
     let mut config = match &common.config {
-        Some(path) => RunConfig::from_file(path).map_err(|e| PipelineError {
-            stage: "config",
-            message: e.to_string(),
-        })?,
+        Some(path) => {
+            RunConfig::from_file(path).map_err(|e| PipelineError::new("config", e.to_string()))?
+        }
         None => defaults,
     };
     if let Some(dir) = &common.run_dir {
@@ -208,9 +207,8 @@ fn load_config_over(common: &Common, defaults: RunConfig) -> Result<RunConfig, P
 
 /// Validates a configuration after flags changed it.
 fn checked(config: RunConfig) -> Result<RunConfig, PipelineError> {
-    config.validate().map_err(|e| PipelineError {
-        stage: "config",
-        message: e.problem,
-    })?;
+    config
+        .validate()
+        .map_err(|e| PipelineError::new("config", e.problem))?;
     Ok(config)
 }

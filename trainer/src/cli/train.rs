@@ -66,9 +66,11 @@ pub(super) fn train<K: Kernels>(
             Some(optimizer_config.clone()),
         )
         .map_err(failed("resume"))?
-        .ok_or_else(|| PipelineError {
-            stage: "resume",
-            message: format!("no RL checkpoint in {}", checkpoints.display()),
+        .ok_or_else(|| {
+            PipelineError::new(
+                "resume",
+                format!("no RL checkpoint in {}", checkpoints.display()),
+            )
         })?;
         reporter.info(&format!("resuming from {}", checkpoint.dir.display()));
         (
@@ -175,13 +177,15 @@ fn init_dir(config: &RunConfig, init: Option<&Path>) -> Result<PathBuf, Pipeline
     let sft = config.run.dir.join("checkpoints");
     checkpoint::latest(&sft)
         .map_err(failed("init"))?
-        .ok_or_else(|| PipelineError {
-            stage: "init",
-            message: format!(
-                "no SFT checkpoint in {}: run `sage sft` (or `sage demo`) first, or pass \
+        .ok_or_else(|| {
+            PipelineError::new(
+                "init",
+                format!(
+                    "no SFT checkpoint in {}: run `sage sft` (or `sage demo`) first, or pass \
                  --init DIR",
-                sft.display()
-            ),
+                    sft.display()
+                ),
+            )
         })
 }
 

@@ -306,10 +306,7 @@ pub fn run_experiment<K: Kernels>(
     config
         .experiment
         .validate()
-        .map_err(|message| PipelineError {
-            stage: "config",
-            message: format!("[experiment]: {message}"),
-        })?;
+        .map_err(|message| PipelineError::new("config", format!("[experiment]: {message}")))?;
     let arms = &config.experiment.arms;
     let dir = &config.run.dir;
     let record = RunRecord::open(config, resume)?;
@@ -331,10 +328,8 @@ pub fn run_experiment<K: Kernels>(
         }
         data.push((*mode, files));
     }
-    let tokenizer = tokenizer.ok_or_else(|| PipelineError {
-        stage: "experiment",
-        message: "no arm to run".to_owned(),
-    })?;
+    let tokenizer =
+        tokenizer.ok_or_else(|| PipelineError::new("experiment", "no arm to run".to_owned()))?;
     let template = ChatTemplate::new(&tokenizer)
         .map_err(failed("tokenizer"))?
         .with_max_len(config.model.max_position_embeddings);
@@ -400,10 +395,8 @@ pub fn run_experiment<K: Kernels>(
     );
     reporter.result(&table);
     let write = |path: PathBuf, text: String| {
-        fs::write(&path, text).map_err(|e| PipelineError {
-            stage: "experiment",
-            message: format!("{}: {e}", path.display()),
-        })
+        fs::write(&path, text)
+            .map_err(|e| PipelineError::new("experiment", format!("{}: {e}", path.display())))
     };
     let json = serde_json::to_string_pretty(&runs).map_err(failed("experiment"))?;
     write(dir.join("experiment.json"), json)?;

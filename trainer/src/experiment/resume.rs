@@ -193,10 +193,7 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), PipelineError>
 }
 
 fn resume_error(message: String) -> PipelineError {
-    PipelineError {
-        stage: "resume",
-        message,
-    }
+    PipelineError::new("resume", message)
 }
 
 #[cfg(test)]

@@ -30,13 +30,26 @@ mod rl;
 
 pub use rl::{run_rl, RlHook, RlInputs};
 
-/// A stage failed: which, and why.
+/// A stage failed: which, why, and the error that caused it (its
+/// [`source`](std::error::Error::source)) when there is one.
 #[derive(Debug)]
 pub struct PipelineError {
     /// The stage (`data`, `tokenizer`, `model`, `sft`, `eval`, ...).
     pub stage: &'static str,
     /// What went wrong.
     pub message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl PipelineError {
+    /// A failure of `stage` that `message` describes, with no underlying error.
+    pub fn new(stage: &'static str, message: impl Into<String>) -> PipelineError {
+        PipelineError {
+            stage,
+            message: message.into(),
+            source: None,
+        }
+    }
 }
 
 impl fmt::Display for PipelineError {
@@ -45,13 +58,23 @@ impl fmt::Display for PipelineError {
     }
 }
 
-impl std::error::Error for PipelineError {}
+impl std::error::Error for PipelineError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
-/// Wraps any displayable error as a failure of `stage`.
-pub fn failed<E: fmt::Display>(stage: &'static str) -> impl Fn(E) -> PipelineError {
+/// Wraps an error as a failure of `stage`, keeping it as the failure's source.
+pub fn failed<E>(stage: &'static str) -> impl Fn(E) -> PipelineError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     move |e| PipelineError {
         stage,
         message: e.to_string(),
+        source: Some(Box::new(e)),
     }
 }
 
@@ -169,19 +192,19 @@ pub fn train_tokenizer(
     reporter: &mut dyn Reporter,
 ) -> Result<Tokenizer, PipelineError> {
     reporter.stage("tokenizer");
-    let text = fs::read_to_string(train).map_err(|e| PipelineError {
-        stage: "tokenizer",
-        message: format!("{}: {e}", train.display()),
-    })?;
+    let text = fs::read_to_string(train)
+        .map_err(|e| PipelineError::new("tokenizer", format!("{}: {e}", train.display())))?;
     let mut contents = Vec::new();
     for (index, line) in text
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
     {
-        let messages = crate::chat::messages_from_json_line(line).map_err(|e| PipelineError {
-            stage: "tokenizer",
-            message: format!("{}, line {}: {e}", train.display(), index + 1),
+        let messages = crate::chat::messages_from_json_line(line).map_err(|e| {
+            PipelineError::new(
+                "tokenizer",
+                format!("{}, line {}: {e}", train.display(), index + 1),
+            )
         })?;
         contents.extend(messages.into_iter().map(|m| m.content));
     }
@@ -219,10 +242,10 @@ pub fn load_sft_data(
 ) -> Result<SftData, PipelineError> {
     let data = SftData::load(path, template).map_err(failed("sft data"))?;
     if data.examples.is_empty() {
-        return Err(PipelineError {
-            stage: "sft data",
-            message: format!("{} holds no usable trajectory", path.display()),
-        });
+        return Err(PipelineError::new(
+            "sft data",
+            format!("{} holds no usable trajectory", path.display()),
+        ));
     }
     if data.too_long > 0 {
         reporter.info(&format!(
@@ -388,10 +411,8 @@ pub fn run_eval<P: Policy>(
         if let Some(parent) = out.parent() {
             fs::create_dir_all(parent).map_err(failed("eval"))?;
         }
-        fs::write(out, json).map_err(|e| PipelineError {
-            stage: "eval",
-            message: format!("{}: {e}", out.display()),
-        })?;
+        fs::write(out, json)
+            .map_err(|e| PipelineError::new("eval", format!("{}: {e}", out.display())))?;
         reporter.info(&format!("evaluation written to {}", out.display()));
     }
     Ok(reports)
@@ -480,4 +501,22 @@ pub fn run_demo<K: Kernels>(
         policy,
         tokenizer,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+    use std::io;
+
+    #[test]
+    fn a_failure_keeps_its_cause_as_its_source() {
+        let failure = failed("data")(io::Error::new(io::ErrorKind::NotFound, "gone"));
+        assert_eq!(failure.to_string(), "data: gone");
+        let cause = failure.source().and_then(|e| e.downcast_ref::<io::Error>());
+        assert_eq!(cause.map(io::Error::kind), Some(io::ErrorKind::NotFound));
+        assert!(PipelineError::new("data", "no scenarios")
+            .source()
+            .is_none());
+    }
 }
