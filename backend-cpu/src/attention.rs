@@ -7,10 +7,7 @@
 //! k, v, dk, dv [N, KV*hd]; lse [N, H].
 
 use rayon::prelude::*;
-use sage_transformer::contract::AttentionDims;
-use sage_transformer::AttentionShape;
-
-use sage_transformer::contract::expect_len;
+use sage_transformer::contract::{AttentionDims, AttentionSizes};
 
 use crate::error::CpuError;
 use crate::math;
@@ -18,57 +15,6 @@ use crate::matmul::{gemm, view, view_mut};
 
 /// Query rows per tile: a tile's scores are `[QUERY_TILE, keys]`.
 const QUERY_TILE: usize = 64;
-
-/// The sizes of one attention call, checked.
-#[derive(Clone, Copy)]
-pub(crate) struct Dims {
-    /// Query heads (H).
-    pub(crate) heads: usize,
-    /// Width of one head (hd).
-    pub(crate) head_dim: usize,
-    /// Query heads per key/value head (H / KV).
-    pub(crate) group: usize,
-    /// Elements of one row of q or out (H * hd).
-    pub(crate) q_width: usize,
-    /// Elements of one row of k or v (KV * hd).
-    pub(crate) kv_width: usize,
-    /// Score scale 1 / sqrt(hd).
-    pub(crate) scale: f32,
-}
-
-impl Dims {
-    /// Checks `shape` for `op` (the contract's [`AttentionDims`]) and adds the scale.
-    pub(crate) fn new(op: &str, shape: AttentionShape) -> Result<Dims, CpuError> {
-        let AttentionDims {
-            heads,
-            head_dim,
-            group,
-            q_width,
-            kv_width,
-            ..
-        } = AttentionDims::new(op, shape)?;
-        Ok(Dims {
-            heads,
-            head_dim,
-            group,
-            q_width,
-            kv_width,
-            scale: 1.0 / (head_dim as f32).sqrt(),
-        })
-    }
-}
-
-/// Tokens in the batch (the last start) after checking that `seq_starts` begins at 0
-/// and never decreases.
-fn packed_tokens(op: &str, seq_starts: &[u32]) -> Result<usize, CpuError> {
-    let ordered = seq_starts.windows(2).all(|w| w[0] <= w[1]);
-    match (seq_starts.first(), seq_starts.last()) {
-        (Some(0), Some(&last)) if ordered => Ok(last as usize),
-        _ => Err(CpuError::BadSequences(format!(
-            "{op}: seq_starts must start at 0 and never decrease, got {seq_starts:?}"
-        ))),
-    }
-}
 
 /// Turns one row of a tile's scaled scores (query at position `query` of its
 /// sequence, `scores` covering keys 0..) into unnormalised weights: keys after the
@@ -99,20 +45,11 @@ struct TileScratch {
 pub(crate) fn attention_forward(
     out: &mut [f32],
     lse: &mut [f32],
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    [q, k, v]: [&[f32]; 3],
     seq_starts: &[u32],
-    shape: AttentionShape,
+    sizes: AttentionSizes,
 ) -> Result<(), CpuError> {
-    let op = "attention_forward";
-    let dims = Dims::new(op, shape)?;
-    let n = packed_tokens(op, seq_starts)?;
-    expect_len(op, "q", q.len(), n * dims.q_width)?;
-    expect_len(op, "k", k.len(), n * dims.kv_width)?;
-    expect_len(op, "v", v.len(), n * dims.kv_width)?;
-    expect_len(op, "out", out.len(), n * dims.q_width)?;
-    expect_len(op, "lse", lse.len(), n * dims.heads)?;
+    let dims = sizes.dims;
 
     // Tiles in row order; they cover rows 0..n exactly, so out and lse split along them.
     let mut tiles = Vec::new();
@@ -144,7 +81,7 @@ pub(crate) fn attention_forward(
 /// key/value head are stacked, so each GEMM serves the whole group.
 #[allow(clippy::too_many_arguments)]
 fn forward_tile(
-    dims: Dims,
+    dims: AttentionDims,
     scratch: &mut TileScratch,
     out_tile: &mut [f32],
     lse_tile: &mut [f32],
@@ -154,14 +91,15 @@ fn forward_tile(
     seq_start: usize,
     row_start: usize,
 ) -> Result<(), CpuError> {
-    let Dims {
+    let AttentionDims {
         heads,
         head_dim: hd,
         group,
         q_width,
         kv_width,
-        scale,
+        ..
     } = dims;
+    let scale = dims.scale();
     let rows = lse_tile.len() / heads;
     let (stacked, keys) = (group * rows, row_start + rows - seq_start);
     let TileScratch {
@@ -219,38 +157,12 @@ fn forward_tile(
 /// order, which are then copied out.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attention_backward(
-    dq: &mut [f32],
-    dk: &mut [f32],
-    dv: &mut [f32],
-    dout: &[f32],
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    out: &[f32],
-    lse: &[f32],
+    [dq, dk, dv]: [&mut [f32]; 3],
+    [dout, q, k, v, out, lse]: [&[f32]; 6],
     seq_starts: &[u32],
-    shape: AttentionShape,
+    sizes: AttentionSizes,
 ) -> Result<(), CpuError> {
-    let op = "attention_backward";
-    let dims = Dims::new(op, shape)?;
-    let n = packed_tokens(op, seq_starts)?;
-    for (name, got) in [
-        ("q", q.len()),
-        ("out", out.len()),
-        ("dout", dout.len()),
-        ("dq", dq.len()),
-    ] {
-        expect_len(op, name, got, n * dims.q_width)?;
-    }
-    for (name, got) in [
-        ("k", k.len()),
-        ("v", v.len()),
-        ("dk", dk.len()),
-        ("dv", dv.len()),
-    ] {
-        expect_len(op, name, got, n * dims.kv_width)?;
-    }
-    expect_len(op, "lse", lse.len(), n * dims.heads)?;
+    let AttentionSizes { tokens: n, dims } = sizes;
 
     // delta[N, H] = sum over the head's elements of dout * out.
     let mut delta = vec![0.0f32; n * dims.heads];
@@ -289,7 +201,7 @@ pub(crate) fn attention_backward(
         .map(|&(seq_start, seq_end, g)| backward_group(&inputs, seq_start, seq_end - seq_start, g))
         .collect::<Result<Vec<GroupGrads>, CpuError>>()?;
 
-    let Dims {
+    let AttentionDims {
         head_dim: hd,
         group,
         q_width,
@@ -318,7 +230,7 @@ pub(crate) fn attention_backward(
 
 /// What every backward task reads.
 struct BackwardInputs<'a> {
-    dims: Dims,
+    dims: AttentionDims,
     dout: &'a [f32],
     q: &'a [f32],
     k: &'a [f32],
@@ -357,7 +269,7 @@ fn gather_group(
     first_row: usize,
     rows: usize,
     first_head: usize,
-    dims: Dims,
+    dims: AttentionDims,
 ) {
     let hd = dims.head_dim;
     for (i, stacked_row) in stacked.chunks_exact_mut(hd).enumerate() {
@@ -384,14 +296,14 @@ fn backward_group(
         lse,
         delta,
     } = *inputs;
-    let Dims {
+    let AttentionDims {
         heads,
         head_dim: hd,
         group,
         kv_width,
-        scale,
         ..
     } = dims;
+    let scale = dims.scale();
     let mut grads = GroupGrads {
         dq: vec![0.0; len * group * hd],
         dk: vec![0.0; len * hd],

@@ -3,10 +3,6 @@
 
 use rayon::prelude::*;
 
-use sage_transformer::contract::expect_len;
-
-use crate::error::CpuError;
-
 /// Elements handed to one rayon task by the elementwise loops (and the fixed blocks of
 /// the sum-of-squares reduction, so its order never depends on threads).
 pub(crate) const CHUNK: usize = 1 << 14;
@@ -26,21 +22,17 @@ pub(crate) fn fill(dst: &mut [f32], value: f32) {
 }
 
 /// dst[n] = src[n].
-pub(crate) fn copy(dst: &mut [f32], src: &[f32]) -> Result<(), CpuError> {
-    expect_len("copy", "src", src.len(), dst.len())?;
+pub(crate) fn copy(dst: &mut [f32], src: &[f32]) {
     dst.par_chunks_mut(CHUNK)
         .zip(src.par_chunks(CHUNK))
         .for_each(|(d, s)| d.copy_from_slice(s));
-    Ok(())
 }
 
 /// dst[n] += src[n].
-pub(crate) fn add_assign(dst: &mut [f32], src: &[f32]) -> Result<(), CpuError> {
-    expect_len("add_assign", "src", src.len(), dst.len())?;
+pub(crate) fn add_assign(dst: &mut [f32], src: &[f32]) {
     dst.par_chunks_mut(CHUNK)
         .zip(src.par_chunks(CHUNK))
         .for_each(|(d, s)| d.iter_mut().zip(s).for_each(|(d, s)| *d += s));
-    Ok(())
 }
 
 /// dst[n] *= factor.

@@ -5,21 +5,15 @@
 use rayon::prelude::*;
 
 use crate::elementwise::min_rows;
-use sage_transformer::contract::{expect_len, rows_of};
+use sage_transformer::contract::EmbeddingSizes;
 
 use crate::error::CpuError;
 
-/// Rows of `table` (V) after checking that every token is below it.
-fn vocab_checked(
-    op: &'static str,
-    table_len: usize,
-    tokens: &[u32],
-    dim: usize,
-) -> Result<usize, CpuError> {
-    let vocab = rows_of(op, "table", table_len, dim)?;
+/// Fails unless every token is below the table's rows (V).
+fn check_tokens(op: &'static str, tokens: &[u32], vocab: usize) -> Result<(), CpuError> {
     match tokens.iter().find(|&&token| token as usize >= vocab) {
         Some(&token) => Err(CpuError::TokenOutOfRange { op, token, vocab }),
-        None => Ok(vocab),
+        None => Ok(()),
     }
 }
 
@@ -28,10 +22,10 @@ pub(crate) fn embedding_forward(
     out: &mut [f32],
     table: &[f32],
     tokens: &[u32],
-    dim: usize,
+    sizes: EmbeddingSizes,
 ) -> Result<(), CpuError> {
-    vocab_checked("embedding_forward", table.len(), tokens, dim)?;
-    expect_len("embedding_forward", "out", out.len(), tokens.len() * dim)?;
+    check_tokens("embedding_forward", tokens, sizes.vocab)?;
+    let dim = sizes.dim;
     out.par_chunks_mut(dim)
         .zip(tokens.par_iter())
         .with_min_len(min_rows(dim))
@@ -48,10 +42,10 @@ pub(crate) fn embedding_backward(
     dtable: &mut [f32],
     dout: &[f32],
     tokens: &[u32],
-    dim: usize,
+    sizes: EmbeddingSizes,
 ) -> Result<(), CpuError> {
-    let vocab = vocab_checked("embedding_backward", dtable.len(), tokens, dim)?;
-    expect_len("embedding_backward", "dout", dout.len(), tokens.len() * dim)?;
+    check_tokens("embedding_backward", tokens, sizes.vocab)?;
+    let EmbeddingSizes { dim, vocab, .. } = sizes;
     // group_start[v]..group_start[v + 1] indexes the positions of token v in `by_token`.
     let mut group_start = vec![0usize; vocab + 1];
     for &token in tokens {

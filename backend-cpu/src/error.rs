@@ -94,6 +94,8 @@ impl From<ContractError> for CpuError {
                 CpuError::Shape(message)
             }
             ContractError::Overlap(a, b) => CpuError::Overlap(a, b),
+            ContractError::BadArgument(message) => CpuError::BadArgument(message),
+            ContractError::Sequences(message) => CpuError::BadSequences(message),
         }
     }
 }

@@ -1,9 +1,10 @@
 //! # sage-backend-cpu
 //!
-//! The CPU backend of the SAGE transformer: [`CpuBackend`] implements the `Kernels`
-//! contract of `sage-core` in f32, parallelised with rayon, and is the oracle every
-//! other backend is tested against. It owns buffer storage and the kernels, and nothing
-//! else: no model logic, no I/O.
+//! The CPU backend of the SAGE transformer: [`CpuBackend`] implements the `Device`
+//! trait of `sage-transformer` (and so its `Kernels` contract, whose checks live there)
+//! in f32, parallelised with rayon, and is the oracle every other backend is tested
+//! against. It owns buffer storage and the kernels, and nothing else: no model logic,
+//! no I/O.
 //!
 //! Results are deterministic: the same inputs give bit-identical outputs from run to
 //! run, whatever the thread count, because no reduction's order depends on scheduling.
@@ -36,12 +37,14 @@ pub use error::CpuError;
 
 use std::fmt;
 
-use sage_transformer::{
-    AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
+use sage_transformer::contract::{
+    AdamWScalars, AttentionSizes, CacheSizes, DecodeSizes, EmbeddingSizes, HeadDims, RopeSizes,
+    Rows,
 };
+use sage_transformer::device::{AttentionGrads, AttentionSaved, HeadOperands};
+use sage_transformer::{BufferId, Device, IndexBufferId, Indices, MatmulShape, Tensor};
 
 use crate::store::Store;
-use sage_transformer::contract::expect_len;
 
 /// The CPU backend: host buffers and f32 kernels running on rayon's global pool.
 #[derive(Default)]
@@ -68,7 +71,7 @@ impl CpuBackend {
     }
 }
 
-impl Kernels for CpuBackend {
+impl Device for CpuBackend {
     type Error = CpuError;
 
     fn alloc(&mut self, len: usize) -> Result<BufferId, CpuError> {
@@ -89,21 +92,17 @@ impl Kernels for CpuBackend {
 
     fn write(&mut self, dst: Tensor, src: &[f32]) -> Result<(), CpuError> {
         let ([dst], [], []) = self.store.views([dst], [], [])?;
-        expect_len("write", "src", src.len(), dst.len())?;
         dst.copy_from_slice(src);
         Ok(())
     }
 
     fn write_indices(&mut self, dst: Indices, src: &[u32]) -> Result<(), CpuError> {
-        let dst = self.store.indices_mut(dst)?;
-        expect_len("write_indices", "src", src.len(), dst.len())?;
-        dst.copy_from_slice(src);
+        self.store.indices_mut(dst)?.copy_from_slice(src);
         Ok(())
     }
 
     fn read(&mut self, src: Tensor, dst: &mut [f32]) -> Result<(), CpuError> {
         let ([], [src], []) = self.store.views([], [src], [])?;
-        expect_len("read", "dst", dst.len(), src.len())?;
         dst.copy_from_slice(src);
         Ok(())
     }
@@ -116,12 +115,14 @@ impl Kernels for CpuBackend {
 
     fn copy(&mut self, dst: Tensor, src: Tensor) -> Result<(), CpuError> {
         let ([dst], [src], []) = self.store.views([dst], [src], [])?;
-        elementwise::copy(dst, src)
+        elementwise::copy(dst, src);
+        Ok(())
     }
 
     fn add_assign(&mut self, dst: Tensor, src: Tensor) -> Result<(), CpuError> {
         let ([dst], [src], []) = self.store.views([dst], [src], [])?;
-        elementwise::add_assign(dst, src)
+        elementwise::add_assign(dst, src);
+        Ok(())
     }
 
     fn scale(&mut self, dst: Tensor, factor: f32) -> Result<(), CpuError> {
@@ -140,10 +141,10 @@ impl Kernels for CpuBackend {
         out: Tensor,
         table: Tensor,
         tokens: Indices,
-        dim: usize,
+        sizes: EmbeddingSizes,
     ) -> Result<(), CpuError> {
         let ([out], [table], [tokens]) = self.store.views([out], [table], [tokens])?;
-        embedding::embedding_forward(out, table, tokens, dim)
+        embedding::embedding_forward(out, table, tokens, sizes)
     }
 
     fn embedding_backward(
@@ -151,10 +152,10 @@ impl Kernels for CpuBackend {
         dtable: Tensor,
         dout: Tensor,
         tokens: Indices,
-        dim: usize,
+        sizes: EmbeddingSizes,
     ) -> Result<(), CpuError> {
         let ([dtable], [dout], [tokens]) = self.store.views([dtable], [dout], [tokens])?;
-        embedding::embedding_backward(dtable, dout, tokens, dim)
+        embedding::embedding_backward(dtable, dout, tokens, sizes)
     }
 
     fn rmsnorm_forward(
@@ -163,11 +164,12 @@ impl Kernels for CpuBackend {
         rstd: Tensor,
         x: Tensor,
         weight: Tensor,
-        dim: usize,
+        rows: Rows,
         eps: f32,
     ) -> Result<(), CpuError> {
         let ([out, rstd], [x, weight], []) = self.store.views([out, rstd], [x, weight], [])?;
-        norm::rmsnorm_forward(out, rstd, x, weight, dim, eps)
+        norm::rmsnorm_forward(out, rstd, x, weight, rows, eps);
+        Ok(())
     }
 
     fn rmsnorm_backward(
@@ -178,12 +180,13 @@ impl Kernels for CpuBackend {
         x: Tensor,
         weight: Tensor,
         rstd: Tensor,
-        dim: usize,
+        rows: Rows,
     ) -> Result<(), CpuError> {
         let ([dx, dweight], [dout, x, weight, rstd], []) =
             self.store
                 .views([dx, dweight], [dout, x, weight, rstd], [])?;
-        norm::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, dim)
+        norm::rmsnorm_backward(dx, dweight, dout, x, weight, rstd, rows);
+        Ok(())
     }
 
     fn matmul(
@@ -197,38 +200,40 @@ impl Kernels for CpuBackend {
         matmul::matmul(c, a, b, shape)
     }
 
-    fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), CpuError> {
+    fn add_bias(&mut self, out: Tensor, bias: Tensor, _rows: Rows) -> Result<(), CpuError> {
         let ([out], [bias], []) = self.store.views([out], [bias], [])?;
-        matmul::add_bias(out, bias)
+        matmul::add_bias(out, bias);
+        Ok(())
     }
 
-    fn bias_backward(&mut self, dbias: Tensor, dout: Tensor) -> Result<(), CpuError> {
+    fn bias_backward(&mut self, dbias: Tensor, dout: Tensor, rows: Rows) -> Result<(), CpuError> {
         let ([dbias], [dout], []) = self.store.views([dbias], [dout], [])?;
-        matmul::bias_backward(dbias, dout)
+        matmul::bias_backward(dbias, dout, rows);
+        Ok(())
     }
 
     fn rope_forward(
         &mut self,
         x: Tensor,
         positions: Indices,
-        heads: usize,
-        head_dim: usize,
+        sizes: RopeSizes,
         theta: f32,
     ) -> Result<(), CpuError> {
         let ([x], [], [positions]) = self.store.views([x], [], [positions])?;
-        rope::rope_forward(x, positions, heads, head_dim, theta)
+        rope::rope_forward(x, positions, sizes, theta);
+        Ok(())
     }
 
     fn rope_backward(
         &mut self,
         dx: Tensor,
         positions: Indices,
-        heads: usize,
-        head_dim: usize,
+        sizes: RopeSizes,
         theta: f32,
     ) -> Result<(), CpuError> {
         let ([dx], [], [positions]) = self.store.views([dx], [], [positions])?;
-        rope::rope_backward(dx, positions, heads, head_dim, theta)
+        rope::rope_backward(dx, positions, sizes, theta);
+        Ok(())
     }
 
     fn attention_forward(
@@ -239,64 +244,66 @@ impl Kernels for CpuBackend {
         k: Tensor,
         v: Tensor,
         seq_starts: &[u32],
-        shape: AttentionShape,
+        sizes: AttentionSizes,
     ) -> Result<(), CpuError> {
         let ([out, lse], [q, k, v], []) = self.store.views([out, lse], [q, k, v], [])?;
-        attention::attention_forward(out, lse, q, k, v, seq_starts, shape)
+        attention::attention_forward(out, lse, [q, k, v], seq_starts, sizes)
     }
 
     fn attention_backward(
         &mut self,
-        dq: Tensor,
-        dk: Tensor,
-        dv: Tensor,
-        dout: Tensor,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        out: Tensor,
-        lse: Tensor,
+        grads: AttentionGrads,
+        saved: AttentionSaved,
         seq_starts: &[u32],
-        shape: AttentionShape,
+        sizes: AttentionSizes,
     ) -> Result<(), CpuError> {
-        let ([dq, dk, dv], [dout, q, k, v, out, lse], []) =
-            self.store
-                .views([dq, dk, dv], [dout, q, k, v, out, lse], [])?;
-        attention::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, seq_starts, shape)
+        let AttentionGrads { dq, dk, dv } = grads;
+        let AttentionSaved {
+            dout,
+            q,
+            k,
+            v,
+            out,
+            lse,
+        } = saved;
+        let (grads, saved, []) = self
+            .store
+            .views([dq, dk, dv], [dout, q, k, v, out, lse], [])?;
+        attention::attention_backward(grads, saved, seq_starts, sizes)
     }
 
     fn kv_cache_append(
         &mut self,
-        k_cache: Tensor,
-        v_cache: Tensor,
+        caches: [Tensor; 2],
         k: Tensor,
         v: Tensor,
         lengths: &[u32],
-        capacity: usize,
-        kv_dim: usize,
+        sizes: CacheSizes,
     ) -> Result<(), CpuError> {
-        let ([k_cache, v_cache], [k, v], []) = self.store.views([k_cache, v_cache], [k, v], [])?;
-        decode::kv_cache_append(k_cache, v_cache, k, v, lengths, capacity, kv_dim)
+        let (caches, [k, v], []) = self.store.views(caches, [k, v], [])?;
+        decode::kv_cache_append(caches, [k, v], lengths, sizes);
+        Ok(())
     }
 
     fn attention_decode(
         &mut self,
         out: Tensor,
         q: Tensor,
-        k_cache: Tensor,
-        v_cache: Tensor,
+        caches: [Tensor; 2],
         lengths: &[u32],
-        capacity: usize,
-        shape: AttentionShape,
+        sizes: DecodeSizes,
     ) -> Result<(), CpuError> {
+        let [k_cache, v_cache] = caches;
         let ([out], [q, k_cache, v_cache], []) =
             self.store.views([out], [q, k_cache, v_cache], [])?;
-        decode::attention_decode(out, q, k_cache, v_cache, lengths, capacity, shape)
+        decode::attention_decode(out, q, [k_cache, v_cache], lengths, sizes);
+        Ok(())
     }
 
     fn swiglu_forward(&mut self, out: Tensor, gate: Tensor, up: Tensor) -> Result<(), CpuError> {
         let ([out], [gate, up], []) = self.store.views([out], [gate, up], [])?;
-        swiglu::swiglu_forward(out, gate, up)
+        swiglu::swiglu_forward(out, gate, up);
+        Ok(())
     }
 
     fn swiglu_backward(
@@ -309,21 +316,31 @@ impl Kernels for CpuBackend {
     ) -> Result<(), CpuError> {
         let ([dgate, dup], [dout, gate, up], []) =
             self.store.views([dgate, dup], [dout, gate, up], [])?;
-        swiglu::swiglu_backward(dgate, dup, dout, gate, up)
+        swiglu::swiglu_backward(dgate, dup, dout, gate, up);
+        Ok(())
     }
 
     fn logprob_forward(
         &mut self,
         logp: Tensor,
         lse: Tensor,
-        hidden: Tensor,
-        lm_head: Tensor,
-        targets: Indices,
+        head: HeadOperands,
+        dims: HeadDims,
     ) -> Result<(), CpuError> {
+        let HeadOperands {
+            hidden,
+            lm_head,
+            targets,
+        } = head;
         let ([logp, lse], [hidden, lm_head], [targets]) =
             self.store
                 .views([logp, lse], [hidden, lm_head], [targets])?;
-        logprob::logprob_forward(logp, lse, hidden, lm_head, targets, &mut self.logits_chunk)
+        let head = logprob::Head {
+            hidden,
+            lm_head,
+            targets,
+        };
+        logprob::logprob_forward(logp, lse, head, dims, &mut self.logits_chunk)
     }
 
     fn logprob_backward(
@@ -331,20 +348,27 @@ impl Kernels for CpuBackend {
         dhidden: Tensor,
         dlm_head: Tensor,
         weights: Tensor,
-        hidden: Tensor,
-        lm_head: Tensor,
-        targets: Indices,
         lse: Tensor,
+        head: HeadOperands,
+        dims: HeadDims,
     ) -> Result<(), CpuError> {
+        let HeadOperands {
+            hidden,
+            lm_head,
+            targets,
+        } = head;
         let ([dhidden, dlm_head], [weights, hidden, lm_head, lse], [targets]) = self.store.views(
             [dhidden, dlm_head],
             [weights, hidden, lm_head, lse],
             [targets],
         )?;
-        let scratch = &mut self.logits_chunk;
-        logprob::logprob_backward(
-            dhidden, dlm_head, weights, hidden, lm_head, targets, lse, scratch,
-        )
+        let head = logprob::Head {
+            hidden,
+            lm_head,
+            targets,
+        };
+        let grads = logprob::HeadGrads { dhidden, dlm_head };
+        logprob::logprob_backward(grads, weights, lse, head, dims, &mut self.logits_chunk)
     }
 
     fn logits(
@@ -352,10 +376,10 @@ impl Kernels for CpuBackend {
         out: Tensor,
         hidden: Tensor,
         lm_head: Tensor,
-        dim: usize,
+        dims: HeadDims,
     ) -> Result<(), CpuError> {
         let ([out], [hidden, lm_head], []) = self.store.views([out], [hidden, lm_head], [])?;
-        logprob::logits(out, hidden, lm_head, dim)
+        logprob::logits(out, hidden, lm_head, dims)
     }
 
     fn adamw(
@@ -364,9 +388,10 @@ impl Kernels for CpuBackend {
         grads: Tensor,
         m: Tensor,
         v: Tensor,
-        step: AdamWStep,
+        scalars: AdamWScalars,
     ) -> Result<(), CpuError> {
         let ([params, m, v], [grads], []) = self.store.views([params, m, v], [grads], [])?;
-        adamw::adamw(params, m, v, grads, step)
+        adamw::adamw(params, m, v, grads, scalars);
+        Ok(())
     }
 }

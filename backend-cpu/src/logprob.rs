@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 
-use sage_transformer::contract::{expect_len, HeadDims};
+use sage_transformer::contract::HeadDims;
 
 use crate::error::CpuError;
 use crate::math;
@@ -14,21 +14,26 @@ use crate::matmul::{gemm_parallel, gemm_parallel_packed, view, view_mut};
 /// Most logits (`f32`) the fused head holds at once: 16 MiB.
 const LOGITS_CHUNK: usize = 1 << 22;
 
-/// The output head's sizes (the contract's [`HeadDims`]), with every target below V.
-fn head_dims(
-    op: &'static str,
-    hidden: usize,
-    lm_head: usize,
-    targets: &[u32],
-) -> Result<HeadDims, CpuError> {
-    let dims = HeadDims::new(op, targets.len(), hidden, lm_head)?;
-    match targets.iter().find(|&&t| t as usize >= dims.vocab) {
-        Some(&token) => Err(CpuError::TokenOutOfRange {
-            op,
-            token,
-            vocab: dims.vocab,
-        }),
-        None => Ok(dims),
+/// The output head's operands, lent by the store: hidden[N, D], lm_head[V, D],
+/// targets[N].
+pub(crate) struct Head<'a> {
+    pub(crate) hidden: &'a [f32],
+    pub(crate) lm_head: &'a [f32],
+    pub(crate) targets: &'a [u32],
+}
+
+/// The gradients of the output head's backward: dhidden[N, D] (overwritten) and
+/// dlm_head[V, D] (accumulated).
+pub(crate) struct HeadGrads<'a> {
+    pub(crate) dhidden: &'a mut [f32],
+    pub(crate) dlm_head: &'a mut [f32],
+}
+
+/// Fails unless every target is below the vocabulary (V).
+fn check_targets(op: &'static str, targets: &[u32], vocab: usize) -> Result<(), CpuError> {
+    match targets.iter().find(|&&t| t as usize >= vocab) {
+        Some(&token) => Err(CpuError::TokenOutOfRange { op, token, vocab }),
+        None => Ok(()),
     }
 }
 
@@ -63,15 +68,16 @@ fn project(
 pub(crate) fn logprob_forward(
     logp: &mut [f32],
     lse: &mut [f32],
-    hidden: &[f32],
-    lm_head: &[f32],
-    targets: &[u32],
+    head: Head<'_>,
+    d: HeadDims,
     scratch: &mut Vec<f32>,
 ) -> Result<(), CpuError> {
-    let op = "logprob_forward";
-    let d = head_dims(op, hidden.len(), lm_head.len(), targets)?;
-    expect_len(op, "logp", logp.len(), d.rows)?;
-    expect_len(op, "lse", lse.len(), d.rows)?;
+    let Head {
+        hidden,
+        lm_head,
+        targets,
+    } = head;
+    check_targets("logprob_forward", targets, d.vocab)?;
     let chunk = chunk_rows(d.vocab);
     // logits[chunk, V]
     scratch.resize(chunk.min(d.rows) * d.vocab, 0.0);
@@ -105,23 +111,21 @@ pub(crate) fn logprob_forward(
 /// dlm_head[V, D] += dlogits^T · hidden. Only rows of nonzero weight are computed,
 /// gathered chunk by chunk; chunks are accumulated in order. The chunk's dlogits live
 /// in `scratch`, kept by the caller between calls.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn logprob_backward(
-    dhidden: &mut [f32],
-    dlm_head: &mut [f32],
+    grads: HeadGrads<'_>,
     weights: &[f32],
-    hidden: &[f32],
-    lm_head: &[f32],
-    targets: &[u32],
     lse: &[f32],
+    head: Head<'_>,
+    d: HeadDims,
     scratch: &mut Vec<f32>,
 ) -> Result<(), CpuError> {
-    let op = "logprob_backward";
-    let d = head_dims(op, hidden.len(), lm_head.len(), targets)?;
-    expect_len(op, "weights", weights.len(), d.rows)?;
-    expect_len(op, "lse", lse.len(), d.rows)?;
-    expect_len(op, "dhidden", dhidden.len(), hidden.len())?;
-    expect_len(op, "dlm_head", dlm_head.len(), lm_head.len())?;
+    let HeadGrads { dhidden, dlm_head } = grads;
+    let Head {
+        hidden,
+        lm_head,
+        targets,
+    } = head;
+    check_targets("logprob_backward", targets, d.vocab)?;
     dhidden.fill(0.0);
     let active: Vec<usize> = (0..d.rows).filter(|&n| weights[n] != 0.0).collect();
     let chunk = chunk_rows(d.vocab).min(active.len());
@@ -167,15 +171,14 @@ pub(crate) fn logprob_backward(
     Ok(())
 }
 
-/// out[B, V] = hidden[B, D] · lm_head[V, D]^T with D = `dim` (B and V from the lengths).
+/// out[B, V] = hidden[B, D] · lm_head[V, D]^T.
 pub(crate) fn logits(
     out: &mut [f32],
     hidden: &[f32],
     lm_head: &[f32],
-    dim: usize,
+    dims: HeadDims,
 ) -> Result<(), CpuError> {
-    let HeadDims { rows, vocab, .. } =
-        HeadDims::of_logits(hidden.len(), lm_head.len(), out.len(), dim)?;
+    let HeadDims { rows, dim, vocab } = dims;
     // Sampling's few rows may skip packing: no gradient depends on these logits.
     gemm_parallel(
         view_mut(out, rows, vocab, vocab)?,

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use sage_transformer::MatmulShape;
 
 use crate::elementwise::min_rows;
-use sage_transformer::contract::{expect_len, rows_of};
+use sage_transformer::contract::Rows;
 
 use crate::error::CpuError;
 use crate::math::vectorized;
@@ -268,9 +268,6 @@ pub(crate) fn matmul(
     shape: MatmulShape,
 ) -> Result<(), CpuError> {
     let MatmulShape { m, n, k, .. } = shape;
-    expect_len("matmul", "a", a.len(), m * k)?;
-    expect_len("matmul", "b", b.len(), k * n)?;
-    expect_len("matmul", "c", c.len(), m * n)?;
     let a = if shape.trans_a {
         view(a, k, m, m)?.reversed_axes()
     } else {
@@ -288,8 +285,7 @@ pub(crate) fn matmul(
 }
 
 /// out[N, C] += bias[C] on every row.
-pub(crate) fn add_bias(out: &mut [f32], bias: &[f32]) -> Result<(), CpuError> {
-    rows_of("add_bias", "out", out.len(), bias.len())?;
+pub(crate) fn add_bias(out: &mut [f32], bias: &[f32]) {
     out.par_chunks_mut(bias.len())
         .with_min_len(min_rows(bias.len()))
         .for_each(|row| {
@@ -297,17 +293,14 @@ pub(crate) fn add_bias(out: &mut [f32], bias: &[f32]) -> Result<(), CpuError> {
                 *o += b;
             }
         });
-    Ok(())
 }
 
 /// dbias[C] += sum over rows of dout[N, C].
-pub(crate) fn bias_backward(dbias: &mut [f32], dout: &[f32]) -> Result<(), CpuError> {
-    let width = dbias.len();
-    let rows = rows_of("bias_backward", "dout", dout.len(), width)?;
+pub(crate) fn bias_backward(dbias: &mut [f32], dout: &[f32], rows: Rows) {
+    let Rows { rows, width } = rows;
     column_sums(dbias, rows, |n, partial| {
         for (p, g) in partial.iter_mut().zip(&dout[n * width..(n + 1) * width]) {
             *p += g;
         }
     });
-    Ok(())
 }

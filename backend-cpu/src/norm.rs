@@ -4,9 +4,8 @@
 use rayon::prelude::*;
 
 use crate::elementwise::min_rows;
-use sage_transformer::contract::{expect_len, rows_of};
+use sage_transformer::contract::Rows;
 
-use crate::error::CpuError;
 use crate::math;
 
 /// Rows per block of a column reduction: partial sums of fixed blocks are added in block
@@ -44,14 +43,10 @@ pub(crate) fn rmsnorm_forward(
     rstd: &mut [f32],
     x: &[f32],
     weight: &[f32],
-    dim: usize,
+    rows: Rows,
     eps: f32,
-) -> Result<(), CpuError> {
-    let op = "rmsnorm_forward";
-    let rows = rows_of(op, "x", x.len(), dim)?;
-    expect_len(op, "weight", weight.len(), dim)?;
-    expect_len(op, "out", out.len(), x.len())?;
-    expect_len(op, "rstd", rstd.len(), rows)?;
+) {
+    let dim = rows.width;
     out.par_chunks_mut(dim)
         .zip(rstd.par_iter_mut())
         .zip(x.par_chunks(dim))
@@ -63,7 +58,6 @@ pub(crate) fn rmsnorm_forward(
                 *o = xi * r * w;
             }
         });
-    Ok(())
 }
 
 /// dx[N, D] += r * w * dout - x * r^3 / D * sum(dout * w * x), dweight[D] += sum over rows
@@ -76,15 +70,9 @@ pub(crate) fn rmsnorm_backward(
     x: &[f32],
     weight: &[f32],
     rstd: &[f32],
-    dim: usize,
-) -> Result<(), CpuError> {
-    let op = "rmsnorm_backward";
-    let rows = rows_of(op, "x", x.len(), dim)?;
-    expect_len(op, "weight", weight.len(), dim)?;
-    expect_len(op, "dweight", dweight.len(), dim)?;
-    expect_len(op, "dout", dout.len(), x.len())?;
-    expect_len(op, "dx", dx.len(), x.len())?;
-    expect_len(op, "rstd", rstd.len(), rows)?;
+    rows: Rows,
+) {
+    let Rows { rows, width: dim } = rows;
     dx.par_chunks_mut(dim)
         .zip(dout.par_chunks(dim))
         .zip(x.par_chunks(dim))
@@ -103,5 +91,4 @@ pub(crate) fn rmsnorm_backward(
             *p += g * xi * rstd[n];
         }
     });
-    Ok(())
 }

@@ -5,9 +5,7 @@
 use rayon::prelude::*;
 
 use crate::elementwise::min_rows;
-use sage_transformer::contract::{expect_len, rows_of};
-
-use crate::error::CpuError;
+use sage_transformer::contract::RopeSizes;
 
 /// Forward rotates by +angle, backward by -angle.
 #[derive(Clone, Copy)]
@@ -17,62 +15,22 @@ enum Direction {
 }
 
 /// Rotates x[N, heads * hd] in place by the angles of positions[N].
-pub(crate) fn rope_forward(
-    x: &mut [f32],
-    positions: &[u32],
-    heads: usize,
-    head_dim: usize,
-    theta: f32,
-) -> Result<(), CpuError> {
-    rotate(
-        "rope_forward",
-        x,
-        positions,
-        heads,
-        head_dim,
-        theta,
-        Direction::Forward,
-    )
+pub(crate) fn rope_forward(x: &mut [f32], positions: &[u32], sizes: RopeSizes, theta: f32) {
+    rotate(x, positions, sizes, theta, Direction::Forward);
 }
 
 /// The transpose of [`rope_forward`] (rotation by the opposite angles), in place on dx.
-pub(crate) fn rope_backward(
-    dx: &mut [f32],
-    positions: &[u32],
-    heads: usize,
-    head_dim: usize,
-    theta: f32,
-) -> Result<(), CpuError> {
-    rotate(
-        "rope_backward",
-        dx,
-        positions,
-        heads,
-        head_dim,
-        theta,
-        Direction::Backward,
-    )
+pub(crate) fn rope_backward(dx: &mut [f32], positions: &[u32], sizes: RopeSizes, theta: f32) {
+    rotate(dx, positions, sizes, theta, Direction::Backward);
 }
 
 /// The rotation both directions share. Angles are computed in f32 as Hugging Face does:
 /// inv_freq[i] = 1 / theta^(2i / hd), angle = pos * inv_freq[i].
-fn rotate(
-    op: &str,
-    x: &mut [f32],
-    positions: &[u32],
-    heads: usize,
-    head_dim: usize,
-    theta: f32,
-    direction: Direction,
-) -> Result<(), CpuError> {
-    if head_dim % 2 != 0 {
-        return Err(CpuError::BadArgument(format!(
-            "{op}: head_dim {head_dim} is odd"
-        )));
-    }
+fn rotate(x: &mut [f32], positions: &[u32], sizes: RopeSizes, theta: f32, direction: Direction) {
+    let RopeSizes {
+        heads, head_dim, ..
+    } = sizes;
     let width = heads * head_dim;
-    let rows = rows_of(op, "x", x.len(), width)?;
-    expect_len(op, "positions", positions.len(), rows)?;
     let half = head_dim / 2;
     // inv_freq[hd/2]
     let inv_freq: Vec<f32> = (0..half)
@@ -105,5 +63,4 @@ fn rotate(
                 }
             },
         );
-    Ok(())
 }

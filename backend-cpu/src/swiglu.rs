@@ -3,20 +3,15 @@
 use rayon::prelude::*;
 
 use crate::elementwise::CHUNK;
-use sage_transformer::contract::expect_len;
 
-use crate::error::CpuError;
 use crate::math::{sigmoid, vectorized};
 
 /// out[N, I] = silu(gate[N, I]) * up[N, I], silu(g) = g * sigmoid(g).
-pub(crate) fn swiglu_forward(out: &mut [f32], gate: &[f32], up: &[f32]) -> Result<(), CpuError> {
-    expect_len("swiglu_forward", "gate", gate.len(), out.len())?;
-    expect_len("swiglu_forward", "up", up.len(), out.len())?;
+pub(crate) fn swiglu_forward(out: &mut [f32], gate: &[f32], up: &[f32]) {
     out.par_chunks_mut(CHUNK)
         .zip(gate.par_chunks(CHUNK))
         .zip(up.par_chunks(CHUNK))
         .for_each(|((out, gate), up)| vectorized(Forward { out, gate, up }));
-    Ok(())
 }
 
 /// One chunk of [`swiglu_forward`], as a vectorised operation.
@@ -45,16 +40,7 @@ pub(crate) fn swiglu_backward(
     dout: &[f32],
     gate: &[f32],
     up: &[f32],
-) -> Result<(), CpuError> {
-    let len = dout.len();
-    for (name, got) in [
-        ("dgate", dgate.len()),
-        ("dup", dup.len()),
-        ("gate", gate.len()),
-        ("up", up.len()),
-    ] {
-        expect_len("swiglu_backward", name, got, len)?;
-    }
+) {
     dgate
         .par_chunks_mut(CHUNK)
         .zip(dup.par_chunks_mut(CHUNK))
@@ -69,7 +55,6 @@ pub(crate) fn swiglu_backward(
                 up,
             })
         });
-    Ok(())
 }
 
 /// One chunk of [`swiglu_backward`], as a vectorised operation.

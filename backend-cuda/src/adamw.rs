@@ -1,37 +1,21 @@
-//! The AdamW optimizer step; the host folds the bias corrections into two scalars
-//! exactly as the CPU backend does (in f64, then rounded to f32). Kernel in
+//! The AdamW optimizer step, with the scalars the contract folded on the host
+//! ([`AdamWScalars`]: the bias corrections in f64, rounded to f32). Kernel in
 //! `kernels/adamw.cu`.
 
-use sage_transformer::{AdamWStep, Tensor};
+use sage_transformer::contract::AdamWScalars;
+use sage_transformer::Tensor;
 
 use crate::error::CudaError;
 use crate::launch::{blocks_for, Arg, THREADS};
 use crate::CudaBackend;
-use sage_transformer::contract::expect_len;
 
 /// One AdamW step over params, m, v [P] with gradient grads [P].
 pub(crate) fn adamw(
     b: &mut CudaBackend,
-    params: Tensor,
-    grads: Tensor,
-    m: Tensor,
-    v: Tensor,
-    step: AdamWStep,
+    [params, grads, m, v]: [Tensor; 4],
+    scalars: AdamWScalars,
 ) -> Result<(), CudaError> {
     let op = "adamw";
-    for (name, len) in [("grads", grads.len), ("m", m.len), ("v", v.len)] {
-        expect_len(op, name, len, params.len)?;
-    }
-    if step.step == 0 {
-        return Err(CudaError::BadArgument(
-            "adamw: `step` is 1-based, got 0".into(),
-        ));
-    }
-    let t = f64::from(step.step);
-    let correction1 = 1.0 - f64::from(step.beta1).powf(t);
-    let correction2_sqrt = (1.0 - f64::from(step.beta2).powf(t)).sqrt() as f32;
-    let step_size = (f64::from(step.learning_rate) / correction1) as f32;
-    let decay = 1.0 - step.learning_rate * step.weight_decay;
     let n = params.len as u64;
     let args = [
         Arg::Ptr(b.store.address(params)?),
@@ -39,12 +23,12 @@ pub(crate) fn adamw(
         Arg::Ptr(b.store.address(m)?),
         Arg::Ptr(b.store.address(v)?),
         Arg::U64(n),
-        Arg::F32(step.beta1),
-        Arg::F32(step.beta2),
-        Arg::F32(step.eps),
-        Arg::F32(step_size),
-        Arg::F32(correction2_sqrt),
-        Arg::F32(decay),
+        Arg::F32(scalars.beta1),
+        Arg::F32(scalars.beta2),
+        Arg::F32(scalars.eps),
+        Arg::F32(scalars.step_size),
+        Arg::F32(scalars.correction2_sqrt),
+        Arg::F32(scalars.decay),
     ];
     if n == 0 {
         return Ok(());

@@ -8,14 +8,15 @@
 //! Query head h reads key/value head h / (H / KV). Layouts: q, out, dq [N, H*hd];
 //! k, v, dk, dv [N, KV*hd]; lse [N, H].
 
-use sage_transformer::contract::AttentionDims;
-use sage_transformer::{AttentionShape, Tensor};
+use sage_transformer::contract::{AttentionDims, AttentionSizes};
+use sage_transformer::device::{AttentionGrads, AttentionSaved};
+use sage_transformer::Tensor;
 
 use crate::error::CudaError;
 use crate::launch::Arg;
 use crate::scratch::{IndexScratch, Scratch};
 use crate::CudaBackend;
-use sage_transformer::contract::{expect_len, to_u32};
+use sage_transformer::contract::to_u32;
 
 /// Widest head the kernels hold in shared memory (MAX_HEAD_DIM in attention.cu and
 /// decode.cu).
@@ -29,10 +30,9 @@ const ATTENTION_THREADS: u32 = 128;
 /// (row, head) tasks per block of the delta kernel: one per warp.
 const DELTA_TASKS: usize = 4;
 
-/// The sizes of one attention call, checked: the contract's [`AttentionDims`], and
-/// heads no wider than [`MAX_HEAD_DIM`].
-pub(crate) fn dims(op: &str, shape: AttentionShape) -> Result<AttentionDims, CudaError> {
-    let dims = AttentionDims::new(op, shape)?;
+/// Fails unless the kernels can hold the heads: no wider than [`MAX_HEAD_DIM`], and
+/// few enough for the grid.
+pub(crate) fn check_head_limits(op: &str, dims: &AttentionDims) -> Result<(), CudaError> {
     if dims.head_dim > MAX_HEAD_DIM {
         return Err(CudaError::TooLarge(format!(
             "{op}: heads of width {}; the CUDA kernels hold at most {MAX_HEAD_DIM}",
@@ -45,7 +45,7 @@ pub(crate) fn dims(op: &str, shape: AttentionShape) -> Result<AttentionDims, Cud
             dims.heads
         )));
     }
-    Ok(dims)
+    Ok(())
 }
 
 /// The sizes every attention kernel takes after its pointers: rows, H, group, hd,
@@ -56,20 +56,8 @@ fn kernel_args(op: &str, dims: &AttentionDims, rows: usize) -> Result<[Arg; 5], 
         Arg::U32(to_u32(op, "H", dims.heads)?),
         Arg::U32(to_u32(op, "group", dims.group)?),
         Arg::U32(to_u32(op, "hd", dims.head_dim)?),
-        Arg::F32(1.0 / (dims.head_dim as f32).sqrt()),
+        Arg::F32(dims.scale()),
     ])
-}
-
-/// Tokens in the batch (the last start) after checking that `seq_starts` begins at 0
-/// and never decreases.
-fn packed_tokens(op: &str, seq_starts: &[u32]) -> Result<usize, CudaError> {
-    let ordered = seq_starts.windows(2).all(|w| w[0] <= w[1]);
-    match (seq_starts.first(), seq_starts.last()) {
-        (Some(0), Some(&last)) if ordered => Ok(last as usize),
-        _ => Err(CudaError::BadSequences(format!(
-            "{op}: seq_starts must start at 0 and never decrease, got {seq_starts:?}"
-        ))),
-    }
 }
 
 /// The device address of spans[N, 2] = (start, end) of each row's sequence, uploaded
@@ -98,25 +86,16 @@ fn row_blocks(op: &str, rows: usize, per_block: usize) -> Result<u32, CudaError>
 
 /// out[N, H*hd] and lse[N, H] of causal attention of q over k, v within each sequence
 /// of `seq_starts`.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn attention_forward(
     b: &mut CudaBackend,
-    out: Tensor,
-    lse: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
+    (out, lse): (Tensor, Tensor),
+    [q, k, v]: [Tensor; 3],
     seq_starts: &[u32],
-    shape: AttentionShape,
+    sizes: AttentionSizes,
 ) -> Result<(), CudaError> {
     let op = "attention_forward";
-    let dims = dims(op, shape)?;
-    let n = packed_tokens(op, seq_starts)?;
-    expect_len(op, "q", q.len, n * dims.q_width)?;
-    expect_len(op, "k", k.len, n * dims.kv_width)?;
-    expect_len(op, "v", v.len, n * dims.kv_width)?;
-    expect_len(op, "out", out.len, n * dims.q_width)?;
-    expect_len(op, "lse", lse.len, n * dims.heads)?;
+    let AttentionSizes { tokens: n, dims } = sizes;
+    check_head_limits(op, &dims)?;
     let pointers = [
         Arg::Ptr(b.store.address(out)?),
         Arg::Ptr(b.store.address(lse)?),
@@ -135,46 +114,20 @@ pub(crate) fn attention_forward(
     b.launch(op, grid, ATTENTION_THREADS, &args)
 }
 
-/// The gradients [`attention_backward`] writes (all overwritten).
-pub(crate) struct Grads {
-    /// [N, H*hd].
-    pub(crate) dq: Tensor,
-    /// [N, KV*hd].
-    pub(crate) dk: Tensor,
-    /// [N, KV*hd].
-    pub(crate) dv: Tensor,
-}
-
-/// What [`attention_backward`] reads: the output gradient and the forward's tensors.
-pub(crate) struct Saved {
-    /// [N, H*hd].
-    pub(crate) dout: Tensor,
-    /// [N, H*hd].
-    pub(crate) q: Tensor,
-    /// [N, KV*hd].
-    pub(crate) k: Tensor,
-    /// [N, KV*hd].
-    pub(crate) v: Tensor,
-    /// [N, H*hd].
-    pub(crate) out: Tensor,
-    /// [N, H].
-    pub(crate) lse: Tensor,
-}
-
 /// dq, dk, dv of [`attention_forward`]: delta[N, H], then the query gradient and the
 /// key/value gradient kernels.
 pub(crate) fn attention_backward(
     b: &mut CudaBackend,
-    grads: Grads,
-    saved: Saved,
+    grads: AttentionGrads,
+    saved: AttentionSaved,
     seq_starts: &[u32],
-    shape: AttentionShape,
+    sizes: AttentionSizes,
 ) -> Result<(), CudaError> {
     let op = "attention_backward";
-    let dims = dims(op, shape)?;
-    let n = packed_tokens(op, seq_starts)?;
-    let Grads { dq, dk, dv } = grads;
-    let Saved {
+    let AttentionSizes { tokens: n, dims } = sizes;
+    check_head_limits(op, &dims)?;
+    let AttentionGrads { dq, dk, dv } = grads;
+    let AttentionSaved {
         dout,
         q,
         k,
@@ -182,18 +135,6 @@ pub(crate) fn attention_backward(
         out,
         lse,
     } = saved;
-    for (name, len) in [
-        ("q", q.len),
-        ("out", out.len),
-        ("dout", dout.len),
-        ("dq", dq.len),
-    ] {
-        expect_len(op, name, len, n * dims.q_width)?;
-    }
-    for (name, len) in [("k", k.len), ("v", v.len), ("dk", dk.len), ("dv", dv.len)] {
-        expect_len(op, name, len, n * dims.kv_width)?;
-    }
-    expect_len(op, "lse", lse.len, n * dims.heads)?;
     let a = |t: Tensor| b.store.address(t);
     let (dq, dk, dv, dout, q, k, v, out, lse) = (
         a(dq)?,

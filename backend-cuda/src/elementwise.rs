@@ -9,7 +9,6 @@ use crate::error::CudaError;
 use crate::launch::{blocks_for, Arg, THREADS};
 use crate::scratch::{download, Scratch};
 use crate::CudaBackend;
-use sage_transformer::contract::expect_len;
 
 /// Most blocks of the sum of squares' first stage: the partials then fit one block of
 /// the second stage in a few passes. The count depends on the length alone, so the
@@ -33,7 +32,6 @@ pub(crate) fn fill(b: &mut CudaBackend, dst: Tensor, value: f32) -> Result<(), C
 
 /// dst[n] = src[n], a device-to-device copy on the stream.
 pub(crate) fn copy(b: &mut CudaBackend, dst: Tensor, src: Tensor) -> Result<(), CudaError> {
-    expect_len("copy", "src", src.len, dst.len)?;
     let (to, from) = (b.store.address(dst)?, b.store.address(src)?);
     if dst.len == 0 {
         return Ok(());
@@ -46,7 +44,6 @@ pub(crate) fn copy(b: &mut CudaBackend, dst: Tensor, src: Tensor) -> Result<(), 
 
 /// dst[n] += src[n].
 pub(crate) fn add_assign(b: &mut CudaBackend, dst: Tensor, src: Tensor) -> Result<(), CudaError> {
-    expect_len("add_assign", "src", src.len, dst.len)?;
     let (to, from) = (b.store.address(dst)?, b.store.address(src)?);
     if dst.len == 0 {
         return Ok(());

@@ -10,7 +10,7 @@ use crate::error::CudaError;
 use crate::launch::{blocks_for, blocks_per_task, Arg, THREADS};
 use crate::scratch::IndexScratch;
 use crate::CudaBackend;
-use sage_transformer::contract::{expect_len, rows_of, to_u32};
+use sage_transformer::contract::{to_u32, EmbeddingSizes};
 
 /// out[N, D] = table[tokens[n], :] with table [V, D] and tokens [N].
 pub(crate) fn embedding_forward(
@@ -18,11 +18,10 @@ pub(crate) fn embedding_forward(
     out: Tensor,
     table: Tensor,
     tokens: Indices,
-    dim: usize,
+    sizes: EmbeddingSizes,
 ) -> Result<(), CudaError> {
     let op = "embedding_forward";
-    let vocab = rows_of(op, "table", table.len, dim)?;
-    expect_len(op, "out", out.len, tokens.len * dim)?;
+    let EmbeddingSizes { dim, vocab, .. } = sizes;
     let (o, t, ids) = (
         b.store.address(out)?,
         b.store.address(table)?,
@@ -52,11 +51,10 @@ pub(crate) fn embedding_backward(
     dtable: Tensor,
     dout: Tensor,
     tokens: Indices,
-    dim: usize,
+    sizes: EmbeddingSizes,
 ) -> Result<(), CudaError> {
     let op = "embedding_backward";
-    let vocab = rows_of(op, "dtable", dtable.len, dim)?;
-    expect_len(op, "dout", dout.len, tokens.len * dim)?;
+    let EmbeddingSizes { dim, vocab, .. } = sizes;
     let (dt, d, ids) = (
         b.store.address(dtable)?,
         b.store.address(dout)?,

@@ -105,6 +105,8 @@ impl From<ContractError> for CudaError {
         match e {
             ContractError::Shape(message) => CudaError::Shape(message),
             ContractError::Overlap(a, b) => CudaError::Overlap(a, b),
+            ContractError::BadArgument(message) => CudaError::BadArgument(message),
+            ContractError::Sequences(message) => CudaError::BadSequences(message),
             ContractError::TooLarge(message) => CudaError::TooLarge(message),
         }
     }

@@ -7,40 +7,21 @@
 //!
 //! Targets live on the device: a target at or above V gives a NaN log-prob.
 
-use sage_transformer::{Indices, MatmulShape, Tensor};
+use sage_transformer::device::HeadOperands;
+use sage_transformer::{MatmulShape, Tensor};
 
 use crate::error::CudaError;
 use crate::launch::{blocks_for, blocks_per_task, Arg, THREADS};
 use crate::matmul::gemm;
 use crate::scratch::Scratch;
 use crate::CudaBackend;
-use sage_transformer::contract::{expect_len, to_u32, HeadDims};
+use sage_transformer::contract::{to_u32, HeadDims};
 
 /// Most logits (`f32`) the fused head holds at once: 256 MiB, which for a 152k
 /// vocabulary is chunks of 441 rows, large enough for efficient GEMMs.
 const LOGITS_CHUNK: usize = 1 << 26;
 /// Threads per block of the row kernel (HEAD_THREADS in logprob.cu).
 const HEAD_THREADS: u32 = 512;
-
-/// The fused head's inputs that the forward and backward passes share.
-pub(crate) struct Head {
-    /// [N, D].
-    pub(crate) hidden: Tensor,
-    /// [V, D].
-    pub(crate) lm_head: Tensor,
-    /// [N].
-    pub(crate) targets: Indices,
-}
-
-/// The output head's sizes (the contract's [`HeadDims`]).
-fn head_dims(op: &str, head: &Head) -> Result<HeadDims, CudaError> {
-    Ok(HeadDims::new(
-        op,
-        head.targets.len,
-        head.hidden.len,
-        head.lm_head.len,
-    )?)
-}
 
 /// The shape of `c[m, n] = op(a) · op(b)` (see [`MatmulShape`]).
 fn mm(m: usize, n: usize, k: usize, trans_a: bool, trans_b: bool, accumulate: bool) -> MatmulShape {
@@ -61,7 +42,7 @@ struct HeadAddresses {
     targets: u64,
 }
 
-fn addresses(b: &CudaBackend, head: &Head) -> Result<HeadAddresses, CudaError> {
+fn addresses(b: &CudaBackend, head: &HeadOperands) -> Result<HeadAddresses, CudaError> {
     Ok(HeadAddresses {
         hidden: b.store.address(head.hidden)?,
         lm_head: b.store.address(head.lm_head)?,
@@ -75,12 +56,10 @@ pub(crate) fn logprob_forward(
     b: &mut CudaBackend,
     logp: Tensor,
     lse: Tensor,
-    head: Head,
+    head: HeadOperands,
+    d: HeadDims,
 ) -> Result<(), CudaError> {
     let op = "logprob_forward";
-    let d = head_dims(op, &head)?;
-    expect_len(op, "logp", logp.len, d.rows)?;
-    expect_len(op, "lse", lse.len, d.rows)?;
     let at = addresses(b, &head)?;
     let (logp, lse) = (b.store.address(logp)?, b.store.address(lse)?);
     if d.rows == 0 {
@@ -125,14 +104,10 @@ pub(crate) fn logprob_backward(
     dlm_head: Tensor,
     weights: Tensor,
     lse: Tensor,
-    head: Head,
+    head: HeadOperands,
+    d: HeadDims,
 ) -> Result<(), CudaError> {
     let op = "logprob_backward";
-    let d = head_dims(op, &head)?;
-    expect_len(op, "weights", weights.len, d.rows)?;
-    expect_len(op, "lse", lse.len, d.rows)?;
-    expect_len(op, "dhidden", dhidden.len, head.hidden.len)?;
-    expect_len(op, "dlm_head", dlm_head.len, head.lm_head.len)?;
     let at = addresses(b, &head)?;
     let (dhidden, dlm_head) = (b.store.address(dhidden)?, b.store.address(dlm_head)?);
     let (weights, lse) = (b.store.address(weights)?, b.store.address(lse)?);
@@ -176,15 +151,15 @@ pub(crate) fn logprob_backward(
     Ok(())
 }
 
-/// out[B, V] = hidden[B, D] · lm_head[V, D]^T with D = `dim` (B and V from the lengths).
+/// out[B, V] = hidden[B, D] · lm_head[V, D]^T.
 pub(crate) fn logits(
     b: &mut CudaBackend,
     out: Tensor,
     hidden: Tensor,
     lm_head: Tensor,
-    dim: usize,
+    dims: HeadDims,
 ) -> Result<(), CudaError> {
-    let HeadDims { rows, vocab, .. } = HeadDims::of_logits(hidden.len, lm_head.len, out.len, dim)?;
+    let HeadDims { rows, dim, vocab } = dims;
     let (o, hs, lm) = (
         b.store.address(out)?,
         b.store.address(hidden)?,

@@ -8,7 +8,7 @@ use crate::error::CudaError;
 use crate::launch::{blocks_for, blocks_per_task, Arg, THREADS};
 use crate::scratch::Scratch;
 use crate::CudaBackend;
-use sage_transformer::contract::{expect_len, rows_of, to_u32};
+use sage_transformer::contract::{to_u32, Rows};
 
 /// Rows per block of the column sums (ROWS_PER_BLOCK in norm.cu).
 const ROWS_PER_BLOCK: usize = 64;
@@ -22,14 +22,11 @@ pub(crate) fn rmsnorm_forward(
     rstd: Tensor,
     x: Tensor,
     weight: Tensor,
-    dim: usize,
+    rows: Rows,
     eps: f32,
 ) -> Result<(), CudaError> {
     let op = "rmsnorm_forward";
-    let rows = rows_of(op, "x", x.len, dim)?;
-    expect_len(op, "weight", weight.len, dim)?;
-    expect_len(op, "out", out.len, x.len)?;
-    expect_len(op, "rstd", rstd.len, rows)?;
+    let Rows { rows, width: dim } = rows;
     let args = [
         Arg::Ptr(b.store.address(out)?),
         Arg::Ptr(b.store.address(rstd)?),
@@ -56,15 +53,10 @@ pub(crate) fn rmsnorm_backward(
     x: Tensor,
     weight: Tensor,
     rstd: Tensor,
-    dim: usize,
+    rows: Rows,
 ) -> Result<(), CudaError> {
     let op = "rmsnorm_backward";
-    let rows = rows_of(op, "x", x.len, dim)?;
-    expect_len(op, "weight", weight.len, dim)?;
-    expect_len(op, "dweight", dweight.len, dim)?;
-    expect_len(op, "dout", dout.len, x.len)?;
-    expect_len(op, "dx", dx.len, x.len)?;
-    expect_len(op, "rstd", rstd.len, rows)?;
+    let Rows { rows, width: dim } = rows;
     let (d, xs, r) = (
         b.store.address(dout)?,
         b.store.address(x)?,
@@ -95,7 +87,6 @@ pub(crate) fn rmsnorm_backward(
 /// out[N, C] += bias[C] on every row.
 pub(crate) fn add_bias(b: &mut CudaBackend, out: Tensor, bias: Tensor) -> Result<(), CudaError> {
     let op = "add_bias";
-    rows_of(op, "out", out.len, bias.len)?;
     let args = [
         Arg::Ptr(b.store.address(out)?),
         Arg::Ptr(b.store.address(bias)?),
@@ -113,14 +104,15 @@ pub(crate) fn bias_backward(
     b: &mut CudaBackend,
     dbias: Tensor,
     dout: Tensor,
+    rows: Rows,
 ) -> Result<(), CudaError> {
     let op = "bias_backward";
-    let rows = rows_of(op, "dout", dout.len, dbias.len)?;
+    let Rows { rows, width } = rows;
     let (db, d) = (b.store.address(dbias)?, b.store.address(dout)?);
     if rows == 0 {
         return Ok(());
     }
-    column_sums(b, op, db, dbias.len, rows, d, None)
+    column_sums(b, op, db, width, rows, d, None)
 }
 
 /// grad[C] += the column sums over `rows` rows of a[N, C], or of a * x * rstd[n] when

@@ -9,28 +9,23 @@ use crate::error::CudaError;
 use crate::launch::{blocks_for, Arg, THREADS};
 use crate::scratch::Scratch;
 use crate::CudaBackend;
-use sage_transformer::contract::{expect_len, rows_of, to_u32};
+use sage_transformer::contract::{to_u32, RopeSizes};
 
 /// Rotates x[N, heads * hd] in place by pos * inv_freq, by the opposite angles when
 /// `sign` is -1 (the backward pass).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn rope(
     b: &mut CudaBackend,
     op: &str,
-    x: Tensor,
-    positions: Indices,
-    heads: usize,
-    head_dim: usize,
+    (x, positions): (Tensor, Indices),
+    sizes: RopeSizes,
     theta: f32,
     sign: f32,
 ) -> Result<(), CudaError> {
-    if head_dim % 2 != 0 {
-        return Err(CudaError::BadArgument(format!(
-            "{op}: head_dim {head_dim} is odd"
-        )));
-    }
-    let rows = rows_of(op, "x", x.len, heads * head_dim)?;
-    expect_len(op, "positions", positions.len, rows)?;
+    let RopeSizes {
+        rows,
+        heads,
+        head_dim,
+    } = sizes;
     let (xs, pos) = (b.store.address(x)?, b.store.index_address(positions)?);
     if x.len == 0 {
         return Ok(());

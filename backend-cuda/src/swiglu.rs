@@ -6,7 +6,6 @@ use sage_transformer::Tensor;
 use crate::error::CudaError;
 use crate::launch::{blocks_for, Arg, THREADS};
 use crate::CudaBackend;
-use sage_transformer::contract::expect_len;
 
 /// out[N, I] = silu(gate[N, I]) * up[N, I].
 pub(crate) fn swiglu_forward(
@@ -16,8 +15,6 @@ pub(crate) fn swiglu_forward(
     up: Tensor,
 ) -> Result<(), CudaError> {
     let op = "swiglu_forward";
-    expect_len(op, "gate", gate.len, out.len)?;
-    expect_len(op, "up", up.len, out.len)?;
     let n = out.len as u64;
     let args = [
         Arg::Ptr(b.store.address(out)?),
@@ -41,14 +38,6 @@ pub(crate) fn swiglu_backward(
     up: Tensor,
 ) -> Result<(), CudaError> {
     let op = "swiglu_backward";
-    for (name, len) in [
-        ("dgate", dgate.len),
-        ("dup", dup.len),
-        ("gate", gate.len),
-        ("up", up.len),
-    ] {
-        expect_len(op, name, len, dout.len)?;
-    }
     let n = dout.len as u64;
     let args = [
         Arg::Ptr(b.store.address(dgate)?),

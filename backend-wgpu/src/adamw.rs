@@ -1,15 +1,16 @@
 //! The AdamW optimizer step (decoupled weight decay, bias-corrected moments), with the
 //! operations in the order PyTorch's `torch.optim.AdamW` applies them and the bias
-//! corrections computed on the host in f64, as the CPU backend does.
+//! corrections the contract folds on the host in f64 ([`AdamWScalars`]), as every
+//! backend applies them.
 
-use sage_transformer::{AdamWStep, Tensor};
+use sage_transformer::contract::{to_u32, AdamWScalars};
+use sage_transformer::Tensor;
 
 use crate::error::WgpuError;
 use crate::launch::pieces;
 use crate::pipelines::{Family, Kernel};
 use crate::store::Operand;
 use crate::WgpuBackend;
-use sage_transformer::contract::{expect_len, to_u32};
 
 const ADAMW: Kernel = Kernel {
     family: Family::Adamw,
@@ -26,25 +27,20 @@ pub(crate) fn adamw(
     grads: Tensor,
     m: Tensor,
     v: Tensor,
-    step: AdamWStep,
+    scalars: AdamWScalars,
 ) -> Result<(), WgpuError> {
     let op = "adamw";
-    for (name, len) in [("grads", grads.len), ("m", m.len), ("v", v.len)] {
-        expect_len(op, name, len, params.len)?;
-    }
-    if step.step == 0 {
-        return Err(WgpuError::BadArgument(
-            "adamw: `step` is 1-based, got 0".into(),
-        ));
-    }
     for t in [params, grads, m, v] {
         b.store.locate(Operand::F32(t))?;
     }
-    let t = f64::from(step.step);
-    let correction1 = 1.0 - f64::from(step.beta1).powf(t);
-    let correction2_sqrt = (1.0 - f64::from(step.beta2).powf(t)).sqrt() as f32;
-    let step_size = (f64::from(step.learning_rate) / correction1) as f32;
-    let decay = 1.0 - step.learning_rate * step.weight_decay;
+    let AdamWScalars {
+        beta1,
+        beta2,
+        eps,
+        step_size,
+        correction2_sqrt,
+        decay,
+    } = scalars;
     for (start, len) in pieces(params.len, b.chunk_elements(1)) {
         let part = |t: Tensor| Operand::F32(t.slice(start, len));
         let grid = b.grid_for(op, len)?;
@@ -53,9 +49,9 @@ pub(crate) fn adamw(
             &[part(params), part(m), part(v), part(grads)],
             &[
                 to_u32(op, "len", len)?,
-                step.beta1.to_bits(),
-                step.beta2.to_bits(),
-                step.eps.to_bits(),
+                beta1.to_bits(),
+                beta2.to_bits(),
+                eps.to_bits(),
                 step_size.to_bits(),
                 correction2_sqrt.to_bits(),
                 decay.to_bits(),

@@ -7,15 +7,15 @@
 //! Query head h reads key/value head h / (H / KV). Layouts: q, out, dq [N, H*hd];
 //! k, v, dk, dv [N, KV*hd]; lse [N, H].
 
-use sage_transformer::contract::AttentionDims;
-use sage_transformer::{AttentionShape, Indices, Tensor};
+use sage_transformer::contract::{to_u32, AttentionDims, AttentionSizes};
+use sage_transformer::device::{AttentionGrads, AttentionSaved};
+use sage_transformer::{Indices, Tensor};
 
 use crate::error::WgpuError;
 use crate::pipelines::{Family, Kernel};
 use crate::scratch::{IndexScratch, Scratch};
 use crate::store::index_slice;
 use crate::WgpuBackend;
-use sage_transformer::contract::{expect_len, to_u32};
 
 pub(crate) const FORWARD: Kernel = Kernel {
     family: Family::Attention,
@@ -41,17 +41,16 @@ const BACKWARD_DKV: Kernel = Kernel {
 /// Widest head the kernels hold in workgroup memory (MAX_HEAD_DIM in attention.wgsl).
 pub(crate) const MAX_HEAD_DIM: usize = 256;
 
-/// The sizes of one attention call, checked: the contract's [`AttentionDims`], and
-/// heads no wider than [`MAX_HEAD_DIM`].
-pub(crate) fn dims(op: &str, shape: AttentionShape) -> Result<AttentionDims, WgpuError> {
-    let dims = AttentionDims::new(op, shape)?;
+/// Fails unless the heads of `dims` (checked by the contract) are no wider than
+/// [`MAX_HEAD_DIM`].
+pub(crate) fn check_head_dim(op: &str, dims: &AttentionDims) -> Result<(), WgpuError> {
     if dims.head_dim > MAX_HEAD_DIM {
         return Err(WgpuError::TooLarge(format!(
             "{op}: heads of width {}; the wgpu kernels hold at most {MAX_HEAD_DIM}",
             dims.head_dim
         )));
     }
-    Ok(dims)
+    Ok(())
 }
 
 /// The attention kernels' sizes after the rows: H, group, hd, scale.
@@ -65,20 +64,8 @@ pub(crate) fn kernel_params(
         to_u32(op, "H", dims.heads)?,
         to_u32(op, "group", dims.group)?,
         to_u32(op, "hd", dims.head_dim)?,
-        (1.0 / (dims.head_dim as f32).sqrt()).to_bits(),
+        dims.scale().to_bits(),
     ])
-}
-
-/// Tokens in the batch (the last start) after checking that `seq_starts` begins at 0
-/// and never decreases.
-fn packed_tokens(op: &str, seq_starts: &[u32]) -> Result<usize, WgpuError> {
-    let ordered = seq_starts.windows(2).all(|w| w[0] <= w[1]);
-    match (seq_starts.first(), seq_starts.last()) {
-        (Some(0), Some(&last)) if ordered => Ok(last as usize),
-        _ => Err(WgpuError::BadSequences(format!(
-            "{op}: seq_starts must start at 0 and never decrease, got {seq_starts:?}"
-        ))),
-    }
 }
 
 /// The spans of a packed batch [2, N, 2]: for each query row the keys it sees (its
@@ -115,16 +102,11 @@ pub(crate) fn attention_forward(
     k: Tensor,
     v: Tensor,
     seq_starts: &[u32],
-    shape: AttentionShape,
+    sizes: AttentionSizes,
 ) -> Result<(), WgpuError> {
     let op = "attention_forward";
-    let dims = dims(op, shape)?;
-    let n = packed_tokens(op, seq_starts)?;
-    expect_len(op, "q", q.len, n * dims.q_width)?;
-    expect_len(op, "k", k.len, n * dims.kv_width)?;
-    expect_len(op, "v", v.len, n * dims.kv_width)?;
-    expect_len(op, "out", out.len, n * dims.q_width)?;
-    expect_len(op, "lse", lse.len, n * dims.heads)?;
+    let AttentionSizes { tokens: n, dims } = sizes;
+    check_head_dim(op, &dims)?;
     if n == 0 {
         return Ok(());
     }
@@ -148,46 +130,20 @@ pub(crate) fn attention_forward(
     )
 }
 
-/// The gradients [`attention_backward`] writes (all overwritten).
-pub(crate) struct Grads {
-    /// [N, H*hd].
-    pub(crate) dq: Tensor,
-    /// [N, KV*hd].
-    pub(crate) dk: Tensor,
-    /// [N, KV*hd].
-    pub(crate) dv: Tensor,
-}
-
-/// What [`attention_backward`] reads: the output gradient and the forward's tensors.
-pub(crate) struct Saved {
-    /// [N, H*hd].
-    pub(crate) dout: Tensor,
-    /// [N, H*hd].
-    pub(crate) q: Tensor,
-    /// [N, KV*hd].
-    pub(crate) k: Tensor,
-    /// [N, KV*hd].
-    pub(crate) v: Tensor,
-    /// [N, H*hd].
-    pub(crate) out: Tensor,
-    /// [N, H].
-    pub(crate) lse: Tensor,
-}
-
 /// dq, dk, dv of [`attention_forward`]: delta[N, H] = rowwise dout·out per head, then
 /// the query gradient and the key/value gradient kernels.
 pub(crate) fn attention_backward(
     b: &mut WgpuBackend,
-    grads: Grads,
-    saved: Saved,
+    grads: AttentionGrads,
+    saved: AttentionSaved,
     seq_starts: &[u32],
-    shape: AttentionShape,
+    sizes: AttentionSizes,
 ) -> Result<(), WgpuError> {
     let op = "attention_backward";
-    let dims = dims(op, shape)?;
-    let n = packed_tokens(op, seq_starts)?;
-    let Grads { dq, dk, dv } = grads;
-    let Saved {
+    let AttentionSizes { tokens: n, dims } = sizes;
+    check_head_dim(op, &dims)?;
+    let AttentionGrads { dq, dk, dv } = grads;
+    let AttentionSaved {
         dout,
         q,
         k,
@@ -195,18 +151,6 @@ pub(crate) fn attention_backward(
         out,
         lse,
     } = saved;
-    for (name, len) in [
-        ("q", q.len),
-        ("out", out.len),
-        ("dout", dout.len),
-        ("dq", dq.len),
-    ] {
-        expect_len(op, name, len, n * dims.q_width)?;
-    }
-    for (name, len) in [("k", k.len), ("v", v.len), ("dk", dk.len), ("dv", dv.len)] {
-        expect_len(op, name, len, n * dims.kv_width)?;
-    }
-    expect_len(op, "lse", lse.len, n * dims.heads)?;
     if n == 0 {
         return Ok(());
     }

@@ -4,14 +4,14 @@
 //!
 //! Layouts: caches [B, T, KV*hd] (T = capacity), new k, v [B, KV*hd], q, out [B, H*hd].
 
-use sage_transformer::{AttentionShape, Tensor};
+use sage_transformer::contract::{to_u32, CacheSizes, DecodeSizes};
+use sage_transformer::Tensor;
 
-use crate::attention::{dims, kernel_params, FORWARD};
+use crate::attention::{check_head_dim, kernel_params, FORWARD};
 use crate::error::WgpuError;
 use crate::pipelines::{Family, Kernel};
 use crate::scratch::{IndexScratch, Scratch};
 use crate::WgpuBackend;
-use sage_transformer::contract::{expect_len, to_u32};
 
 const APPEND: Kernel = Kernel {
     family: Family::Attention,
@@ -21,32 +21,20 @@ const APPEND: Kernel = Kernel {
 
 /// Writes k, v [B, KV*hd] into row lengths[b] (< capacity) of sequence b's caches
 /// k_cache, v_cache [B, capacity, KV*hd].
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn kv_cache_append(
     b: &mut WgpuBackend,
-    k_cache: Tensor,
-    v_cache: Tensor,
+    [k_cache, v_cache]: [Tensor; 2],
     k: Tensor,
     v: Tensor,
     lengths: &[u32],
-    capacity: usize,
-    kv_dim: usize,
+    sizes: CacheSizes,
 ) -> Result<(), WgpuError> {
     let op = "kv_cache_append";
-    let batch = lengths.len();
-    expect_len(op, "k", k.len, batch * kv_dim)?;
-    expect_len(op, "v", v.len, batch * kv_dim)?;
-    expect_len(op, "k_cache", k_cache.len, batch * capacity * kv_dim)?;
-    expect_len(op, "v_cache", v_cache.len, batch * capacity * kv_dim)?;
-    if let Some((s, &length)) = lengths
-        .iter()
-        .enumerate()
-        .find(|(_, &l)| l as usize >= capacity)
-    {
-        return Err(WgpuError::BadSequences(format!(
-            "{op}: the cache of sequence {s} is full ({length} rows of {capacity})"
-        )));
-    }
+    let CacheSizes {
+        batch,
+        capacity,
+        width: kv_dim,
+    } = sizes;
     if k.len == 0 {
         return Ok(());
     }
@@ -72,34 +60,20 @@ pub(crate) fn kv_cache_append(
 
 /// out[B, H*hd]: query q[B, H*hd] of sequence b attends to rows 0..lengths[b] (at least
 /// one, at most capacity) of its caches [B, capacity, KV*hd].
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn attention_decode(
     b: &mut WgpuBackend,
     out: Tensor,
     q: Tensor,
-    k_cache: Tensor,
-    v_cache: Tensor,
+    [k_cache, v_cache]: [Tensor; 2],
     lengths: &[u32],
-    capacity: usize,
-    shape: AttentionShape,
+    sizes: DecodeSizes,
 ) -> Result<(), WgpuError> {
     let op = "attention_decode";
-    let dims = dims(op, shape)?;
-    let batch = lengths.len();
-    expect_len(op, "q", q.len, batch * dims.q_width)?;
-    expect_len(op, "out", out.len, batch * dims.q_width)?;
-    let cache = batch * capacity * dims.kv_width;
-    expect_len(op, "k_cache", k_cache.len, cache)?;
-    expect_len(op, "v_cache", v_cache.len, cache)?;
-    if let Some((s, &length)) = lengths
-        .iter()
-        .enumerate()
-        .find(|(_, &l)| l == 0 || l as usize > capacity)
-    {
-        return Err(WgpuError::BadSequences(format!(
-            "{op}: sequence {s} attends to {length} rows; need 1..={capacity}"
-        )));
-    }
+    let DecodeSizes { dims, cache } = sizes;
+    check_head_dim(op, &dims)?;
+    let CacheSizes {
+        batch, capacity, ..
+    } = cache;
     if batch == 0 {
         return Ok(());
     }

@@ -14,7 +14,7 @@ use crate::pipelines::{Family, Kernel};
 use crate::scratch::IndexScratch;
 use crate::store::Operand;
 use crate::WgpuBackend;
-use sage_transformer::contract::{expect_len, rows_of, to_u32};
+use sage_transformer::contract::{to_u32, EmbeddingSizes};
 
 const FORWARD: Kernel = Kernel {
     family: Family::Embedding,
@@ -38,11 +38,10 @@ pub(crate) fn embedding_forward(
     out: Tensor,
     table: Tensor,
     tokens: Indices,
-    dim: usize,
+    sizes: EmbeddingSizes,
 ) -> Result<(), WgpuError> {
     let op = "embedding_forward";
-    let vocab = rows_of(op, "table", table.len, dim)?;
-    expect_len(op, "out", out.len, tokens.len * dim)?;
+    let EmbeddingSizes { rows, dim, vocab } = sizes;
     b.store.locate(Operand::U32(tokens))?;
     if out.len == 0 {
         return Ok(());
@@ -52,7 +51,7 @@ pub(crate) fn embedding_forward(
         FORWARD,
         &[out.into(), table.into(), tokens.into()],
         &[
-            to_u32(op, "N", tokens.len)?,
+            to_u32(op, "N", rows)?,
             to_u32(op, "D", dim)?,
             to_u32(op, "V", vocab)?,
         ],
@@ -67,19 +66,18 @@ pub(crate) fn embedding_backward(
     dtable: Tensor,
     dout: Tensor,
     tokens: Indices,
-    dim: usize,
+    sizes: EmbeddingSizes,
 ) -> Result<(), WgpuError> {
     let op = "embedding_backward";
-    let vocab = rows_of(op, "dtable", dtable.len, dim)?;
-    expect_len(op, "dout", dout.len, tokens.len * dim)?;
+    let EmbeddingSizes { rows, dim, vocab } = sizes;
     b.store.locate(Operand::U32(tokens))?;
     if dout.len == 0 {
         return Ok(());
     }
-    let n = to_u32(op, "N", tokens.len)?;
+    let n = to_u32(op, "N", rows)?;
     // links[2, N]: next position of the same token, then first-position flags.
-    let links = b.index_space(IndexScratch::EmbeddingLinks, 2 * tokens.len)?;
-    let grid = b.grid(op, tokens.len)?;
+    let links = b.index_space(IndexScratch::EmbeddingLinks, 2 * rows)?;
+    let grid = b.grid(op, rows)?;
     b.launch(LINKS, &[links.into(), tokens.into()], &[n], grid)?;
     b.launch(
         BACKWARD,

@@ -95,6 +95,8 @@ impl From<ContractError> for WgpuError {
         match e {
             ContractError::Shape(message) => WgpuError::Shape(message),
             ContractError::Overlap(a, b) => WgpuError::Overlap(a, b),
+            ContractError::BadArgument(message) => WgpuError::BadArgument(message),
+            ContractError::Sequences(message) => WgpuError::BadSequences(message),
             ContractError::TooLarge(message) => WgpuError::TooLarge(message),
         }
     }

@@ -50,9 +50,13 @@ pub use wgpu::AdapterInfo;
 
 use std::fmt;
 
+use sage_transformer::contract::{
+    AdamWScalars, AttentionSizes, CacheSizes, DecodeSizes, EmbeddingSizes, HeadDims, RopeSizes,
+    Rows,
+};
+use sage_transformer::device::{AttentionGrads, AttentionSaved, HeadOperands};
 use sage_transformer::{
-    AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, ModelConfig,
-    Tensor,
+    BufferId, Device, IndexBufferId, Indices, MatmulShape, ModelConfig, Tensor,
 };
 
 use crate::device::Gpu;
@@ -60,8 +64,6 @@ use crate::pipelines::Pipelines;
 use crate::recorder::Recorder;
 use crate::scratch::ScratchBuffers;
 use crate::store::{Operand, Store};
-use sage_transformer::contract::check_disjoint;
-use sage_transformer::contract::expect_len;
 
 /// The wgpu backend: a device, its buffers, compiled kernels and the pending commands.
 pub struct WgpuBackend {
@@ -134,7 +136,7 @@ impl WgpuBackend {
     }
 }
 
-impl Kernels for WgpuBackend {
+impl Device for WgpuBackend {
     type Error = WgpuError;
 
     fn alloc(&mut self, len: usize) -> Result<BufferId, WgpuError> {
@@ -166,7 +168,6 @@ impl Kernels for WgpuBackend {
     }
 
     fn write(&mut self, dst: Tensor, src: &[f32]) -> Result<(), WgpuError> {
-        expect_len("write", "src", src.len(), dst.len)?;
         let (buffer, offset, _) = self.store.locate(dst.into())?;
         let buffer = buffer.clone();
         self.recorder
@@ -174,7 +175,6 @@ impl Kernels for WgpuBackend {
     }
 
     fn write_indices(&mut self, dst: Indices, src: &[u32]) -> Result<(), WgpuError> {
-        expect_len("write_indices", "src", src.len(), dst.len)?;
         let (buffer, offset, _) = self.store.locate(dst.into())?;
         let buffer = buffer.clone();
         self.recorder
@@ -182,7 +182,6 @@ impl Kernels for WgpuBackend {
     }
 
     fn read(&mut self, src: Tensor, dst: &mut [f32]) -> Result<(), WgpuError> {
-        expect_len("read", "dst", dst.len(), src.len)?;
         let (buffer, offset, _) = self.store.locate(Operand::F32(src))?;
         let buffer = buffer.clone();
         self.recorder
@@ -194,12 +193,10 @@ impl Kernels for WgpuBackend {
     }
 
     fn copy(&mut self, dst: Tensor, src: Tensor) -> Result<(), WgpuError> {
-        check_disjoint(&[dst], &[src])?;
         elementwise::copy(self, dst, src)
     }
 
     fn add_assign(&mut self, dst: Tensor, src: Tensor) -> Result<(), WgpuError> {
-        check_disjoint(&[dst], &[src])?;
         elementwise::add_assign(self, dst, src)
     }
 
@@ -216,10 +213,9 @@ impl Kernels for WgpuBackend {
         out: Tensor,
         table: Tensor,
         tokens: Indices,
-        dim: usize,
+        sizes: EmbeddingSizes,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[out], &[table])?;
-        embedding::embedding_forward(self, out, table, tokens, dim)
+        embedding::embedding_forward(self, out, table, tokens, sizes)
     }
 
     fn embedding_backward(
@@ -227,10 +223,9 @@ impl Kernels for WgpuBackend {
         dtable: Tensor,
         dout: Tensor,
         tokens: Indices,
-        dim: usize,
+        sizes: EmbeddingSizes,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[dtable], &[dout])?;
-        embedding::embedding_backward(self, dtable, dout, tokens, dim)
+        embedding::embedding_backward(self, dtable, dout, tokens, sizes)
     }
 
     fn rmsnorm_forward(
@@ -239,11 +234,10 @@ impl Kernels for WgpuBackend {
         rstd: Tensor,
         x: Tensor,
         weight: Tensor,
-        dim: usize,
+        rows: Rows,
         eps: f32,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[out, rstd], &[x, weight])?;
-        norm::rmsnorm_forward(self, out, rstd, x, weight, dim, eps)
+        norm::rmsnorm_forward(self, out, rstd, x, weight, rows, eps)
     }
 
     fn rmsnorm_backward(
@@ -254,10 +248,9 @@ impl Kernels for WgpuBackend {
         x: Tensor,
         weight: Tensor,
         rstd: Tensor,
-        dim: usize,
+        rows: Rows,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[dx, dweight], &[dout, x, weight, rstd])?;
-        norm::rmsnorm_backward(self, dx, dweight, dout, x, weight, rstd, dim)
+        norm::rmsnorm_backward(self, dx, dweight, dout, x, weight, rstd, rows)
     }
 
     fn matmul(
@@ -267,58 +260,35 @@ impl Kernels for WgpuBackend {
         b: Tensor,
         shape: MatmulShape,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[c], &[a, b])?;
         matmul::matmul(self, c, a, b, shape)
     }
 
-    fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), WgpuError> {
-        check_disjoint(&[out], &[bias])?;
+    fn add_bias(&mut self, out: Tensor, bias: Tensor, _rows: Rows) -> Result<(), WgpuError> {
         matmul::add_bias(self, out, bias)
     }
 
-    fn bias_backward(&mut self, dbias: Tensor, dout: Tensor) -> Result<(), WgpuError> {
-        check_disjoint(&[dbias], &[dout])?;
-        norm::bias_backward(self, dbias, dout)
+    fn bias_backward(&mut self, dbias: Tensor, dout: Tensor, rows: Rows) -> Result<(), WgpuError> {
+        norm::bias_backward(self, dbias, dout, rows)
     }
 
     fn rope_forward(
         &mut self,
         x: Tensor,
         positions: Indices,
-        heads: usize,
-        head_dim: usize,
+        sizes: RopeSizes,
         theta: f32,
     ) -> Result<(), WgpuError> {
-        rope::rope(
-            self,
-            "rope_forward",
-            x,
-            positions,
-            heads,
-            head_dim,
-            theta,
-            1.0,
-        )
+        rope::rope(self, "rope_forward", x, positions, sizes, theta, 1.0)
     }
 
     fn rope_backward(
         &mut self,
         dx: Tensor,
         positions: Indices,
-        heads: usize,
-        head_dim: usize,
+        sizes: RopeSizes,
         theta: f32,
     ) -> Result<(), WgpuError> {
-        rope::rope(
-            self,
-            "rope_backward",
-            dx,
-            positions,
-            heads,
-            head_dim,
-            theta,
-            -1.0,
-        )
+        rope::rope(self, "rope_backward", dx, positions, sizes, theta, -1.0)
     }
 
     fn attention_forward(
@@ -329,69 +299,44 @@ impl Kernels for WgpuBackend {
         k: Tensor,
         v: Tensor,
         seq_starts: &[u32],
-        shape: AttentionShape,
+        sizes: AttentionSizes,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[out, lse], &[q, k, v])?;
-        attention::attention_forward(self, out, lse, q, k, v, seq_starts, shape)
+        attention::attention_forward(self, out, lse, q, k, v, seq_starts, sizes)
     }
 
     fn attention_backward(
         &mut self,
-        dq: Tensor,
-        dk: Tensor,
-        dv: Tensor,
-        dout: Tensor,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        out: Tensor,
-        lse: Tensor,
+        grads: AttentionGrads,
+        saved: AttentionSaved,
         seq_starts: &[u32],
-        shape: AttentionShape,
+        sizes: AttentionSizes,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[dq, dk, dv], &[dout, q, k, v, out, lse])?;
-        let grads = attention::Grads { dq, dk, dv };
-        let saved = attention::Saved {
-            dout,
-            q,
-            k,
-            v,
-            out,
-            lse,
-        };
-        attention::attention_backward(self, grads, saved, seq_starts, shape)
+        attention::attention_backward(self, grads, saved, seq_starts, sizes)
     }
 
     fn kv_cache_append(
         &mut self,
-        k_cache: Tensor,
-        v_cache: Tensor,
+        caches: [Tensor; 2],
         k: Tensor,
         v: Tensor,
         lengths: &[u32],
-        capacity: usize,
-        kv_dim: usize,
+        sizes: CacheSizes,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[k_cache, v_cache], &[k, v])?;
-        decode::kv_cache_append(self, k_cache, v_cache, k, v, lengths, capacity, kv_dim)
+        decode::kv_cache_append(self, caches, k, v, lengths, sizes)
     }
 
     fn attention_decode(
         &mut self,
         out: Tensor,
         q: Tensor,
-        k_cache: Tensor,
-        v_cache: Tensor,
+        caches: [Tensor; 2],
         lengths: &[u32],
-        capacity: usize,
-        shape: AttentionShape,
+        sizes: DecodeSizes,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[out], &[q, k_cache, v_cache])?;
-        decode::attention_decode(self, out, q, k_cache, v_cache, lengths, capacity, shape)
+        decode::attention_decode(self, out, q, caches, lengths, sizes)
     }
 
     fn swiglu_forward(&mut self, out: Tensor, gate: Tensor, up: Tensor) -> Result<(), WgpuError> {
-        check_disjoint(&[out], &[gate, up])?;
         swiglu::swiglu_forward(self, out, gate, up)
     }
 
@@ -403,7 +348,6 @@ impl Kernels for WgpuBackend {
         gate: Tensor,
         up: Tensor,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[dgate, dup], &[dout, gate, up])?;
         swiglu::swiglu_backward(self, dgate, dup, dout, gate, up)
     }
 
@@ -411,12 +355,10 @@ impl Kernels for WgpuBackend {
         &mut self,
         logp: Tensor,
         lse: Tensor,
-        hidden: Tensor,
-        lm_head: Tensor,
-        targets: Indices,
+        head: HeadOperands,
+        dims: HeadDims,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[logp, lse], &[hidden, lm_head])?;
-        logprob::logprob_forward(self, logp, lse, hidden, lm_head, targets)
+        logprob::logprob_forward(self, logp, lse, head, dims)
     }
 
     fn logprob_backward(
@@ -424,18 +366,11 @@ impl Kernels for WgpuBackend {
         dhidden: Tensor,
         dlm_head: Tensor,
         weights: Tensor,
-        hidden: Tensor,
-        lm_head: Tensor,
-        targets: Indices,
         lse: Tensor,
+        head: HeadOperands,
+        dims: HeadDims,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[dhidden, dlm_head], &[weights, hidden, lm_head, lse])?;
-        let head = logprob::Head {
-            hidden,
-            lm_head,
-            targets,
-        };
-        logprob::logprob_backward(self, dhidden, dlm_head, weights, lse, head)
+        logprob::logprob_backward(self, dhidden, dlm_head, weights, lse, head, dims)
     }
 
     fn logits(
@@ -443,10 +378,9 @@ impl Kernels for WgpuBackend {
         out: Tensor,
         hidden: Tensor,
         lm_head: Tensor,
-        dim: usize,
+        dims: HeadDims,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[out], &[hidden, lm_head])?;
-        logprob::logits(self, out, hidden, lm_head, dim)
+        logprob::logits(self, out, hidden, lm_head, dims)
     }
 
     fn adamw(
@@ -455,9 +389,8 @@ impl Kernels for WgpuBackend {
         grads: Tensor,
         m: Tensor,
         v: Tensor,
-        step: AdamWStep,
+        scalars: AdamWScalars,
     ) -> Result<(), WgpuError> {
-        check_disjoint(&[params, m, v], &[grads])?;
-        adamw::adamw(self, params, grads, m, v, step)
+        adamw::adamw(self, params, grads, m, v, scalars)
     }
 }

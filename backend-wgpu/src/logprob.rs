@@ -7,7 +7,9 @@
 //! Targets live on the device: a target at or above V gives a NaN log-prob (the model
 //! checks targets on the host before they get here).
 
-use sage_transformer::{Indices, MatmulShape, Tensor};
+use sage_transformer::contract::{to_u32, HeadDims};
+use sage_transformer::device::HeadOperands;
+use sage_transformer::{MatmulShape, Tensor};
 
 use crate::error::WgpuError;
 use crate::matmul::matmul;
@@ -15,7 +17,6 @@ use crate::pipelines::{Family, Kernel};
 use crate::scratch::Scratch;
 use crate::store::{index_slice, Operand};
 use crate::WgpuBackend;
-use sage_transformer::contract::{expect_len, to_u32, HeadDims};
 
 const ROWS: Kernel = Kernel {
     family: Family::Logprob,
@@ -30,26 +31,6 @@ const DLOGITS: Kernel = Kernel {
 
 /// Most logits (`f32`) the fused head holds at once: 16 MiB.
 const LOGITS_CHUNK: usize = 1 << 22;
-
-/// The fused head's inputs that the forward and backward passes share.
-pub(crate) struct Head {
-    /// [N, D].
-    pub(crate) hidden: Tensor,
-    /// [V, D].
-    pub(crate) lm_head: Tensor,
-    /// [N].
-    pub(crate) targets: Indices,
-}
-
-/// The output head's sizes (the contract's [`HeadDims`]).
-fn head_dims(op: &str, head: &Head) -> Result<HeadDims, WgpuError> {
-    Ok(HeadDims::new(
-        op,
-        head.targets.len,
-        head.hidden.len,
-        head.lm_head.len,
-    )?)
-}
 
 /// Rows of logits per chunk: within [`LOGITS_CHUNK`] and the binding size limit.
 fn chunk_rows(b: &WgpuBackend, op: &str, vocab: usize) -> Result<usize, WgpuError> {
@@ -80,19 +61,15 @@ pub(crate) fn logprob_forward(
     b: &mut WgpuBackend,
     logp: Tensor,
     lse: Tensor,
-    hidden: Tensor,
-    lm_head: Tensor,
-    targets: Indices,
+    head: HeadOperands,
+    d: HeadDims,
 ) -> Result<(), WgpuError> {
     let op = "logprob_forward";
-    let head = Head {
+    let HeadOperands {
         hidden,
         lm_head,
         targets,
-    };
-    let d = head_dims(op, &head)?;
-    expect_len(op, "logp", logp.len, d.rows)?;
-    expect_len(op, "lse", lse.len, d.rows)?;
+    } = head;
     b.store.locate(Operand::U32(targets))?;
     if d.rows == 0 {
         return Ok(());
@@ -136,14 +113,10 @@ pub(crate) fn logprob_backward(
     dlm_head: Tensor,
     weights: Tensor,
     lse: Tensor,
-    head: Head,
+    head: HeadOperands,
+    d: HeadDims,
 ) -> Result<(), WgpuError> {
     let op = "logprob_backward";
-    let d = head_dims(op, &head)?;
-    expect_len(op, "weights", weights.len, d.rows)?;
-    expect_len(op, "lse", lse.len, d.rows)?;
-    expect_len(op, "dhidden", dhidden.len, head.hidden.len)?;
-    expect_len(op, "dlm_head", dlm_head.len, head.lm_head.len)?;
     b.store.locate(Operand::U32(head.targets))?;
     if d.rows == 0 {
         return Ok(());
@@ -178,15 +151,15 @@ pub(crate) fn logprob_backward(
     Ok(())
 }
 
-/// out[B, V] = hidden[B, D] · lm_head[V, D]^T with D = `dim` (B and V from the lengths).
+/// out[B, V] = hidden[B, D] · lm_head[V, D]^T with B, V and D from `dims`.
 pub(crate) fn logits(
     b: &mut WgpuBackend,
     out: Tensor,
     hidden: Tensor,
     lm_head: Tensor,
-    dim: usize,
+    dims: HeadDims,
 ) -> Result<(), WgpuError> {
-    let HeadDims { rows, vocab, .. } = HeadDims::of_logits(hidden.len, lm_head.len, out.len, dim)?;
+    let HeadDims { rows, dim, vocab } = dims;
     matmul(
         b,
         out,

@@ -6,7 +6,7 @@ use sage_transformer::{MatmulShape, Tensor};
 use crate::error::WgpuError;
 use crate::pipelines::{Family, Kernel};
 use crate::WgpuBackend;
-use sage_transformer::contract::{expect_len, rows_of, to_u32};
+use sage_transformer::contract::to_u32;
 
 const MATMUL: Kernel = Kernel {
     family: Family::Matmul,
@@ -33,9 +33,6 @@ pub(crate) fn matmul(
 ) -> Result<(), WgpuError> {
     let op = "matmul";
     let MatmulShape { m, n, k, .. } = shape;
-    expect_len(op, "a", a.len, m * k)?;
-    expect_len(op, "b", bm.len, k * n)?;
-    expect_len(op, "c", c.len, m * n)?;
     if c.len == 0 {
         return Ok(());
     }
@@ -64,7 +61,6 @@ pub(crate) fn matmul(
 /// out[N, C] += bias[C] on every row.
 pub(crate) fn add_bias(b: &mut WgpuBackend, out: Tensor, bias: Tensor) -> Result<(), WgpuError> {
     let op = "add_bias";
-    rows_of(op, "out", out.len, bias.len)?;
     if out.len == 0 {
         return Ok(());
     }

@@ -8,7 +8,7 @@ use crate::error::WgpuError;
 use crate::pipelines::{Family, Kernel};
 use crate::scratch::Scratch;
 use crate::WgpuBackend;
-use sage_transformer::contract::{expect_len, rows_of, to_u32};
+use sage_transformer::contract::{to_u32, Rows};
 
 const FORWARD: Kernel = Kernel {
     family: Family::Norm,
@@ -44,14 +44,11 @@ pub(crate) fn rmsnorm_forward(
     rstd: Tensor,
     x: Tensor,
     weight: Tensor,
-    dim: usize,
+    rows: Rows,
     eps: f32,
 ) -> Result<(), WgpuError> {
     let op = "rmsnorm_forward";
-    let rows = rows_of(op, "x", x.len, dim)?;
-    expect_len(op, "weight", weight.len, dim)?;
-    expect_len(op, "out", out.len, x.len)?;
-    expect_len(op, "rstd", rstd.len, rows)?;
+    let Rows { rows, width: dim } = rows;
     if rows == 0 {
         return Ok(());
     }
@@ -75,26 +72,20 @@ pub(crate) fn rmsnorm_backward(
     x: Tensor,
     weight: Tensor,
     rstd: Tensor,
-    dim: usize,
+    rows: Rows,
 ) -> Result<(), WgpuError> {
     let op = "rmsnorm_backward";
-    let rows = rows_of(op, "x", x.len, dim)?;
-    expect_len(op, "weight", weight.len, dim)?;
-    expect_len(op, "dweight", dweight.len, dim)?;
-    expect_len(op, "dout", dout.len, x.len)?;
-    expect_len(op, "dx", dx.len, x.len)?;
-    expect_len(op, "rstd", rstd.len, rows)?;
-    if rows == 0 {
+    if rows.rows == 0 {
         return Ok(());
     }
-    let grid = b.grid(op, rows)?;
+    let grid = b.grid(op, rows.rows)?;
     b.launch(
         BACKWARD,
         &[dx.into(), rstd.into(), x.into(), weight.into(), dout.into()],
-        &[to_u32(op, "N", rows)?, to_u32(op, "D", dim)?, 0],
+        &[to_u32(op, "N", rows.rows)?, to_u32(op, "D", rows.width)?, 0],
         grid,
     )?;
-    column_sums(b, op, dweight, dout, Some((x, rstd)))
+    column_sums(b, op, dweight, dout, Some((x, rstd)), rows)
 }
 
 /// dbias[C] += sum over rows of dout[N, C].
@@ -102,12 +93,12 @@ pub(crate) fn bias_backward(
     b: &mut WgpuBackend,
     dbias: Tensor,
     dout: Tensor,
+    rows: Rows,
 ) -> Result<(), WgpuError> {
-    rows_of("bias_backward", "dout", dout.len, dbias.len)?;
-    column_sums(b, "bias_backward", dbias, dout, None)
+    column_sums(b, "bias_backward", dbias, dout, None, rows)
 }
 
-/// grad[C] += sum over the rows of dout[N, C] of dout, or of dout * x * rstd[n] when
+/// grad[C] += sum over the `rows` of dout[N, C] of dout, or of dout * x * rstd[n] when
 /// `scaled` is (x [N, C], rstd [N]).
 fn column_sums(
     b: &mut WgpuBackend,
@@ -115,9 +106,9 @@ fn column_sums(
     grad: Tensor,
     dout: Tensor,
     scaled: Option<(Tensor, Tensor)>,
+    rows: Rows,
 ) -> Result<(), WgpuError> {
-    let width = grad.len;
-    let rows = rows_of(op, "dout", dout.len, width)?;
+    let Rows { rows, width } = rows;
     if rows == 0 {
         return Ok(());
     }

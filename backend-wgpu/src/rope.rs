@@ -11,7 +11,7 @@ use crate::pipelines::{Family, Kernel};
 use crate::scratch::Scratch;
 use crate::store::Operand;
 use crate::WgpuBackend;
-use sage_transformer::contract::{expect_len, rows_of, to_u32};
+use sage_transformer::contract::{to_u32, RopeSizes};
 
 const ROPE: Kernel = Kernel {
     family: Family::Rope,
@@ -21,24 +21,20 @@ const ROPE: Kernel = Kernel {
 
 /// Rotates x[N, heads * hd] in place by the angles of positions[N], by +angle when
 /// `sign` is 1 (forward) and -angle when it is -1 (backward).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn rope(
     b: &mut WgpuBackend,
     op: &str,
     x: Tensor,
     positions: Indices,
-    heads: usize,
-    head_dim: usize,
+    sizes: RopeSizes,
     theta: f32,
     sign: f32,
 ) -> Result<(), WgpuError> {
-    if head_dim % 2 != 0 {
-        return Err(WgpuError::BadArgument(format!(
-            "{op}: head_dim {head_dim} is odd"
-        )));
-    }
-    let rows = rows_of(op, "x", x.len, heads * head_dim)?;
-    expect_len(op, "positions", positions.len, rows)?;
+    let RopeSizes {
+        rows,
+        heads,
+        head_dim,
+    } = sizes;
     b.store.locate(Operand::U32(positions))?;
     if x.len == 0 {
         return Ok(());

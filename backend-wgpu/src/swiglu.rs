@@ -5,7 +5,7 @@ use sage_transformer::Tensor;
 use crate::error::WgpuError;
 use crate::pipelines::{Family, Kernel};
 use crate::WgpuBackend;
-use sage_transformer::contract::{expect_len, to_u32};
+use sage_transformer::contract::to_u32;
 
 const FORWARD: Kernel = Kernel {
     family: Family::Swiglu,
@@ -26,8 +26,6 @@ pub(crate) fn swiglu_forward(
     up: Tensor,
 ) -> Result<(), WgpuError> {
     let op = "swiglu_forward";
-    expect_len(op, "gate", gate.len, out.len)?;
-    expect_len(op, "up", up.len, out.len)?;
     if out.len == 0 {
         return Ok(());
     }
@@ -51,14 +49,6 @@ pub(crate) fn swiglu_backward(
     up: Tensor,
 ) -> Result<(), WgpuError> {
     let op = "swiglu_backward";
-    for (name, len) in [
-        ("dgate", dgate.len),
-        ("dup", dup.len),
-        ("gate", gate.len),
-        ("up", up.len),
-    ] {
-        expect_len(op, name, len, dout.len)?;
-    }
     if dout.len == 0 {
         return Ok(());
     }

@@ -3,13 +3,17 @@
 //! The policy model: a Qwen2 / Llama-style decoder whose forward, backward and decoding
 //! step are written once, here, as a sequence of calls to a [`Kernels`] backend, in the
 //! style of llm.c: explicit loops over layers, saved activations, no general autograd.
-//! The compute backends (`sage-backend-cpu`, `-cuda`, `-wgpu`) implement [`Kernels`];
+//! The compute backends (`sage-backend-cpu`, `-cuda`, `-wgpu`) implement [`Device`], and
+//! so [`Kernels`];
 //! the trainer drives the model. Nothing here knows about skills or SAGE.
 //!
 //! - [`config`]: the model's hyper-parameters ([`ModelConfig`]);
 //! - [`layout`]: the parameter and activation slabs carved into named tensors;
-//! - [`kernels`]: the contract every backend implements;
-//! - [`contract`]: the checks of that contract that do not depend on the device;
+//! - [`kernels`]: the contract the model calls;
+//! - [`device`]: what a backend implements (its buffers and kernels), with
+//!   [`Kernels`] implemented once over it;
+//! - [`contract`]: the checks of that contract that do not depend on the device, and
+//!   the checked sizes a device receives;
 //! - [`model`]: the forward and backward passes over it ([`Transformer`]);
 //! - [`decode`]: prefill and one-token decoding steps against a [`KvCache`].
 
@@ -24,6 +28,7 @@ extern crate std;
 pub mod config;
 pub mod contract;
 pub mod decode;
+pub mod device;
 pub mod kernels;
 pub mod layout;
 pub mod model;
@@ -31,6 +36,7 @@ pub mod model;
 pub use config::{ConfigError, ModelConfig};
 pub use contract::ContractError;
 pub use decode::KvCache;
+pub use device::Device;
 pub use kernels::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
 };

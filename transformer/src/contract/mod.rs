@@ -1,8 +1,17 @@
 //! The checks of the [`Kernels`](crate::Kernels) contract that do not depend on the
 //! device, written once for every backend: operand lengths, whole rows, tensors a call
 //! writes that overlap another of its tensors, sizes that a 32-bit kernel parameter
-//! must hold, and the attention shape. A backend turns a [`ContractError`] into its
-//! own error type (`From`) and adds only the limits of its device.
+//! must hold, the attention and cache shapes. The one implementation of
+//! [`Kernels`](crate::Kernels) for every [`Device`](crate::device::Device) runs them and
+//! hands the device the checked sizes ([`sizes`]); a backend turns a [`ContractError`]
+//! into its own error type (`From`) and adds only the limits of its device.
+
+mod sizes;
+
+pub use sizes::{
+    packed_tokens, AdamWScalars, AttentionSizes, CacheSizes, DecodeSizes, EmbeddingSizes,
+    LengthRule, RopeSizes, Rows,
+};
 
 use alloc::format;
 use alloc::string::String;
@@ -19,14 +28,19 @@ pub enum ContractError {
     Overlap(Tensor, Tensor),
     /// A size too large for a 32-bit kernel parameter; the message names it.
     TooLarge(String),
+    /// An argument outside what the operation accepts (other than a size).
+    BadArgument(String),
+    /// `seq_starts` or cache `lengths` do not describe the batch.
+    Sequences(String),
 }
 
 impl fmt::Display for ContractError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ContractError::Shape(message) | ContractError::TooLarge(message) => {
-                f.write_str(message)
-            }
+            ContractError::Shape(message)
+            | ContractError::TooLarge(message)
+            | ContractError::BadArgument(message)
+            | ContractError::Sequences(message) => f.write_str(message),
             ContractError::Overlap(a, b) => write!(
                 f,
                 "tensors overlap in buffer {}: [{}, +{}) and [{}, +{})",
@@ -36,8 +50,7 @@ impl fmt::Display for ContractError {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for ContractError {}
+impl core::error::Error for ContractError {}
 
 /// Fails with [`ContractError::Shape`] unless `got == expected`.
 pub fn expect_len(
@@ -135,6 +148,11 @@ impl AttentionDims {
             q_width: heads * head_dim,
             kv_width: kv_heads * head_dim,
         })
+    }
+
+    /// The scale of the attention scores, 1 / sqrt(hd).
+    pub fn scale(&self) -> f32 {
+        1.0 / (self.head_dim as f32).sqrt()
     }
 }
 

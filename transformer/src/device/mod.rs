@@ -1,0 +1,259 @@
+//! The [`Device`] trait: what a backend writes, its buffers and its kernels, given
+//! arguments the contract has already checked. [`Kernels`](crate::Kernels) is
+//! implemented once for every `Device` (in `checks`): each call checks its operands'
+//! lengths against their shapes, that no tensor it writes overlaps another of its
+//! tensors, and the attention and cache shapes, then calls the device with the checked
+//! sizes of [`crate::contract`]. A device adds only its own limits (32-bit kernel
+//! parameters, binding sizes, the widest head its kernels hold) and what it must read
+//! to check (token ids below the vocabulary).
+//!
+//! Every method means what the [`Kernels`](crate::Kernels) method of the same name
+//! means; the docs here say only what has been checked. Code that runs a model calls
+//! `Kernels`, never `Device`.
+
+mod checks;
+
+use crate::contract::{
+    AdamWScalars, AttentionSizes, CacheSizes, ContractError, DecodeSizes, EmbeddingSizes, HeadDims,
+    RopeSizes, Rows,
+};
+use crate::kernels::{BufferId, IndexBufferId, Indices, MatmulShape, Tensor};
+
+/// The tensors an attention backward call writes, all `[N, ...]` and overwritten.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionGrads {
+    /// [N, H*hd].
+    pub dq: Tensor,
+    /// [N, KV*hd].
+    pub dk: Tensor,
+    /// [N, KV*hd].
+    pub dv: Tensor,
+}
+
+/// What an attention backward call reads: the output gradient and the forward's tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionSaved {
+    /// [N, H*hd].
+    pub dout: Tensor,
+    /// [N, H*hd].
+    pub q: Tensor,
+    /// [N, KV*hd].
+    pub k: Tensor,
+    /// [N, KV*hd].
+    pub v: Tensor,
+    /// [N, H*hd].
+    pub out: Tensor,
+    /// [N, H].
+    pub lse: Tensor,
+}
+
+/// The output head's operands: `hidden[N, D]`, `lm_head[V, D]` and `targets[N]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadOperands {
+    /// [N, D].
+    pub hidden: Tensor,
+    /// [V, D].
+    pub lm_head: Tensor,
+    /// [N].
+    pub targets: Indices,
+}
+
+/// A compute device's buffers and kernels. Implement this, not
+/// [`Kernels`](crate::Kernels): the contract's checks come with it. Handles and ranges
+/// are not checked before a call (the device's store owns them); everything else the
+/// docs say is.
+pub trait Device {
+    /// The device's failure; a contract violation converts into it.
+    type Error: From<ContractError> + core::error::Error + Send + Sync + 'static;
+
+    /// Allocates a zero-filled `f32` buffer of `len` elements.
+    fn alloc(&mut self, len: usize) -> Result<BufferId, Self::Error>;
+    /// Allocates a zero-filled `u32` buffer of `len` elements.
+    fn alloc_indices(&mut self, len: usize) -> Result<IndexBufferId, Self::Error>;
+    /// Releases a buffer.
+    fn free(&mut self, buffer: BufferId) -> Result<(), Self::Error>;
+    /// Releases an index buffer.
+    fn free_indices(&mut self, buffer: IndexBufferId) -> Result<(), Self::Error>;
+    /// Host to device; `src.len() == dst.len` checked.
+    fn write(&mut self, dst: Tensor, src: &[f32]) -> Result<(), Self::Error>;
+    /// Host to device; `src.len() == dst.len` checked.
+    fn write_indices(&mut self, dst: Indices, src: &[u32]) -> Result<(), Self::Error>;
+    /// Device to host; `dst.len() == src.len` checked.
+    fn read(&mut self, src: Tensor, dst: &mut [f32]) -> Result<(), Self::Error>;
+    /// Sets every element of `dst` to `value`.
+    fn fill(&mut self, dst: Tensor, value: f32) -> Result<(), Self::Error>;
+    /// `dst = src`; same length, disjoint.
+    fn copy(&mut self, dst: Tensor, src: Tensor) -> Result<(), Self::Error>;
+    /// `dst += src`; same length, disjoint.
+    fn add_assign(&mut self, dst: Tensor, src: Tensor) -> Result<(), Self::Error>;
+    /// `dst *= factor`.
+    fn scale(&mut self, dst: Tensor, factor: f32) -> Result<(), Self::Error>;
+    /// Sum of squares of `src`.
+    fn sum_squares(&mut self, src: Tensor) -> Result<f32, Self::Error>;
+
+    /// Gather; `out` is `[N, D]`, `table` whole rows, disjoint. Token ids are not checked.
+    fn embedding_forward(
+        &mut self,
+        out: Tensor,
+        table: Tensor,
+        tokens: Indices,
+        sizes: EmbeddingSizes,
+    ) -> Result<(), Self::Error>;
+    /// Scatter-add; `dout` is `[N, D]`, `dtable` whole rows, disjoint.
+    fn embedding_backward(
+        &mut self,
+        dtable: Tensor,
+        dout: Tensor,
+        tokens: Indices,
+        sizes: EmbeddingSizes,
+    ) -> Result<(), Self::Error>;
+
+    /// RMSNorm; `out`, `x` `[N, D]`, `rstd` `[N]`, `weight` `[D]`, writes disjoint.
+    fn rmsnorm_forward(
+        &mut self,
+        out: Tensor,
+        rstd: Tensor,
+        x: Tensor,
+        weight: Tensor,
+        rows: Rows,
+        eps: f32,
+    ) -> Result<(), Self::Error>;
+    /// RMSNorm backward; every operand sized as in the forward, writes disjoint.
+    #[allow(clippy::too_many_arguments)]
+    fn rmsnorm_backward(
+        &mut self,
+        dx: Tensor,
+        dweight: Tensor,
+        dout: Tensor,
+        x: Tensor,
+        weight: Tensor,
+        rstd: Tensor,
+        rows: Rows,
+    ) -> Result<(), Self::Error>;
+
+    /// GEMM; `a`, `b`, `c` hold what `shape` says, `c` disjoint from both.
+    fn matmul(
+        &mut self,
+        c: Tensor,
+        a: Tensor,
+        b: Tensor,
+        shape: MatmulShape,
+    ) -> Result<(), Self::Error>;
+    /// `out[N, C] += bias[C]`; `out` whole rows of `bias.len`, disjoint.
+    fn add_bias(&mut self, out: Tensor, bias: Tensor, rows: Rows) -> Result<(), Self::Error>;
+    /// Column sums; `dout` whole rows of `dbias.len`, disjoint.
+    fn bias_backward(&mut self, dbias: Tensor, dout: Tensor, rows: Rows)
+        -> Result<(), Self::Error>;
+
+    /// Rotation by +angle; `x` `[N, heads * hd]` with hd even, one position per row.
+    fn rope_forward(
+        &mut self,
+        x: Tensor,
+        positions: Indices,
+        sizes: RopeSizes,
+        theta: f32,
+    ) -> Result<(), Self::Error>;
+    /// Rotation by -angle; sized as the forward.
+    fn rope_backward(
+        &mut self,
+        dx: Tensor,
+        positions: Indices,
+        sizes: RopeSizes,
+        theta: f32,
+    ) -> Result<(), Self::Error>;
+
+    /// Causal attention; every operand `[N, ...]` as [`AttentionSizes`] says, writes
+    /// disjoint, `seq_starts` from 0 and never decreasing.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_forward(
+        &mut self,
+        out: Tensor,
+        lse: Tensor,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        seq_starts: &[u32],
+        sizes: AttentionSizes,
+    ) -> Result<(), Self::Error>;
+    /// Attention backward; sized as the forward, writes disjoint.
+    fn attention_backward(
+        &mut self,
+        grads: AttentionGrads,
+        saved: AttentionSaved,
+        seq_starts: &[u32],
+        sizes: AttentionSizes,
+    ) -> Result<(), Self::Error>;
+    /// Cache append; `k`, `v` `[B, KV*hd]`, caches `[B, T, KV*hd]`, every length below T,
+    /// writes disjoint.
+    fn kv_cache_append(
+        &mut self,
+        caches: [Tensor; 2],
+        k: Tensor,
+        v: Tensor,
+        lengths: &[u32],
+        sizes: CacheSizes,
+    ) -> Result<(), Self::Error>;
+    /// Decoding attention; `q`, `out` `[B, H*hd]`, caches `[B, T, KV*hd]`, every length
+    /// in `1..=T`, `out` disjoint.
+    fn attention_decode(
+        &mut self,
+        out: Tensor,
+        q: Tensor,
+        caches: [Tensor; 2],
+        lengths: &[u32],
+        sizes: DecodeSizes,
+    ) -> Result<(), Self::Error>;
+
+    /// SwiGLU; all the same length, `out` disjoint.
+    fn swiglu_forward(&mut self, out: Tensor, gate: Tensor, up: Tensor) -> Result<(), Self::Error>;
+    /// SwiGLU backward; all the same length, writes disjoint.
+    fn swiglu_backward(
+        &mut self,
+        dgate: Tensor,
+        dup: Tensor,
+        dout: Tensor,
+        gate: Tensor,
+        up: Tensor,
+    ) -> Result<(), Self::Error>;
+
+    /// Fused output head; `logp`, `lse` `[N]`, the head's operands as [`HeadDims`] says,
+    /// writes disjoint. Target ids are not checked.
+    fn logprob_forward(
+        &mut self,
+        logp: Tensor,
+        lse: Tensor,
+        head: HeadOperands,
+        dims: HeadDims,
+    ) -> Result<(), Self::Error>;
+    /// Fused output head backward; `weights`, `lse` `[N]`, `dhidden` and `dlm_head` the
+    /// size of `hidden` and `lm_head`, writes disjoint.
+    fn logprob_backward(
+        &mut self,
+        dhidden: Tensor,
+        dlm_head: Tensor,
+        weights: Tensor,
+        lse: Tensor,
+        head: HeadOperands,
+        dims: HeadDims,
+    ) -> Result<(), Self::Error>;
+    /// Full logits; `out[B, V]`, `hidden[B, D]`, `lm_head[V, D]` as [`HeadDims`] says,
+    /// `out` disjoint.
+    fn logits(
+        &mut self,
+        out: Tensor,
+        hidden: Tensor,
+        lm_head: Tensor,
+        dims: HeadDims,
+    ) -> Result<(), Self::Error>;
+
+    /// AdamW with the step's scalars folded; all the same length, `params`, `m`, `v`
+    /// disjoint from each other and `grads`.
+    fn adamw(
+        &mut self,
+        params: Tensor,
+        grads: Tensor,
+        m: Tensor,
+        v: Tensor,
+        scalars: AdamWScalars,
+    ) -> Result<(), Self::Error>;
+}
