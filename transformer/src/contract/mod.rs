@@ -3,7 +3,7 @@
 //! writes that overlap another of its tensors, sizes that a 32-bit kernel parameter
 //! must hold, the attention and cache shapes. The one implementation of
 //! [`Kernels`](crate::Kernels) for every [`Device`](crate::device::Device) runs them and
-//! hands the device the checked sizes ([`sizes`]); a backend turns a [`ContractError`]
+//! hands the device the checked sizes (`Rows`, `AttentionSizes`, ...); a backend turns a [`ContractError`]
 //! into its own error type (`From`) and adds only the limits of its device.
 
 mod sizes;
@@ -152,7 +152,7 @@ impl AttentionDims {
 
     /// The scale of the attention scores, 1 / sqrt(hd).
     pub fn scale(&self) -> f32 {
-        1.0 / (self.head_dim as f32).sqrt()
+        1.0 / libm::sqrtf(self.head_dim as f32)
     }
 }
 

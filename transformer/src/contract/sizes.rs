@@ -234,8 +234,8 @@ impl AdamWScalars {
             ));
         }
         let t = f64::from(step.step);
-        let correction1 = 1.0 - f64::from(step.beta1).powf(t);
-        let correction2_sqrt = (1.0 - f64::from(step.beta2).powf(t)).sqrt() as f32;
+        let correction1 = 1.0 - libm::pow(f64::from(step.beta1), t);
+        let correction2_sqrt = libm::sqrt(1.0 - libm::pow(f64::from(step.beta2), t)) as f32;
         Ok(AdamWScalars {
             beta1: step.beta1,
             beta2: step.beta2,

@@ -54,7 +54,7 @@ pub struct HeadOperands {
     pub hidden: Tensor,
     /// [V, D].
     pub lm_head: Tensor,
-    /// [N].
+    /// `[N]`.
     pub targets: Indices,
 }
 
