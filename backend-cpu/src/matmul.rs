@@ -13,6 +13,7 @@ use sage_transformer::MatmulShape;
 
 use crate::elementwise::min_rows;
 use sage_transformer::contract::Rows;
+use sage_transformer::ContractError;
 
 use crate::error::CpuError;
 use crate::math::vectorized;
@@ -31,8 +32,11 @@ pub(crate) fn view(
     cols: usize,
     row_stride: usize,
 ) -> Result<ArrayView2<'_, f32>, CpuError> {
-    ArrayView2::from_shape((rows, cols).strides((row_stride, 1)), data)
-        .map_err(|e| CpuError::Shape(format!("matrix view [{rows}, {cols}] / {row_stride}: {e}")))
+    ArrayView2::from_shape((rows, cols).strides((row_stride, 1)), data).map_err(|e| {
+        CpuError::Contract(ContractError::Shape(format!(
+            "matrix view [{rows}, {cols}] / {row_stride}: {e}"
+        )))
+    })
 }
 
 /// A mutable row-major `[rows, cols]` view of `data` whose rows are `row_stride` apart.
@@ -42,8 +46,11 @@ pub(crate) fn view_mut(
     cols: usize,
     row_stride: usize,
 ) -> Result<ArrayViewMut2<'_, f32>, CpuError> {
-    ArrayViewMut2::from_shape((rows, cols).strides((row_stride, 1)), data)
-        .map_err(|e| CpuError::Shape(format!("matrix view [{rows}, {cols}] / {row_stride}: {e}")))
+    ArrayViewMut2::from_shape((rows, cols).strides((row_stride, 1)), data).map_err(|e| {
+        CpuError::Contract(ContractError::Shape(format!(
+            "matrix view [{rows}, {cols}] / {row_stride}: {e}"
+        )))
+    })
 }
 
 /// How a product is computed. Chosen once per product, so that every block of a product

@@ -1,34 +1,44 @@
-//! The buffer store: host vectors indexed by [`BufferId`] / [`IndexBufferId`], and the
+//! The buffer store: host vectors indexed by [`BufferId`] / [`IndexBufferId`] (the
+//! contract's [`Slots`]), and the
 //! one place that turns tensor handles into slices, checking every range and lending
 //! disjoint mutable and shared slices of the same buffer to one call without `unsafe`.
 
 use std::fmt;
 
+use sage_transformer::contract::check_disjoint;
+use sage_transformer::device::{BufferKind, Slots};
 use sage_transformer::{BufferId, IndexBufferId, Indices, Tensor};
 
 use crate::error::CpuError;
 
-/// `f32` and `u32` buffers; a freed slot stays empty (its id is never reused, so a stale
-/// handle fails cleanly instead of reaching a newer buffer).
-#[derive(Default)]
+/// `f32` and `u32` buffers, by id (see [`Slots`]).
 pub(crate) struct Store {
-    f32s: Vec<Option<Vec<f32>>>,
-    u32s: Vec<Option<Vec<u32>>>,
+    f32s: Slots<Vec<f32>>,
+    u32s: Slots<Vec<u32>>,
+}
+
+impl Default for Store {
+    fn default() -> Store {
+        Store {
+            f32s: Slots::new(BufferKind::F32),
+            u32s: Slots::new(BufferKind::U32),
+        }
+    }
 }
 
 /// Counts rather than contents: buffers may hold millions of elements.
 impl fmt::Debug for Store {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Store")
-            .field("f32_buffers", &self.f32s.iter().flatten().count())
+            .field("f32_buffers", &self.f32s.live().count())
             .field(
                 "f32_elements",
-                &self.f32s.iter().flatten().map(Vec::len).sum::<usize>(),
+                &self.f32s.live().map(Vec::len).sum::<usize>(),
             )
-            .field("u32_buffers", &self.u32s.iter().flatten().count())
+            .field("u32_buffers", &self.u32s.live().count())
             .field(
                 "u32_elements",
-                &self.u32s.iter().flatten().map(Vec::len).sum::<usize>(),
+                &self.u32s.live().map(Vec::len).sum::<usize>(),
             )
             .finish()
     }
@@ -48,40 +58,6 @@ fn zeroed<T: Copy + Default>(len: usize) -> Result<Vec<T>, CpuError> {
     Ok(data)
 }
 
-/// The next id of a store of `slots` slots.
-fn next_id(slots: usize) -> Result<u32, CpuError> {
-    u32::try_from(slots).map_err(|_| CpuError::TooManyBuffers)
-}
-
-/// Fails unless `[offset, offset + len)` lies inside a buffer of `buffer_len` elements.
-fn check_range(
-    kind: &'static str,
-    buffer: u32,
-    offset: usize,
-    len: usize,
-    buffer_len: usize,
-) -> Result<(), CpuError> {
-    match offset.checked_add(len) {
-        Some(end) if end <= buffer_len => Ok(()),
-        _ => Err(CpuError::OutOfRange {
-            kind,
-            buffer,
-            offset,
-            len,
-            buffer_len,
-        }),
-    }
-}
-
-/// Whether two tensors share at least one element.
-fn overlaps(a: &Tensor, b: &Tensor) -> bool {
-    a.buffer == b.buffer
-        && a.len > 0
-        && b.len > 0
-        && a.offset < b.offset + b.len
-        && b.offset < a.offset + a.len
-}
-
 /// What a disjoint piece of one buffer is lent as.
 enum Piece {
     /// The whole of write tensor `i`.
@@ -93,62 +69,35 @@ enum Piece {
 impl Store {
     /// Adds a zero-filled `f32` buffer.
     pub(crate) fn alloc(&mut self, len: usize) -> Result<BufferId, CpuError> {
-        let id = next_id(self.f32s.len())?;
-        self.f32s.push(Some(zeroed(len)?));
-        Ok(BufferId(id))
+        Ok(BufferId(self.f32s.insert(zeroed(len)?)?))
     }
 
     /// Adds a zero-filled `u32` buffer.
     pub(crate) fn alloc_indices(&mut self, len: usize) -> Result<IndexBufferId, CpuError> {
-        let id = next_id(self.u32s.len())?;
-        self.u32s.push(Some(zeroed(len)?));
-        Ok(IndexBufferId(id))
+        Ok(IndexBufferId(self.u32s.insert(zeroed(len)?)?))
     }
 
     /// Drops an `f32` buffer; its id stays invalid.
     pub(crate) fn free(&mut self, buffer: BufferId) -> Result<(), CpuError> {
-        match self.f32s.get_mut(buffer.0 as usize) {
-            Some(slot @ Some(_)) => {
-                *slot = None;
-                Ok(())
-            }
-            _ => Err(CpuError::UnknownBuffer(buffer.0)),
-        }
+        self.f32s.remove(buffer.0)?;
+        Ok(())
     }
 
     /// Drops a `u32` buffer; its id stays invalid.
     pub(crate) fn free_indices(&mut self, buffer: IndexBufferId) -> Result<(), CpuError> {
-        match self.u32s.get_mut(buffer.0 as usize) {
-            Some(slot @ Some(_)) => {
-                *slot = None;
-                Ok(())
-            }
-            _ => Err(CpuError::UnknownIndexBuffer(buffer.0)),
-        }
-    }
-
-    /// Length of a live `f32` buffer.
-    fn f32_len(&self, buffer: BufferId) -> Result<usize, CpuError> {
-        match self.f32s.get(buffer.0 as usize) {
-            Some(Some(data)) => Ok(data.len()),
-            _ => Err(CpuError::UnknownBuffer(buffer.0)),
-        }
+        self.u32s.remove(buffer.0)?;
+        Ok(())
     }
 
     /// The elements of an index tensor, mutably.
     pub(crate) fn indices_mut(&mut self, indices: Indices) -> Result<&mut [u32], CpuError> {
-        let data = match self.u32s.get_mut(indices.buffer.0 as usize) {
-            Some(Some(data)) => data,
-            _ => return Err(CpuError::UnknownIndexBuffer(indices.buffer.0)),
-        };
-        check_range(
-            "u32",
-            indices.buffer.0,
-            indices.offset,
-            indices.len,
-            data.len(),
-        )?;
-        Ok(&mut data[indices.offset..indices.offset + indices.len])
+        let Indices {
+            buffer,
+            offset,
+            len,
+        } = indices;
+        let data = self.u32s.range_mut(buffer.0, offset, len, Vec::len)?;
+        Ok(&mut data[offset..offset + len])
     }
 
     /// Lends `writes` mutably and `reads` and `indices` shared, after checking that every
@@ -161,21 +110,10 @@ impl Store {
         indices: [Indices; I],
     ) -> Result<Views<'_, W, R, I>, CpuError> {
         for tensor in writes.iter().chain(reads.iter()) {
-            let buffer_len = self.f32_len(tensor.buffer)?;
-            check_range(
-                "f32",
-                tensor.buffer.0,
-                tensor.offset,
-                tensor.len,
-                buffer_len,
-            )?;
+            let (id, offset, len) = (tensor.buffer.0, tensor.offset, tensor.len);
+            self.f32s.range(id, offset, len, Vec::len)?;
         }
-        for (i, write) in writes.iter().enumerate() {
-            let others = writes.iter().skip(i + 1).chain(reads.iter());
-            if let Some(other) = others.into_iter().find(|other| overlaps(write, other)) {
-                return Err(CpuError::Overlap(*write, *other));
-            }
-        }
+        check_disjoint(&writes, &reads)?;
 
         let mut write_views: [&mut [f32]; W] = core::array::from_fn(|_| <&mut [f32]>::default());
         let mut read_views: [&[f32]; R] = [&[]; R];
@@ -189,7 +127,7 @@ impl Store {
         ids.sort_unstable();
         ids.dedup();
         let u32s = &self.u32s;
-        let mut slots: &mut [Option<Vec<f32>>] = &mut self.f32s;
+        let mut slots: &mut [Option<Vec<f32>>] = self.f32s.slots_mut();
         let mut first_slot = 0;
         for id in ids {
             let (_, tail) = core::mem::take(&mut slots).split_at_mut(id - first_slot);
@@ -229,20 +167,15 @@ impl Store {
     }
 }
 
-/// The elements of an index tensor in the `u32` slots `u32s`.
-fn index_range(u32s: &[Option<Vec<u32>>], indices: Indices) -> Result<&[u32], CpuError> {
-    let data = match u32s.get(indices.buffer.0 as usize) {
-        Some(Some(data)) => data,
-        _ => return Err(CpuError::UnknownIndexBuffer(indices.buffer.0)),
-    };
-    check_range(
-        "u32",
-        indices.buffer.0,
-        indices.offset,
-        indices.len,
-        data.len(),
-    )?;
-    Ok(&data[indices.offset..indices.offset + indices.len])
+/// The elements of an index tensor in the `u32` buffers `u32s`.
+fn index_range(u32s: &Slots<Vec<u32>>, indices: Indices) -> Result<&[u32], CpuError> {
+    let Indices {
+        buffer,
+        offset,
+        len,
+    } = indices;
+    let data = u32s.range(buffer.0, offset, len, Vec::len)?;
+    Ok(&data[offset..offset + len])
 }
 
 /// The disjoint pieces of buffer `id` that one call touches, sorted by start: each

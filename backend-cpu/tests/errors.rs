@@ -7,7 +7,8 @@ mod common;
 use common::{download, upload, upload_indices};
 use sage_backend_cpu::{CpuBackend, CpuError};
 use sage_transformer::{
-    AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
+    AdamWStep, AttentionShape, BufferId, ContractError, IndexBufferId, Indices, Kernels,
+    MatmulShape, Tensor,
 };
 
 const GQA: AttentionShape = AttentionShape {
@@ -20,36 +21,51 @@ const GQA: AttentionShape = AttentionShape {
 fn unknown_and_freed_handles_are_errors() {
     let backend = &mut CpuBackend::new();
     let never = Tensor::whole(BufferId(7), 1);
-    assert_eq!(backend.fill(never, 1.0), Err(CpuError::UnknownBuffer(7)));
+    assert_eq!(
+        backend.fill(never, 1.0),
+        Err(CpuError::Contract(ContractError::UnknownBuffer(7)))
+    );
     let tensor = upload(backend, &[1.0, 2.0]);
     backend.free(tensor.buffer).unwrap();
     assert_eq!(
         backend.fill(tensor, 1.0),
-        Err(CpuError::UnknownBuffer(tensor.buffer.0))
+        Err(CpuError::Contract(ContractError::UnknownBuffer(
+            tensor.buffer.0
+        )))
     );
     assert_eq!(
         backend.free(tensor.buffer),
-        Err(CpuError::UnknownBuffer(tensor.buffer.0))
+        Err(CpuError::Contract(ContractError::UnknownBuffer(
+            tensor.buffer.0
+        )))
     );
     // A freed id is never handed out again.
     let next = backend.alloc(2).unwrap();
     assert_ne!(next, tensor.buffer);
     assert_eq!(
         backend.sum_squares(tensor),
-        Err(CpuError::UnknownBuffer(tensor.buffer.0))
+        Err(CpuError::Contract(ContractError::UnknownBuffer(
+            tensor.buffer.0
+        )))
     );
 
     let indices = upload_indices(backend, &[1, 2]);
     backend.free_indices(indices.buffer).unwrap();
     let err = backend.write_indices(indices, &[0, 0]).unwrap_err();
-    assert_eq!(err, CpuError::UnknownIndexBuffer(indices.buffer.0));
+    assert_eq!(
+        err,
+        CpuError::Contract(ContractError::UnknownIndexBuffer(indices.buffer.0))
+    );
     assert!(backend.free_indices(IndexBufferId(99)).is_err());
     let table = upload(backend, &[0.0; 4]);
     let out = upload(backend, &[0.0; 4]);
     let err = backend
         .embedding_forward(out, table, indices, 2)
         .unwrap_err();
-    assert_eq!(err, CpuError::UnknownIndexBuffer(indices.buffer.0));
+    assert_eq!(
+        err,
+        CpuError::Contract(ContractError::UnknownIndexBuffer(indices.buffer.0))
+    );
 }
 
 #[test]
@@ -59,12 +75,12 @@ fn ranges_outside_their_buffer_are_errors() {
     let past_end = tensor.slice(8, 3);
     assert!(matches!(
         backend.scale(past_end, 2.0),
-        Err(CpuError::OutOfRange {
+        Err(CpuError::Contract(ContractError::OutOfRange {
             len: 3,
             offset: 8,
             buffer_len: 10,
             ..
-        })
+        }))
     ));
     let overflowing = Tensor {
         buffer: tensor.buffer,
@@ -73,12 +89,12 @@ fn ranges_outside_their_buffer_are_errors() {
     };
     assert!(matches!(
         backend.fill(overflowing, 0.0),
-        Err(CpuError::OutOfRange { .. })
+        Err(CpuError::Contract(ContractError::OutOfRange { .. }))
     ));
     let mut host = [0.0; 3];
     assert!(matches!(
         backend.read(past_end, &mut host),
-        Err(CpuError::OutOfRange { .. })
+        Err(CpuError::Contract(ContractError::OutOfRange { .. }))
     ));
     let indices = upload_indices(backend, &[0; 4]);
     let bad = Indices {
@@ -88,7 +104,10 @@ fn ranges_outside_their_buffer_are_errors() {
     };
     assert!(matches!(
         backend.write_indices(bad, &[0; 3]),
-        Err(CpuError::OutOfRange { kind: "u32", .. })
+        Err(CpuError::Contract(ContractError::OutOfRange {
+            kind: "u32",
+            ..
+        }))
     ));
     // Nothing was written by the failed calls.
     assert_eq!(download(backend, tensor), vec![1.0; 10]);
@@ -99,10 +118,13 @@ fn written_tensors_overlapping_other_operands_are_errors() {
     let backend = &mut CpuBackend::new();
     let all = upload(backend, &[1.0; 16]);
     let (a, b) = (all.slice(0, 8), all.slice(4, 8));
-    assert_eq!(backend.copy(b, a), Err(CpuError::Overlap(b, a)));
+    assert_eq!(
+        backend.copy(b, a),
+        Err(CpuError::Contract(ContractError::Overlap(b, a)))
+    );
     assert!(matches!(
         backend.add_assign(a, a),
-        Err(CpuError::Overlap(..))
+        Err(CpuError::Contract(ContractError::Overlap(..)))
     ));
     let shape = MatmulShape {
         m: 2,
@@ -114,14 +136,14 @@ fn written_tensors_overlapping_other_operands_are_errors() {
     };
     assert!(matches!(
         backend.matmul(all.slice(0, 4), all.slice(2, 4), all.slice(8, 4), shape),
-        Err(CpuError::Overlap(..))
+        Err(CpuError::Contract(ContractError::Overlap(..)))
     ));
     // Two outputs of one call overlapping each other.
     let (out, rstd) = (all.slice(0, 4), all.slice(3, 2));
     let (x, w) = (upload(backend, &[1.0; 4]), upload(backend, &[1.0; 2]));
     assert!(matches!(
         backend.rmsnorm_forward(out, rstd, x, w, 2, 1e-6),
-        Err(CpuError::Overlap(..))
+        Err(CpuError::Contract(ContractError::Overlap(..)))
     ));
     assert_eq!(download(backend, all), vec![1.0; 16]);
 }
@@ -171,9 +193,12 @@ fn arguments_that_do_not_fit_are_errors() {
     let other_four = upload(backend, &[0.5; 4]);
     assert!(matches!(
         backend.write(four, &[0.0; 3]),
-        Err(CpuError::Shape(_))
+        Err(CpuError::Contract(ContractError::Shape(_)))
     ));
-    assert!(matches!(backend.copy(four, six), Err(CpuError::Shape(_))));
+    assert!(matches!(
+        backend.copy(four, six),
+        Err(CpuError::Contract(ContractError::Shape(_)))
+    ));
     let shape = MatmulShape {
         m: 2,
         n: 2,
@@ -184,7 +209,7 @@ fn arguments_that_do_not_fit_are_errors() {
     };
     assert!(matches!(
         backend.matmul(other_four, six, four, shape),
-        Err(CpuError::Shape(_))
+        Err(CpuError::Contract(ContractError::Shape(_)))
     ));
 
     let tokens = upload_indices(backend, &[0, 2]);
@@ -202,7 +227,7 @@ fn arguments_that_do_not_fit_are_errors() {
     );
     assert!(matches!(
         backend.embedding_forward(out, table, tokens, 0),
-        Err(CpuError::Shape(_))
+        Err(CpuError::Contract(ContractError::Shape(_)))
     ));
     let (logp, lse) = (upload(backend, &[0.0; 2]), upload(backend, &[0.0; 2]));
     let targets = upload_indices(backend, &[1, 5]);
@@ -214,7 +239,7 @@ fn arguments_that_do_not_fit_are_errors() {
     let positions = upload_indices(backend, &[0, 1]);
     assert!(matches!(
         backend.rope_forward(six, positions, 1, 3, 1e4),
-        Err(CpuError::BadArgument(_))
+        Err(CpuError::Contract(ContractError::BadArgument(_)))
     ));
     let step = AdamWStep {
         learning_rate: 1e-3,
@@ -231,11 +256,11 @@ fn arguments_that_do_not_fit_are_errors() {
     );
     assert!(matches!(
         backend.adamw(four, g, m, v, step),
-        Err(CpuError::BadArgument(_))
+        Err(CpuError::Contract(ContractError::BadArgument(_)))
     ));
     assert!(matches!(
         backend.logits(five, four, six, 2),
-        Err(CpuError::Shape(_))
+        Err(CpuError::Contract(ContractError::Shape(_)))
     ));
 }
 
@@ -257,14 +282,14 @@ fn bad_sequences_and_caches_are_errors() {
             .attention_forward(out, lse, q, k, v, seq_starts, GQA)
             .unwrap_err();
         assert!(
-            matches!(err, CpuError::BadSequences(_)),
+            matches!(err, CpuError::Contract(ContractError::Sequences(_))),
             "{seq_starts:?}: {err}"
         );
     }
     // Ends before the batch does.
     assert!(matches!(
         backend.attention_forward(out, lse, q, k, v, &[0, 2], GQA),
-        Err(CpuError::Shape(_))
+        Err(CpuError::Contract(ContractError::Shape(_)))
     ));
     let odd = AttentionShape {
         heads: 3,
@@ -273,7 +298,7 @@ fn bad_sequences_and_caches_are_errors() {
     };
     assert!(matches!(
         backend.attention_forward(out, lse, q, k, v, &[0, n], odd),
-        Err(CpuError::Shape(_))
+        Err(CpuError::Contract(ContractError::Shape(_)))
     ));
 
     // Caches of 2 sequences x 2 rows x 4.
@@ -282,7 +307,10 @@ fn bad_sequences_and_caches_are_errors() {
     let err = backend
         .kv_cache_append(k_cache, v_cache, k_new, v_new, &[1, 2], 2, 4)
         .unwrap_err();
-    assert!(matches!(err, CpuError::BadSequences(_)), "{err}");
+    assert!(
+        matches!(err, CpuError::Contract(ContractError::Sequences(_))),
+        "{err}"
+    );
     backend
         .kv_cache_append(k_cache, v_cache, k_new, v_new, &[0, 1], 2, 4)
         .unwrap();
@@ -292,7 +320,7 @@ fn bad_sequences_and_caches_are_errors() {
             .attention_decode(out2, q2, k_cache, v_cache, &lengths, 2, GQA)
             .unwrap_err();
         assert!(
-            matches!(err, CpuError::BadSequences(_)),
+            matches!(err, CpuError::Contract(ContractError::Sequences(_))),
             "{lengths:?}: {err}"
         );
     }
@@ -318,6 +346,7 @@ fn errors_say_what_went_wrong() {
         .unwrap_err()
         .to_string();
     assert!(message.contains("overlap"), "{message}");
-    let error: Box<dyn std::error::Error> = Box::new(CpuError::UnknownBuffer(3));
+    let error: Box<dyn std::error::Error> =
+        Box::new(CpuError::Contract(ContractError::UnknownBuffer(3)));
     assert!(error.to_string().contains("buffer 3"));
 }

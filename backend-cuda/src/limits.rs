@@ -3,7 +3,7 @@
 //! wider than the attention kernels hold. Activations grow with the batch, so they are
 //! checked when allocated (an allocation failure is a driver error naming the size).
 
-use sage_transformer::{ModelConfig, ParamLayout};
+use sage_transformer::{ContractError, ModelConfig, ParamLayout};
 
 use crate::attention::MAX_HEAD_DIM;
 use crate::error::CudaError;
@@ -12,7 +12,7 @@ use crate::error::CudaError;
 pub(crate) fn check_model(total_memory: usize, config: &ModelConfig) -> Result<(), CudaError> {
     config
         .validate()
-        .map_err(|e| CudaError::BadArgument(e.to_string()))?;
+        .map_err(|e| CudaError::Contract(ContractError::BadArgument(e.to_string())))?;
     let layout = ParamLayout::new(config);
     let training = layout.total as u64 * 4 * 4;
     if training > total_memory as u64 {

@@ -2,6 +2,8 @@
 //! windows' element offsets prepended to the kernel's sizes as push constants, the
 //! pipeline fetched, and the launch recorded; and the grids launches run on.
 
+use sage_transformer::ContractError;
+
 use crate::device::{PARAM_BYTES, WORKGROUP};
 use crate::error::WgpuError;
 use crate::pipelines::Kernel;
@@ -21,13 +23,13 @@ impl WgpuBackend {
         if operands.len() != kernel.bindings as usize
             || (operands.len() + params.len()) * 4 > PARAM_BYTES as usize
         {
-            return Err(WgpuError::BadArgument(format!(
+            return Err(WgpuError::Contract(ContractError::BadArgument(format!(
                 "kernel `{}` binds {} buffers, was given {} operands and {} parameters",
                 kernel.entry,
                 kernel.bindings,
                 operands.len(),
                 params.len()
-            )));
+            ))));
         }
         let windows = operands
             .iter()

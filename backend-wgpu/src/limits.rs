@@ -5,7 +5,7 @@
 //! kernels hold. Activations grow with the batch, so they are checked when allocated
 //! and bound, with the same clear error.
 
-use sage_transformer::{ModelConfig, ParamLayout};
+use sage_transformer::{ContractError, ModelConfig, ParamLayout};
 
 use crate::attention::MAX_HEAD_DIM;
 use crate::error::WgpuError;
@@ -14,7 +14,7 @@ use crate::error::WgpuError;
 pub(crate) fn check_model(limits: &wgpu::Limits, config: &ModelConfig) -> Result<(), WgpuError> {
     config
         .validate()
-        .map_err(|e| WgpuError::BadArgument(e.to_string()))?;
+        .map_err(|e| WgpuError::Contract(ContractError::BadArgument(e.to_string())))?;
     let layout = ParamLayout::new(config);
     let slab = layout.total as u64 * 4;
     if slab > limits.max_buffer_size {

@@ -1,9 +1,11 @@
-//! The buffer store: device buffers indexed by [`BufferId`] / [`IndexBufferId`], a pool
+//! The buffer store: device buffers indexed by [`BufferId`] / [`IndexBufferId`] (the
+//! contract's [`Slots`]), a pool
 //! that recycles freed buffers by size class, and the one place that turns a tensor
 //! handle into a checked binding window.
 
 use std::collections::HashMap;
 
+use sage_transformer::device::{BufferKind, Slots};
 use sage_transformer::{BufferId, IndexBufferId, Indices, Tensor};
 
 use crate::error::WgpuError;
@@ -47,15 +49,24 @@ pub(crate) struct Window {
     pub(crate) shift: u32,
 }
 
-/// `f32` and `u32` device buffers; a freed id is never reused, so a stale handle fails
-/// cleanly instead of reaching a newer buffer.
-#[derive(Default)]
+/// `f32` and `u32` device buffers, by id (see [`Slots`]), and the pool.
 pub(crate) struct Store {
-    f32s: Vec<Option<Entry>>,
-    u32s: Vec<Option<Entry>>,
+    f32s: Slots<Entry>,
+    u32s: Slots<Entry>,
     /// Freed buffers by byte size, for reuse.
     pool: HashMap<u64, Vec<wgpu::Buffer>>,
     pooled_bytes: u64,
+}
+
+impl Default for Store {
+    fn default() -> Store {
+        Store {
+            f32s: Slots::new(BufferKind::F32),
+            u32s: Slots::new(BufferKind::U32),
+            pool: HashMap::new(),
+            pooled_bytes: 0,
+        }
+    }
 }
 
 /// A new buffer: the caller must zero it (through the command stream) when `recycled`.
@@ -130,9 +141,7 @@ impl Store {
         buffer: wgpu::Buffer,
         len: usize,
     ) -> Result<BufferId, WgpuError> {
-        let id = u32::try_from(self.f32s.len()).map_err(|_| WgpuError::TooManyBuffers)?;
-        self.f32s.push(Some(Entry { buffer, len }));
-        Ok(BufferId(id))
+        Ok(BufferId(self.f32s.insert(Entry { buffer, len })?))
     }
 
     /// Registers a `u32` buffer of `len` elements.
@@ -141,31 +150,21 @@ impl Store {
         buffer: wgpu::Buffer,
         len: usize,
     ) -> Result<IndexBufferId, WgpuError> {
-        let id = u32::try_from(self.u32s.len()).map_err(|_| WgpuError::TooManyBuffers)?;
-        self.u32s.push(Some(Entry { buffer, len }));
-        Ok(IndexBufferId(id))
+        Ok(IndexBufferId(self.u32s.insert(Entry { buffer, len })?))
     }
 
     /// Releases an `f32` buffer into the pool.
     pub(crate) fn free(&mut self, buffer: BufferId) -> Result<(), WgpuError> {
-        match self.f32s.get_mut(buffer.0 as usize).and_then(Option::take) {
-            Some(entry) => {
-                self.recycle(entry.buffer);
-                Ok(())
-            }
-            None => Err(WgpuError::UnknownBuffer(buffer.0)),
-        }
+        let entry = self.f32s.remove(buffer.0)?;
+        self.recycle(entry.buffer);
+        Ok(())
     }
 
     /// Releases a `u32` buffer into the pool.
     pub(crate) fn free_indices(&mut self, buffer: IndexBufferId) -> Result<(), WgpuError> {
-        match self.u32s.get_mut(buffer.0 as usize).and_then(Option::take) {
-            Some(entry) => {
-                self.recycle(entry.buffer);
-                Ok(())
-            }
-            None => Err(WgpuError::UnknownIndexBuffer(buffer.0)),
-        }
+        let entry = self.u32s.remove(buffer.0)?;
+        self.recycle(entry.buffer);
+        Ok(())
     }
 
     /// Keeps a freed buffer for reuse while the pool has room; drops it otherwise.
@@ -180,36 +179,12 @@ impl Store {
     /// The device buffer of an operand and the byte range it covers, after checking
     /// that the handle is live and the range inside the buffer.
     pub(crate) fn locate(&self, operand: Operand) -> Result<(&wgpu::Buffer, u64, u64), WgpuError> {
-        let (kind, id, offset, len, entry) = match operand {
-            Operand::F32(t) => (
-                "f32",
-                t.buffer.0,
-                t.offset,
-                t.len,
-                self.f32s.get(t.buffer.0 as usize).and_then(Option::as_ref),
-            ),
-            Operand::U32(i) => (
-                "u32",
-                i.buffer.0,
-                i.offset,
-                i.len,
-                self.u32s.get(i.buffer.0 as usize).and_then(Option::as_ref),
-            ),
+        let (slots, id, offset, len) = match operand {
+            Operand::F32(t) => (&self.f32s, t.buffer.0, t.offset, t.len),
+            Operand::U32(i) => (&self.u32s, i.buffer.0, i.offset, i.len),
         };
-        let entry = entry.ok_or(match operand {
-            Operand::F32(_) => WgpuError::UnknownBuffer(id),
-            Operand::U32(_) => WgpuError::UnknownIndexBuffer(id),
-        })?;
-        match offset.checked_add(len) {
-            Some(end) if end <= entry.len => Ok((&entry.buffer, offset as u64 * 4, len as u64 * 4)),
-            _ => Err(WgpuError::OutOfRange {
-                kind,
-                buffer: id,
-                offset,
-                len,
-                buffer_len: entry.len,
-            }),
-        }
+        let entry = slots.range(id, offset, len, |e| e.len)?;
+        Ok((&entry.buffer, offset as u64 * 4, len as u64 * 4))
     }
 
     /// The binding window of an operand: its range widened down to the device's offset

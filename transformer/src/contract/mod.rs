@@ -22,6 +22,25 @@ use crate::kernels::{AttentionShape, Tensor};
 /// Arguments that break the contract, whatever the device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ContractError {
+    /// No live `f32` buffer has this id (never allocated, or freed).
+    UnknownBuffer(u32),
+    /// No live `u32` buffer has this id (never allocated, or freed).
+    UnknownIndexBuffer(u32),
+    /// A range runs past the end of its buffer.
+    OutOfRange {
+        /// `"f32"` or `"u32"`: which kind of buffer.
+        kind: &'static str,
+        /// The buffer id.
+        buffer: u32,
+        /// First element of the range.
+        offset: usize,
+        /// Elements in the range.
+        len: usize,
+        /// Elements in the buffer.
+        buffer_len: usize,
+    },
+    /// Every buffer id has been handed out.
+    TooManyBuffers,
     /// Sizes that do not fit together; the message names the operation and operands.
     Shape(String),
     /// A tensor written by a call overlaps another tensor of the same call.
@@ -37,6 +56,20 @@ pub enum ContractError {
 impl fmt::Display for ContractError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            ContractError::UnknownBuffer(id) => write!(f, "no live f32 buffer {id}"),
+            ContractError::UnknownIndexBuffer(id) => write!(f, "no live u32 buffer {id}"),
+            ContractError::OutOfRange {
+                kind,
+                buffer,
+                offset,
+                len,
+                buffer_len,
+            } => write!(
+                f,
+                "range [{offset}, {offset} + {len}) is outside {kind} buffer {buffer} of \
+                 {buffer_len} elements"
+            ),
+            ContractError::TooManyBuffers => f.write_str("buffer ids exhausted"),
             ContractError::Shape(message)
             | ContractError::TooLarge(message)
             | ContractError::BadArgument(message)

@@ -12,6 +12,9 @@
 //! `Kernels`, never `Device`.
 
 mod checks;
+mod slots;
+
+pub use slots::{BufferKind, Slots};
 
 use crate::contract::{
     AdamWScalars, AttentionSizes, CacheSizes, ContractError, DecodeSizes, EmbeddingSizes, HeadDims,
