@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use sage_backend_cpu::CpuBackend;
 use sage_trainer::config::RunConfig;
-use sage_trainer::experiment::{experiment_table, run_experiment};
+use sage_trainer::pipeline::experiment::{experiment_table, run_experiment};
 use sage_trainer::pipeline::PrintReporter;
 
 fn main() -> Result<(), Box<dyn Error>> {

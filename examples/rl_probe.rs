@@ -17,8 +17,8 @@ use std::error::Error;
 
 use sage_backend_cpu::CpuBackend;
 use sage_core::grpo::LossAggregation;
-use sage_trainer::experiment::mean_std;
 use sage_trainer::optim::{AdamWConfig, LrSchedule};
+use sage_trainer::pipeline::experiment::mean_std;
 use sage_trainer::probe::{probe_rl, probe_rl_config, probe_sft, ProbeConfig};
 use sage_trainer::rl::{RlConfig, RlStepStats};
 

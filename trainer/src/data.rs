@@ -14,7 +14,7 @@ use sage_envs::environment::{EnvConfig, WorldEnv};
 use sage_envs::expert::{Expert, ExpertConfig, ExpertMode, TrajectoryRecord};
 use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 
-use crate::config::text;
+use crate::text;
 
 /// Most seeds per template: the splits' seed ranges start 1000 apart.
 pub const MAX_SEEDS: u64 = 1000;

@@ -21,8 +21,8 @@ use sage_envs::prompt::{Prompt, PromptMode};
 use sage_envs::scenarios::{BuiltScenario, Catalog, Split};
 
 use crate::chat::ChatTemplate;
-use crate::config::text;
 use crate::rollout::{run_episodes, EpisodeRequest, RolloutConfig, RolloutEpisode, RolloutError};
+use crate::text;
 
 /// The metrics of one split under one retrieval mode.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

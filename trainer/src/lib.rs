@@ -25,14 +25,16 @@
 //! - [`eval`]: TGC, SGC, steps, tokens and skill usage per split and retrieval mode;
 //! - [`probe`]: a seconds-long RL problem on the tiny world (a tiny SFT model, RL
 //!   against its update-off control) for learning tests and update diagnostics;
-//! - [`experiment`]: the paper-style comparison of SFT only, GRPO without skills, SAGE
-//!   and its reward and chain-length ablations over seeds;
+//! - [`experiment`]: the arms of the paper-style comparison (SFT only, GRPO without
+//!   skills, SAGE and its reward and chain-length ablations) and their settings;
 //! - [`checkpoint`]: atomic, resumable checkpoints (model, tokenizer, optimizer, trainer
 //!   state, skill library) with pruning to the newest few;
 //! - [`metrics`]: metrics as JSON lines and CSV, resumable, and PNG line charts;
 //! - [`config`]: the TOML run configuration;
-//! - [`pipeline`]: the stages of a run (data, tokenizer, model, SFT, evaluation, the
-//!   demo) shared by the CLI and the example programs;
+//! - [`text`]: serde for settings written as text (enums by name);
+//! - [`pipeline`]: the stages of a run (data, tokenizer, model, SFT, RL's one loop,
+//!   evaluation, the demo, the experiment over seeds) shared by the CLI and the example
+//!   programs;
 //! - backend selection by cargo feature ([`backend::Backend`]).
 //!
 #![forbid(unsafe_code)]
@@ -54,5 +56,6 @@ pub mod rl;
 pub mod rollout;
 pub mod sampling;
 pub mod sft;
+pub mod text;
 pub mod tokenizer;
 pub mod weights;

@@ -7,10 +7,9 @@ use sage_envs::expert::ExpertMode;
 use sage_envs::prompt::PromptMode;
 use sage_trainer::config::RunConfig;
 use sage_trainer::eval::{EvalConfig, EvalMetrics};
-use sage_trainer::experiment::{
-    experiment_table, gain_table, Arm, ArmControl, ArmRun, ExperimentConfig,
-};
+use sage_trainer::experiment::{Arm, ExperimentConfig};
 use sage_trainer::metrics::Series;
+use sage_trainer::pipeline::experiment::{experiment_table, gain_table, ArmControl, ArmRun};
 use sage_trainer::rl::control_gap;
 use sage_trainer::rl::RlConfig;
 

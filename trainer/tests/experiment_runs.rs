@@ -10,7 +10,8 @@ use std::time::SystemTime;
 use sage_backend_cpu::CpuBackend;
 use sage_envs::scenarios::Split;
 use sage_trainer::config::RunConfig;
-use sage_trainer::experiment::{run_experiment, Arm, ArmRun};
+use sage_trainer::experiment::Arm;
+use sage_trainer::pipeline::experiment::{run_experiment, ArmRun};
 use sage_trainer::pipeline::{PipelineError, Reporter};
 use sage_trainer::sft::SftStep;
 

@@ -26,7 +26,7 @@ use super::apis::Apis;
 use super::context::ExecContext;
 use super::error::ExecErrorKind;
 use super::limits::LimitKind;
-use super::source::BOUNDED_METHODS;
+use super::rewrites::BOUNDED_METHODS;
 use super::text::{check_comparison_size, check_text_bytes, check_text_size, text_bytes};
 
 /// The globals shared by every session (built once per process; they hold no state).
@@ -616,7 +616,7 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
 #[cfg(test)]
 mod tests {
     use super::{globals, range_len};
-    use crate::sandbox::source::{
+    use crate::sandbox::rewrites::{
         BOUNDED_ADD, BOUNDED_INT, BOUNDED_METHOD, BOUNDED_MUL, BOUNDED_PERCENT, BOUNDED_SHIFT,
         CHECKED_FSTRING,
     };

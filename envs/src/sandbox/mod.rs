@@ -15,7 +15,7 @@
 //!   ([`FunctionRef`], `trace.rs`); errors and short tracebacks ([`ExecError`],
 //!   `error.rs`).
 //! - Internals: the dialect, parsing and operator rewriting (`source.rs`), built-ins
-//!   (`builtins.rs`), bounded conversion of values to text (`text.rs`), running one
+//!   (`builtins.rs`), the names of the built-ins rewriting targets (`rewrites.rs`), bounded conversion of values to text (`text.rs`), running one
 //!   piece of code (`run.rs`), the per-execution shared state (`context.rs`), the
 //!   session future (`session.rs`) and the lent host (`host_slot.rs`).
 //!
@@ -43,6 +43,7 @@ mod interpreter;
 #[cfg(target_os = "linux")]
 mod isolation;
 mod limits;
+mod rewrites;
 mod run;
 mod session;
 mod source;

@@ -9,8 +9,9 @@
 //! - `diff`: [`DbDiff`], what changed between two states, per table and per field.
 //! - `time`, `money`: [`Date`]/[`Timestamp`] (no clock: a fixed [`today`] and a
 //!   logical clock) and [`Money`] (exact cents).
-//! - `docs`, `registry`: [`ApiDoc`] and the [`Registry`] of every app's APIs (doc,
-//!   signature, handler); `args`: typed access to arguments and paging; `session`:
+//! - `docs`, `declare`, `registry`: [`ApiDoc`], how an app declares its APIs, and the
+//!   [`Registry`] of every app's APIs (doc, signature, handler; [`registry`] gives the
+//!   one every world shares); `args`: typed access to arguments and paging; `session`:
 //!   access tokens.
 //! - `apps`: one file per app with its APIs (`supervisor`, `api_docs`, `tunes`,
 //!   `coinpay`, `mail`, `phone`, `notes`, `todo`, `shop`, `files`, `splitbill`).
@@ -55,6 +56,7 @@
 mod apps;
 mod args;
 mod db;
+mod declare;
 mod diff;
 mod docs;
 mod generate;
@@ -67,6 +69,8 @@ mod session;
 mod table;
 mod time;
 
+use std::sync::OnceLock;
+
 use serde_json::{Map, Value};
 
 pub use apps::LOGIN_APPS;
@@ -75,13 +79,20 @@ pub use db::Db;
 pub use diff::{AnyTable, DbDiff, FieldChange, RowChange, RowImage, TableDiff};
 pub use docs::{ApiDoc, ParamDoc};
 pub use money::Money;
-pub use registry::{registry, Registry};
+pub use registry::Registry;
 pub use table::{Id, PersonId, Record, Table};
 pub use time::{days_in_month, today, Date, Timestamp};
 
 use crate::sandbox::{bind_args, ApiError, ApiHost, ApiSpec};
 use args::Args;
 use session::Sessions;
+
+/// The catalog of every app's APIs, built from the apps' declarations on first use and
+/// shared by every world.
+pub fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(|| Registry::new(apps::all()))
+}
 
 /// The person the agent works for: the supervisor app's user.
 pub const USER: PersonId = 1;

@@ -9,8 +9,8 @@ use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
 use sage_trainer::data::{expert_data, write_records};
-use sage_trainer::experiment::run_experiment;
 use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricValue, MetricsLog};
+use sage_trainer::pipeline::experiment::run_experiment;
 use sage_trainer::pipeline::{
     failed, fresh_model, load_sft_data, prepare_data, run_demo, run_eval, run_sft, train_tokenizer,
     warn_turn_limits, write_chart, PipelineError, Reporter,

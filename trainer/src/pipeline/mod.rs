@@ -26,6 +26,7 @@ use crate::policy::TransformerPolicy;
 use crate::sft::{dev_loss, SftData, SftState, SftStep, SftTrainer};
 use crate::tokenizer::Tokenizer;
 
+pub mod experiment;
 mod rl;
 
 pub use rl::{run_rl, RlHook, RlInputs};

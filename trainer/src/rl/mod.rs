@@ -85,7 +85,7 @@ pub struct RlConfig {
     /// Turns, token limits and sampling of the rollouts.
     pub rollout: RolloutConfig,
     /// The system prompt's rules: `skills` (SAGE) or `direct` (the no-skill baseline).
-    #[serde(with = "crate::config::text")]
+    #[serde(with = "crate::text")]
     pub prompt: PromptMode,
     /// Failed updates in a row (non-finite loss or gradient) that stop the run.
     pub max_failed_in_row: u32,

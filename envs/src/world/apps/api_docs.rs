@@ -5,7 +5,8 @@ use serde_json::{json, Value};
 
 use crate::sandbox::{ApiError, ParamType};
 use crate::world::args::Args;
-use crate::world::registry::{api, declare_app, registry, AppDecl};
+use crate::world::declare::{api, declare_app, AppDecl};
+use crate::world::registry;
 use crate::world::World;
 
 pub(super) fn app() -> AppDecl {

@@ -11,9 +11,9 @@ use super::{
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
+use crate::world::declare::{api, declare_app, AppDecl};
 use crate::world::money::Money;
 use crate::world::records::{PaymentRequest, RequestStatus, Transaction, Wallet};
-use crate::world::registry::{api, declare_app, AppDecl};
 use crate::world::table::{Id, PersonId};
 use crate::world::World;
 

@@ -8,8 +8,8 @@ use super::{login, login_apis, logout, matches, message, needle, newest_first, n
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
+use crate::world::declare::{api, declare_app, AppDecl};
 use crate::world::records::{Email, Folder};
-use crate::world::registry::{api, declare_app, AppDecl};
 use crate::world::table::{Id, PersonId};
 use crate::world::World;
 

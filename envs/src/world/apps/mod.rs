@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 
 use super::args::Args;
 use super::db::Db;
-use super::registry::{api, ApiBuilder, AppDecl, Handler};
+use super::declare::{api, ApiBuilder, AppDecl, Handler};
 use super::table::{Id, PersonId};
 use super::time::Timestamp;
 use super::World;

@@ -9,8 +9,8 @@ use super::{distinct_labels, login, login_apis, logout, matches, message, needle
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
+use crate::world::declare::{api, declare_app, AppDecl};
 use crate::world::records::Note;
-use crate::world::registry::{api, declare_app, AppDecl};
 use crate::world::table::{Id, PersonId};
 use crate::world::World;
 

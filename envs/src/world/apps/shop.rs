@@ -13,11 +13,11 @@ use super::{
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
+use crate::world::declare::{api, declare_app, AppDecl};
 use crate::world::money::Money;
 use crate::world::records::{
     CartItem, Order, OrderLine, OrderStatus, Product, Review, WishlistItem,
 };
-use crate::world::registry::{api, declare_app, AppDecl};
 use crate::world::table::{Id, PersonId};
 use crate::world::World;
 

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::message;
 use crate::sandbox::{ApiError, ParamType};
 use crate::world::args::Args;
-use crate::world::registry::{api, declare_app, AppDecl};
+use crate::world::declare::{api, declare_app, AppDecl};
 use crate::world::{Completion, World, LOGIN_APPS, USER};
 
 pub(super) fn app() -> AppDecl {

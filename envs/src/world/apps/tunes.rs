@@ -10,8 +10,8 @@ use super::{
 use crate::sandbox::{ApiError, ParamType::*};
 use crate::world::args::Args;
 use crate::world::db::Db;
+use crate::world::declare::{api, declare_app, AppDecl};
 use crate::world::records::{ArtistFollow, Play, Playlist, Song, SongLike};
-use crate::world::registry::{api, declare_app, AppDecl};
 use crate::world::table::{Id, PersonId};
 use crate::world::World;
 

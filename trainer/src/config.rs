@@ -19,9 +19,8 @@ use crate::optim::{AdamWConfig, LrSchedule};
 use crate::rl::RlConfig;
 use crate::rollout::RolloutConfig;
 use crate::sft::SftConfig;
+use crate::text;
 use crate::tokenizer::TrainConfig;
-
-pub mod text;
 
 /// The whole configuration of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,8 +1,9 @@
 //! The experiment's tables: every arm's evaluation per split, and every RL arm's gains
 //! over its control and its SFT start, as mean and spread over seeds.
 
-use super::{Arm, ArmControl, ArmRun};
+use super::{ArmControl, ArmRun};
 use crate::eval::EvalMetrics;
+use crate::experiment::Arm;
 
 /// Mean and population standard deviation (the spread over seeds of every table here).
 pub fn mean_std(values: &[f64]) -> (f64, f64) {

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::Arm;
+use crate::experiment::Arm;
 use crate::metrics::{read_series, LineChart};
 use crate::pipeline::{failed, write_chart, PipelineError, Reporter};
 

@@ -1,52 +1,22 @@
-//! The paper-style experiment: the arms of SAGE's comparison trained from the same data
-//! with the same seeds and budget, evaluated on the same splits, and summarised per
-//! split and arm as mean and spread over seeds.
-//!
-//! One SFT run on the expert's skill trajectories (and one on its plain-code trajectories
-//! when the no-skill baseline is in) starts every arm that builds on it; the seeds vary
-//! what comes after (the order of the training chains and the sampling of rollouts, and
-//! of evaluation when its temperature is above 0), so an arm without RL evaluated
-//! greedily has no spread:
-//!
-//! | arm | SFT data | RL | evaluation |
-//! | --- | --- | --- | --- |
-//! | `sft-only` | skills | none | skill prompt, same-scenario library |
-//! | `sft-direct` | plain code | none | plain-code prompt, no library |
-//! | `sage` | skills | skill-integrated reward, K = `[rl] chain_len` | as above |
-//! | `sage-outcome-only` | skills | outcome-only reward | as above |
-//! | `sage-chain-reward` | skills | chain reward | as above |
-//! | `sage-k3` | skills | skill-integrated reward, K = 3 | as above |
-//! | `sage-kl` (not run by default) | skills | as `sage`, plus a k3 KL term of weight 0.04 to the frozen SFT model | as above |
-//! | `grpo-no-skills` | plain code | outcome-only reward, plain-code prompt, K = 1 | plain-code prompt, no library |
-//!
-//! Every RL arm takes `[rl] steps` optimizer steps of `[rl] chains_per_step` chains;
-//! the K = 3 and K = 1 arms take as many chains per step as `sage` has tasks per step
-//! divided by their K (rounded up), so every arm sees about the same number of tasks.
-//!
-//! With `[experiment] controls` (the default) every RL arm first runs its update-off
-//! control: the same loop under the same seed without optimizer steps. The second
-//! table gives each arm's sampled success and reward over the last third of its steps
-//! against its control's, and its greedy `iid` SGC against its SFT start's (`sft-only`,
-//! or `sft-direct` for GRPO without skills).
+//! Runs the paper-style experiment that [`crate::experiment`] configures: the SFT
+//! models every arm starts from, then per seed each arm's RL (beside its update-off
+//! control) and evaluation, written to the run directory with a table, the gains over
+//! the controls and the SFT starts, and plots.
 //!
 //! An experiment takes hours at full scale on a CPU; `sage experiment --resume` picks
 //! an interrupted one up after the last SFT model or arm it finished.
-
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use sage_core::retrieval::RetrievalMode;
-use sage_core::reward::RewardKind;
 use sage_envs::expert::ExpertMode;
-use sage_envs::names::Named;
-use sage_envs::prompt::PromptMode;
 use sage_transformer::Kernels;
 
 use crate::chat::ChatTemplate;
-use crate::config::{text, RunConfig};
-use crate::eval::{EvalConfig, EvalMetrics};
+use crate::config::RunConfig;
+use crate::eval::EvalMetrics;
+use crate::experiment::Arm;
 use crate::metrics::{MetricsLog, Series};
 use crate::pipeline::{
     failed, fresh_model, load_sft_data, prepare_data, run_eval, run_rl, run_sft, train_tokenizer,
@@ -65,198 +35,6 @@ mod tables;
 use plots::plot_rewards;
 use resume::{RunRecord, SftFinished};
 pub use tables::{experiment_table, gain_table, mean_std};
-
-/// One arm of the comparison (see the [module docs](self)), named in settings by
-/// [`Arm::name`] (`FromStr`, `Display`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Arm {
-    /// The SFT model on skill trajectories, without RL.
-    SftOnly,
-    /// The SFT model on plain-code trajectories, without RL: GRPO-no-skills' start.
-    SftDirect,
-    /// SAGE: RL with sequential rollout and the skill-integrated reward.
-    Sage,
-    /// SAGE's rollout with the outcome-only reward.
-    OutcomeOnly,
-    /// SAGE's rollout with the chain reward.
-    ChainReward,
-    /// SAGE with chains of three tasks.
-    SageK3,
-    /// SAGE with a k3 KL penalty of weight [`Arm::KL_COEF`] to its frozen SFT start.
-    SageKl,
-    /// GRPO without a skill library, from SFT on plain-code trajectories.
-    GrpoNoSkills,
-}
-
-impl Arm {
-    /// Every arm, in table order.
-    pub const ALL: [Arm; 8] = [
-        Arm::SftOnly,
-        Arm::SftDirect,
-        Arm::GrpoNoSkills,
-        Arm::Sage,
-        Arm::OutcomeOnly,
-        Arm::ChainReward,
-        Arm::SageK3,
-        Arm::SageKl,
-    ];
-
-    /// The arms an experiment runs unless told otherwise: every arm but `sage-kl`, which
-    /// SAGE.md offers as an option rather than part of the method, and which costs a
-    /// forward pass of the reference model per update.
-    pub const DEFAULT: [Arm; 7] = [
-        Arm::SftOnly,
-        Arm::SftDirect,
-        Arm::GrpoNoSkills,
-        Arm::Sage,
-        Arm::OutcomeOnly,
-        Arm::ChainReward,
-        Arm::SageK3,
-    ];
-
-    /// The weight of the `sage-kl` arm's k3 KL term (the value DeepSeekMath's GRPO used).
-    pub const KL_COEF: f32 = 0.04;
-
-    /// The arm's name in configurations and tables.
-    pub fn name(self) -> &'static str {
-        match self {
-            Arm::SftOnly => "sft-only",
-            Arm::SftDirect => "sft-direct",
-            Arm::Sage => "sage",
-            Arm::OutcomeOnly => "sage-outcome-only",
-            Arm::ChainReward => "sage-chain-reward",
-            Arm::SageK3 => "sage-k3",
-            Arm::SageKl => "sage-kl",
-            Arm::GrpoNoSkills => "grpo-no-skills",
-        }
-    }
-
-    /// The arm has an RL stage (every arm but the SFT models alone).
-    pub fn trains(self) -> bool {
-        !matches!(self, Arm::SftOnly | Arm::SftDirect)
-    }
-
-    /// The arm without RL that this arm starts from.
-    pub fn sft_start(self) -> Arm {
-        match self {
-            Arm::SftDirect | Arm::GrpoNoSkills => Arm::SftDirect,
-            _ => Arm::SftOnly,
-        }
-    }
-
-    /// The expert data mode of the arm's SFT: `direct` for the plain-code arms,
-    /// `skill_data` (`skills` or `mixed`) for the others.
-    fn sft_mode(self, skill_data: ExpertMode) -> ExpertMode {
-        if self.sft_start() == Arm::SftDirect {
-            ExpertMode::Direct
-        } else {
-            skill_data
-        }
-    }
-
-    /// The arm's RL settings derived from the run's; `None` for an arm without RL.
-    pub fn rl_config(self, base: &RlConfig) -> Option<RlConfig> {
-        if !self.trains() {
-            return None;
-        }
-        let tasks_per_step = base.chains_per_step * base.chain_len;
-        let with_chain_len = |chain_len: usize| RlConfig {
-            chain_len,
-            chains_per_step: tasks_per_step.div_ceil(chain_len),
-            ..base.clone()
-        };
-        let mut rl = match self {
-            Arm::SftOnly | Arm::SftDirect | Arm::Sage | Arm::OutcomeOnly | Arm::ChainReward => {
-                base.clone()
-            }
-            Arm::SageK3 => with_chain_len(3),
-            Arm::SageKl => {
-                let mut rl = base.clone();
-                rl.grpo.kl_coef = Arm::KL_COEF;
-                rl
-            }
-            Arm::GrpoNoSkills => RlConfig {
-                prompt: PromptMode::Direct,
-                ..with_chain_len(1)
-            },
-        };
-        rl.reward.kind = match self {
-            Arm::OutcomeOnly | Arm::GrpoNoSkills => RewardKind::OutcomeOnly,
-            Arm::ChainReward => RewardKind::Chain,
-            _ => RewardKind::SkillIntegrated,
-        };
-        Some(rl)
-    }
-
-    /// The arm's evaluation settings derived from the run's.
-    pub fn eval_config(self, base: &EvalConfig) -> EvalConfig {
-        match self.sft_start() {
-            Arm::SftDirect => EvalConfig {
-                prompt: PromptMode::Direct,
-                modes: vec![RetrievalMode::None],
-                ..base.clone()
-            },
-            _ => base.clone(),
-        }
-    }
-}
-
-impl Named for Arm {
-    const WHAT: &'static str = "arm";
-    const ALL: &'static [Arm] = &Arm::ALL;
-    fn name(self) -> &'static str {
-        Arm::name(self)
-    }
-}
-
-sage_envs::impl_named_text!(Arm);
-
-/// Settings of `sage experiment`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ExperimentConfig {
-    /// Seeds per arm (RL chain order and sampling; the SFT models are shared).
-    pub seeds: u64,
-    /// The arms, by name (see [`Arm::name`]).
-    #[serde(with = "text::list")]
-    pub arms: Vec<Arm>,
-    /// Run every RL arm's update-off control beside it (same seed, no optimizer step).
-    pub controls: bool,
-    /// The expert data of the skill arms' SFT: `skills` (every scenario in skill style)
-    /// or `mixed` (`[data] skill_share` of them, the rest in plain code, all under the
-    /// skill prompt: writing and reusing a skill become the policy's choice).
-    #[serde(with = "text")]
-    pub skill_data: ExpertMode,
-}
-
-impl Default for ExperimentConfig {
-    fn default() -> ExperimentConfig {
-        ExperimentConfig {
-            seeds: 3,
-            arms: Arm::DEFAULT.to_vec(),
-            controls: true,
-            skill_data: ExpertMode::Skills,
-        }
-    }
-}
-
-impl ExperimentConfig {
-    /// Checks the seed count, that some arm is named, and the skill data mode.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.seeds == 0 {
-            return Err("seeds must be at least 1".to_owned());
-        }
-        if self.arms.is_empty() {
-            return Err("arms must name at least one arm".to_owned());
-        }
-        if self.skill_data == ExpertMode::Direct {
-            return Err(
-                "skill_data must be skills or mixed (direct is the sft-direct arm's)".to_owned(),
-            );
-        }
-        Ok(())
-    }
-}
 
 /// One arm trained and evaluated under one seed.
 #[derive(Clone, Debug, Serialize, Deserialize)]

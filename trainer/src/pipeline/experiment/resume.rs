@@ -15,8 +15,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Arm, ArmRun};
+use super::ArmRun;
 use crate::config::RunConfig;
+use crate::experiment::Arm;
 use crate::pipeline::PipelineError;
 
 /// The file that holds a run's settings and id.
