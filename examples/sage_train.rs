@@ -1,51 +1,48 @@
 //! SAGE reinforcement learning over the trainer's API: start from an SFT checkpoint,
 //! train on chains of two tasks of the built-in world's training scenarios (8 rollouts
 //! per chain, each with its own skill library; the skill-integrated reward; GRPO), then
-//! evaluate with the skill library. The backend is chosen by cargo feature: the CPU by
-//! default, `--features wgpu` for any Vulkan/Metal/DX12 GPU.
+//! evaluate with the skill library. `--backend cpu|cuda|wgpu` picks the backend (the CPU
+//! by default; a GPU backend needs its cargo feature, e.g. `--features wgpu` for any
+//! Vulkan/Metal/DX12 GPU).
 //!
-//! Run: `cargo run --release -p sage-examples --example sage_train -- [--tiny] [RUN_DIR]`
-//! after `sage demo` (RUN_DIR defaults to runs/demo; with `--tiny`, after
-//! `sage demo --tiny --run-dir RUN_DIR`: two short steps on the tiny configuration).
+//! Run: `cargo run --release -p sage-examples --example sage_train -- [--tiny]
+//! [--backend NAME] [RUN_DIR]` after `sage demo` (RUN_DIR defaults to runs/demo; with
+//! `--tiny`, after `sage demo --tiny --run-dir RUN_DIR`: two short steps on the tiny
+//! configuration).
 #![forbid(unsafe_code)]
 
 use std::error::Error;
 use std::path::PathBuf;
 
+use sage_trainer::backend::Backend;
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint;
 use sage_trainer::config::{RunConfig, RunSection};
 use sage_trainer::metrics::MetricsLog;
-use sage_trainer::pipeline::{run_eval, run_rl, PrintReporter, RlInputs};
+use sage_trainer::pipeline::{
+    run_eval, run_on_backend, run_rl, BackendJob, PipelineError, PrintReporter, RlInputs,
+};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{RlState, RlStepStats, RlTrainer, WorldRl};
 use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::load_model;
-
-#[cfg(not(feature = "wgpu"))]
-fn backend() -> Result<sage_backend_cpu::CpuBackend, Box<dyn Error>> {
-    Ok(sage_backend_cpu::CpuBackend::new())
-}
-
-#[cfg(feature = "wgpu")]
-fn backend() -> Result<sage_backend_wgpu::WgpuBackend, Box<dyn Error>> {
-    let backend = sage_backend_wgpu::WgpuBackend::new()?;
-    println!("wgpu adapter: {}", backend.description());
-    Ok(backend)
-}
+use sage_transformer::Kernels;
 
 fn main() -> Result<(), Box<dyn Error>> {
     // Agent code runs in worker processes started from this program.
     sage_envs::sandbox::serve_worker_if_asked();
     let mut tiny = false;
+    let mut backend = Backend::Cpu;
     let mut dir = PathBuf::from("runs/demo");
-    for arg in std::env::args().skip(1) {
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--tiny" => tiny = true,
+            "--backend" => backend = args.next().ok_or("--backend needs a name")?.parse()?,
             _ => dir = PathBuf::from(arg),
         }
     }
-    let config = if tiny {
+    let mut config = if tiny {
         RunConfig::tiny(&dir)
     } else {
         RunConfig {
@@ -56,7 +53,32 @@ fn main() -> Result<(), Box<dyn Error>> {
             ..RunConfig::default()
         }
     };
+    config.run.backend = backend;
     config.validate()?;
+    run_on_backend(config.run.backend, TrainExample { config: &config })?;
+    Ok(())
+}
+
+/// The example's steps, on whichever backend was picked.
+struct TrainExample<'a> {
+    config: &'a RunConfig,
+}
+
+impl BackendJob for TrainExample<'_> {
+    type Output = ();
+
+    fn run<K: Kernels>(
+        self,
+        k: K,
+        _another: &dyn Fn() -> Result<K, PipelineError>,
+    ) -> Result<(), PipelineError> {
+        train_and_evaluate(k, self.config).map_err(|e| PipelineError::new("example", e.to_string()))
+    }
+}
+
+/// Steps 1 to 4 below on the backend `k`.
+fn train_and_evaluate<K: Kernels>(mut k: K, config: &RunConfig) -> Result<(), Box<dyn Error>> {
+    let dir = &config.run.dir;
     let rl = &config.rl;
 
     // 1. The SFT checkpoint: model and tokenizer, and a fresh AdamW at RL's rate.
@@ -66,7 +88,6 @@ fn main() -> Result<(), Box<dyn Error>> {
             dir.display()
         )
     })?;
-    let mut k = backend()?;
     let tokenizer = Tokenizer::from_dir(&init)?;
     let model = load_model(&mut k, &init)?;
     let optimizer = rl.optimizer(&config.optimizer);
@@ -106,7 +127,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let template = ChatTemplate::new(&tokenizer)?;
     run_eval(
         &mut policy,
-        &config,
+        config,
         &template,
         Some(&dir.join("rl_example_eval.json")),
         &mut reporter,

@@ -12,8 +12,8 @@ use sage_trainer::data::{expert_data, write_records};
 use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricValue, MetricsLog};
 use sage_trainer::pipeline::experiment::run_experiment;
 use sage_trainer::pipeline::{
-    failed, fresh_model, load_sft_data, prepare_data, run_demo, run_eval, run_sft, train_tokenizer,
-    warn_turn_limits, write_chart, PipelineError, Reporter,
+    failed, fresh_model, load_sft_data, prepare_data, run_demo, run_eval, run_on_backend, run_sft,
+    train_tokenizer, warn_turn_limits, write_chart, BackendJob, PipelineError, Reporter,
 };
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::sft::{SftState, SftStep, SftTrainer};
@@ -25,43 +25,31 @@ use super::progress::BarReporter;
 use super::train::{train, TrainSources};
 use super::{checked, load_config, load_config_over, Cli, Command};
 
-/// Runs `body` with the [`Backend`] `$backend` bound to `$k` (each compiled backend is
-/// one arm, so the body is instantiated for every backend).
-macro_rules! with_backend {
-    // `$more` is a closure that opens another instance of the same backend (a frozen
-    // reference policy shares nothing mutable with the trained one).
-    ($backend:expr, |$k:ident, $more:ident| $body:expr) => {
-        match $backend {
-            #[cfg(feature = "cpu")]
-            Backend::Cpu => {
-                let $k = sage_backend_cpu::CpuBackend::new();
-                let $more = || Ok::<_, PipelineError>(sage_backend_cpu::CpuBackend::new());
-                $body
-            }
-            #[cfg(feature = "cuda")]
-            Backend::Cuda => {
-                let $k = sage_backend_cuda::CudaBackend::new().map_err(failed("backend"))?;
-                tracing::info!("cuda device: {}", $k.description());
-                let $more = || sage_backend_cuda::CudaBackend::new().map_err(failed("backend"));
-                $body
-            }
-            #[cfg(feature = "wgpu")]
-            Backend::Wgpu => {
-                let $k = sage_backend_wgpu::WgpuBackend::new().map_err(failed("backend"))?;
-                tracing::info!("wgpu adapter: {}", $k.description());
-                let $more = || sage_backend_wgpu::WgpuBackend::new().map_err(failed("backend"));
-                $body
-            }
-            #[allow(unreachable_patterns)]
-            other => Err(PipelineError::new(
-                "backend",
-                format!("backend {other} is not compiled into this binary"),
-            )),
+/// A command that runs on the configured backend.
+enum Job<'a> {
+    Demo(&'a RunConfig),
+    Sft(&'a RunConfig, &'a SftSources),
+    Train(&'a RunConfig, &'a TrainSources),
+    Experiment(&'a RunConfig, bool),
+    Eval(&'a RunConfig, Option<&'a Path>, Option<&'a Path>),
+}
+
+impl BackendJob for Job<'_> {
+    type Output = ();
+
+    fn run<K: Kernels>(
+        self,
+        k: K,
+        another: &dyn Fn() -> Result<K, PipelineError>,
+    ) -> Result<(), PipelineError> {
+        match self {
+            Job::Demo(config) => demo(k, config),
+            Job::Sft(config, sources) => sft(k, config, sources),
+            Job::Train(config, sources) => train(k, another, config, sources),
+            Job::Experiment(config, resume) => experiment(k, another, config, resume),
+            Job::Eval(config, checkpoint, out) => eval(k, config, checkpoint, out),
         }
-    };
-    ($backend:expr, |$k:ident| $body:expr) => {
-        with_backend!($backend, |$k, _another| $body)
-    };
+    }
 }
 
 /// Runs one parsed command line.
@@ -69,7 +57,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
     match cli.command {
         Command::Demo { common, tiny } => {
             let config = load_config_over(&common, tiny_or(tiny, RunConfig::default()))?;
-            with_backend!(config.run.backend, |k| demo(k, &config))
+            run_on_backend(config.run.backend, Job::Demo(&config))
         }
         Command::Data {
             common,
@@ -111,7 +99,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
                 init,
                 resume,
             };
-            with_backend!(config.run.backend, |k| sft(k, &config, &sources))
+            run_on_backend(config.run.backend, Job::Sft(&config, &sources))
         }
         Command::Train {
             common,
@@ -126,9 +114,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.rl.apply_updates &= !control;
             let config = checked(config)?;
             let sources = TrainSources { init, resume };
-            with_backend!(config.run.backend, |k, more| train(
-                k, more, &config, &sources
-            ))
+            run_on_backend(config.run.backend, Job::Train(&config, &sources))
         }
         Command::Experiment {
             common,
@@ -147,9 +133,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.experiment.arms = arms.unwrap_or(config.experiment.arms);
             config.experiment.skill_data = skill_data.unwrap_or(config.experiment.skill_data);
             let config = checked(config)?;
-            with_backend!(config.run.backend, |k, more| experiment(
-                k, &more, &config, resume
-            ))
+            run_on_backend(config.run.backend, Job::Experiment(&config, resume))
         }
         Command::Eval {
             common,
@@ -162,12 +146,8 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.eval.splits = splits.unwrap_or(config.eval.splits);
             config.eval.modes = modes.unwrap_or(config.eval.modes);
             let config = checked(config)?;
-            with_backend!(config.run.backend, |k| eval(
-                k,
-                &config,
-                checkpoint.as_deref(),
-                out.as_deref()
-            ))
+            let job = Job::Eval(&config, checkpoint.as_deref(), out.as_deref());
+            run_on_backend(config.run.backend, job)
         }
         Command::Config { print, config } => {
             let config = match config {

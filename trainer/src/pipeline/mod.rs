@@ -1,6 +1,7 @@
 //! The stages of a run, as functions the CLI and the example programs share: expert
-//! data, tokenizer, model, SFT, RL (`rl.rs`), evaluation, and the whole demo. Each stage reads its
-//! section of a [`RunConfig`], writes its outputs under the run directory and reports
+//! data, tokenizer, model, SFT, RL (`rl.rs`), evaluation, the whole demo, the
+//! experiment over seeds (`experiment/`), and opening the backend a run names
+//! (`backend.rs`). Each stage reads its section of a [`RunConfig`], writes its outputs under the run directory and reports
 //! progress to a [`Reporter`].
 //!
 //! Run directory layout: `data/{train,dev}.jsonl`, `tokenizer.json`, `checkpoints/`,
@@ -26,9 +27,11 @@ use crate::policy::TransformerPolicy;
 use crate::sft::{dev_loss, SftData, SftState, SftStep, SftTrainer};
 use crate::tokenizer::Tokenizer;
 
+mod backend;
 pub mod experiment;
 mod rl;
 
+pub use backend::{run_on_backend, BackendJob};
 pub use rl::{run_rl, RlHook, RlInputs};
 
 /// A stage failed: which, why, and the error that caused it (its
