@@ -3,8 +3,6 @@
 //! that [`SftData`](crate::sft::SftData) reads.
 
 use std::fmt;
-use std::fs;
-use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -14,6 +12,7 @@ use sage_envs::environment::{EnvConfig, WorldEnv};
 use sage_envs::expert::{Expert, ExpertConfig, ExpertMode, TrajectoryRecord};
 use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 
+use crate::files::write_atomic;
 use crate::text;
 
 /// Most seeds per template: the splits' seed ranges start 1000 apart.
@@ -181,18 +180,11 @@ pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
 /// Writes `records` as JSON lines to `path` (through a temporary file, renamed into
 /// place, so a killed process leaves no half-written file).
 pub fn write_records(path: &Path, records: &[TrajectoryRecord]) -> Result<(), DataError> {
-    let io = |e: std::io::Error| DataError::Io(format!("{}: {e}", path.display()));
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent).map_err(io)?;
-    }
-    let temporary = path.with_extension("jsonl.partial");
-    let mut file = std::io::BufWriter::new(fs::File::create(&temporary).map_err(io)?);
+    let mut text = String::new();
     for record in records {
-        writeln!(file, "{}", record.to_json_line()).map_err(io)?;
+        text.push_str(&record.to_json_line());
+        text.push('\n');
     }
-    file.into_inner()
-        .map_err(|e| io(e.into_error()))?
-        .sync_all()
-        .map_err(io)?;
-    fs::rename(&temporary, path).map_err(io)
+    write_atomic(path, text.as_bytes())
+        .map_err(|e| DataError::Io(format!("{}: {e}", path.display())))
 }

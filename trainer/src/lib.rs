@@ -27,6 +27,7 @@
 //!   against its update-off control) for learning tests and update diagnostics;
 //! - [`experiment`]: the arms of the paper-style comparison (SFT only, GRPO without
 //!   skills, SAGE and its reward and chain-length ablations) and their settings;
+//! - [`files`]: writing a file atomically (temporary file, sync, rename);
 //! - [`checkpoint`]: atomic, resumable checkpoints (model, tokenizer, optimizer, trainer
 //!   state, skill library) with pruning to the newest few;
 //! - [`metrics`]: metrics as JSON lines and CSV, resumable, and PNG line charts;
@@ -46,6 +47,7 @@ pub mod config;
 pub mod data;
 pub mod eval;
 pub mod experiment;
+pub mod files;
 pub mod init;
 pub mod metrics;
 pub mod optim;

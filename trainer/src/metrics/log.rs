@@ -5,6 +5,7 @@
 //! The JSON-lines file is the record; the CSV file is derived from it (on resume it is
 //! rebuilt from the kept JSON rows), with a header fixed by the first row.
 
+use crate::files::write_atomic;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -265,13 +266,5 @@ fn write_all(file: &mut File, path: &Path, text: &str) -> Result<(), MetricsErro
 /// Replaces `path` with `text` atomically: a synced temporary file beside it is renamed
 /// over it.
 fn replace_file(path: &Path, text: &str) -> Result<(), MetricsError> {
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".tmp");
-    let temporary = PathBuf::from(temporary);
-    let mut file =
-        File::create(&temporary).map_err(|e| MetricsError::io("cannot create", &temporary, e))?;
-    file.write_all(text.as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|e| MetricsError::io("cannot write", &temporary, e))?;
-    fs::rename(&temporary, path).map_err(|e| MetricsError::io("cannot replace", path, e))
+    write_atomic(path, text.as_bytes()).map_err(|e| MetricsError::io("cannot replace", path, e))
 }

@@ -6,9 +6,9 @@
 //! tick labels and legend names; `png` encodes the buffer. The file is written
 //! beside its final name and renamed over it, so a reader never sees half an image.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::files::write_atomic;
 use plotters::prelude::{
     BitMapBackend, ChartBuilder, Circle, IntoDrawingArea, LineSeries, PathElement, RGBColor,
     Rectangle, ShapeStyle,
@@ -388,12 +388,5 @@ fn write_png(path: &Path, pixels: &[u8], width: u32, height: u32) -> Result<(), 
         .write_image_data(pixels)
         .and_then(|()| writer.finish())
         .map_err(|e| MetricsError::render(path, e))?;
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent).map_err(|e| MetricsError::io("cannot create", parent, e))?;
-    }
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".tmp");
-    let temporary = PathBuf::from(temporary);
-    fs::write(&temporary, &encoded).map_err(|e| MetricsError::io("cannot write", &temporary, e))?;
-    fs::rename(&temporary, path).map_err(|e| MetricsError::io("cannot replace", path, e))
+    write_atomic(path, &encoded).map_err(|e| MetricsError::io("cannot write", path, e))
 }

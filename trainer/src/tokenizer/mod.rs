@@ -18,6 +18,7 @@ mod error;
 mod special;
 mod train;
 
+use crate::files::write_atomic;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -113,11 +114,7 @@ impl Tokenizer {
             message,
         };
         let json = self.to_json().map_err(|e| write_error(e.to_string()))?;
-        let mut temporary = path.as_os_str().to_owned();
-        temporary.push(".tmp");
-        let temporary = PathBuf::from(temporary);
-        fs::write(&temporary, json).map_err(|e| write_error(e.to_string()))?;
-        fs::rename(&temporary, path).map_err(|e| write_error(e.to_string()))
+        write_atomic(path, json.as_bytes()).map_err(|e| write_error(e.to_string()))
     }
 
     /// Writes the tokenizer as `tokenizer.json` in a model directory (which must

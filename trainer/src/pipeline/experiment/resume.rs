@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::ArmRun;
 use crate::config::RunConfig;
 use crate::experiment::Arm;
+use crate::files::write_atomic;
 use crate::pipeline::PipelineError;
 
 /// The file that holds a run's settings and id.
@@ -184,13 +185,8 @@ fn new_run_id() -> String {
 /// absent.
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), PipelineError> {
     let text = serde_json::to_string_pretty(value).map_err(|e| resume_error(e.to_string()))?;
-    let io = |e: std::io::Error| resume_error(format!("{}: {e}", path.display()));
-    if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).map_err(io)?;
-    }
-    let partial = path.with_extension("json.partial");
-    fs::write(&partial, text).map_err(io)?;
-    fs::rename(&partial, path).map_err(io)
+    write_atomic(path, text.as_bytes())
+        .map_err(|e| resume_error(format!("{}: {e}", path.display())))
 }
 
 fn resume_error(message: String) -> PipelineError {
