@@ -103,6 +103,17 @@ impl Backward<'_> {
     fn rows(&self) -> usize {
         self.acts.layout.tokens
     }
+    /// The linear layer whose weight is at `weight` (`[out_dim, in_dim]`), over this
+    /// pass's rows, with its gradient slot.
+    fn linear(&self, weight: Slot, in_dim: usize, out_dim: usize) -> Linear {
+        Linear {
+            weight: self.w(weight),
+            d_weight: self.g(weight),
+            rows: self.rows(),
+            in_dim,
+            out_dim,
+        }
+    }
 }
 
 /// Backward of the output head: `d_norm[N, D]` (the gradient of `final_norm`; 0 on
@@ -172,15 +183,9 @@ fn mlp_backward<K: Kernels>(
     la: &LayerActs,
 ) -> Result<(), K> {
     let a = &x.acts.layout;
-    let (n, d, i) = (x.rows(), x.c.hidden_size, x.c.intermediate_size);
+    let (d, i) = (x.c.hidden_size, x.c.intermediate_size);
     let kerr = backend::<K::Error>;
-    let down = Linear {
-        weight: x.w(lp.down_weight),
-        d_weight: x.g(lp.down_weight),
-        rows: n,
-        in_dim: i,
-        out_dim: d,
-    };
+    let down = x.linear(lp.down_weight, i, d);
     // d_swiglu[N, I] = d_out[N, D] · down[D, I]
     linear_backward(
         k,
@@ -203,13 +208,7 @@ fn mlp_backward<K: Kernels>(
         (a.d_gate, lp.gate_weight, false),
         (a.d_up, lp.up_weight, true),
     ] {
-        let proj = Linear {
-            weight: x.w(weight),
-            d_weight: x.g(weight),
-            rows: n,
-            in_dim: d,
-            out_dim: i,
-        };
+        let proj = x.linear(weight, d, i);
         linear_backward(
             k,
             proj,
@@ -241,13 +240,7 @@ fn attention_output_backward<K: Kernels>(
     la: &LayerActs,
 ) -> Result<(), K> {
     let a = &x.acts.layout;
-    let o_proj = Linear {
-        weight: x.w(lp.o_weight),
-        d_weight: x.g(lp.o_weight),
-        rows: x.rows(),
-        in_dim: x.c.q_dim(),
-        out_dim: x.c.hidden_size,
-    };
+    let o_proj = x.linear(lp.o_weight, x.c.q_dim(), x.c.hidden_size);
     // d_attn[N, H*hd] = d_out[N, D] · o[D, H*hd]
     linear_backward(
         k,
@@ -270,7 +263,7 @@ fn attention_inputs_backward<K: Kernels>(
     la: &LayerActs,
 ) -> Result<(), K> {
     let (c, a) = (x.c, &x.acts.layout);
-    let (n, d) = (x.rows(), c.hidden_size);
+    let d = c.hidden_size;
     let shape = attention_shape(c);
     let kerr = backend::<K::Error>;
     for (d_proj, heads) in [(a.d_q, shape.heads), (a.d_k, shape.kv_heads)] {
@@ -293,13 +286,7 @@ fn attention_inputs_backward<K: Kernels>(
             k.bias_backward(x.g(bias), x.t(d_proj)).map_err(kerr)?;
         }
         // d_norm[N, D] = sum over q, k, v of d_proj[N, width] · W[width, D]
-        let proj = Linear {
-            weight: x.w(weight),
-            d_weight: x.g(weight),
-            rows: n,
-            in_dim: d,
-            out_dim: width,
-        };
+        let proj = x.linear(weight, d, width);
         linear_backward(
             k,
             proj,
