@@ -3,7 +3,6 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::skill::Skill;
@@ -115,8 +114,9 @@ pub struct Evaluation {
 /// Errors are for the environment itself failing (a bug, a lost connection), not for
 /// the agent's mistakes.
 pub trait Environment {
-    /// The environment's own failure.
-    type Error: fmt::Debug + fmt::Display;
+    /// The environment's own failure: an error that can cross threads and be kept as
+    /// the source of a caller's error.
+    type Error: core::error::Error + Send + Sync + 'static;
 
     /// Starts an episode of `task` with `library` loaded into the interpreter.
     fn reset(&mut self, task: &Task, library: &[Skill]) -> Result<Reset, Self::Error>;

@@ -6,7 +6,6 @@
 //! from `tokens[..=i]`, so per-token slices have length `n - 1`.
 
 use alloc::vec::Vec;
-use core::fmt;
 use serde::{Deserialize, Serialize};
 
 /// How to sample continuations.
@@ -96,8 +95,9 @@ pub struct UpdateStats {
 ///
 /// A generation-only policy returns an error from the training methods.
 pub trait Policy {
-    /// The policy's failure (out of memory, a bad shape, an unsupported call).
-    type Error: fmt::Debug + fmt::Display;
+    /// The policy's failure (out of memory, a bad shape, an unsupported call): an error
+    /// that can cross threads and be kept as the source of a caller's error.
+    type Error: core::error::Error + Send + Sync + 'static;
 
     /// Samples a continuation of every prompt (all in one batch where possible).
     fn generate(

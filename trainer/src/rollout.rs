@@ -52,13 +52,17 @@ impl Default for RolloutConfig {
     }
 }
 
+/// A policy's or an environment's own error, kept whole as the source of the error
+/// that reports it.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
 /// Why a rollout failed (the agent's mistakes never fail it: they end its episode).
 #[derive(Debug)]
 pub enum RolloutError {
     /// The policy failed.
-    Policy(String),
+    Policy(Cause),
     /// An environment failed.
-    Environment(String),
+    Environment(Cause),
     /// A chat could not be started (the prompt is over the episode limit, or does not
     /// tokenise).
     Chat(ChatError),
@@ -88,7 +92,15 @@ impl fmt::Display for RolloutError {
     }
 }
 
-impl std::error::Error for RolloutError {}
+impl std::error::Error for RolloutError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RolloutError::Policy(e) | RolloutError::Environment(e) => Some(e.as_ref()),
+            RolloutError::Chat(e) => Some(e),
+            RolloutError::Environments { .. } => None,
+        }
+    }
+}
 
 /// One episode to run: the task and the library skills it is given.
 #[derive(Clone, Copy, Debug)]
@@ -151,7 +163,7 @@ pub fn run_episodes<P: Policy, E: Environment>(
     for (env, request) in envs.iter_mut().zip(requests) {
         let reset = env
             .reset(request.task, request.library)
-            .map_err(|e| RolloutError::Environment(e.to_string()))?;
+            .map_err(|e| RolloutError::Environment(Box::new(e)))?;
         let loaded: Vec<Skill> = request
             .library
             .iter()
@@ -195,7 +207,7 @@ pub fn run_episodes<P: Policy, E: Environment>(
     for ((env, request), episode) in envs.iter_mut().zip(requests).zip(running) {
         let evaluation = env
             .evaluate()
-            .map_err(|e| RolloutError::Environment(e.to_string()))?;
+            .map_err(|e| RolloutError::Environment(Box::new(e)))?;
         out.push(RolloutEpisode {
             episode: Episode {
                 task: request.task.clone(),
@@ -289,7 +301,7 @@ fn run_turn<P: Policy, E: Environment>(
         .collect();
     let generations = policy
         .generate(&prompts, &params)
-        .map_err(|e| RolloutError::Policy(e.to_string()))?;
+        .map_err(|e| RolloutError::Policy(Box::new(e)))?;
     for (&i, generation) in generating.iter().zip(generations) {
         let episode = &mut running[i];
         let truncated = generation.stop == StopReason::Length;
@@ -313,7 +325,7 @@ fn run_turn<P: Policy, E: Environment>(
             .unwrap_or_default();
         let result = envs[i]
             .step(&text)
-            .map_err(|e| RolloutError::Environment(e.to_string()))?;
+            .map_err(|e| RolloutError::Environment(Box::new(e)))?;
         let (done, had_code) = (result.done, result.had_code);
         let observation = result.observation.clone();
         episode.turns.push(Turn {

@@ -23,13 +23,13 @@ struct Canned {
 }
 
 impl Policy for Canned {
-    type Error = String;
+    type Error = std::io::Error;
 
     fn generate(
         &mut self,
         prompts: &[&[u32]],
         _: &SamplingParams,
-    ) -> Result<Vec<Generation>, String> {
+    ) -> Result<Vec<Generation>, std::io::Error> {
         let mut tokens = self.answers[self.calls.min(self.answers.len() - 1)].clone();
         tokens.push(self.im_end);
         self.calls += 1;
@@ -43,16 +43,16 @@ impl Policy for Canned {
             .collect())
     }
 
-    fn log_probs(&mut self, _: &[&[u32]]) -> Result<Vec<Vec<f32>>, String> {
-        Err("generation only".to_owned())
+    fn log_probs(&mut self, _: &[&[u32]]) -> Result<Vec<Vec<f32>>, std::io::Error> {
+        Err(std::io::Error::other("generation only"))
     }
 
-    fn accumulate_gradient(&mut self, _: &[&[u32]], _: &[&[f32]]) -> Result<f32, String> {
-        Err("generation only".to_owned())
+    fn accumulate_gradient(&mut self, _: &[&[u32]], _: &[&[f32]]) -> Result<f32, std::io::Error> {
+        Err(std::io::Error::other("generation only"))
     }
 
-    fn optimizer_step(&mut self) -> Result<UpdateStats, String> {
-        Err("generation only".to_owned())
+    fn optimizer_step(&mut self) -> Result<UpdateStats, std::io::Error> {
+        Err(std::io::Error::other("generation only"))
     }
 }
 

@@ -23,13 +23,13 @@ struct Recorder<'t> {
 }
 
 impl Policy for Recorder<'_> {
-    type Error = String;
+    type Error = std::io::Error;
 
     fn generate(
         &mut self,
         prompts: &[&[u32]],
         _: &SamplingParams,
-    ) -> Result<Vec<Generation>, String> {
+    ) -> Result<Vec<Generation>, std::io::Error> {
         let im_end = self.template.special_tokens().im_end;
         prompts
             .iter()
@@ -38,7 +38,7 @@ impl Policy for Recorder<'_> {
                     .template
                     .tokenizer()
                     .decode(prompt)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(std::io::Error::other)?;
                 self.prompts.push(text);
                 Ok(Generation {
                     tokens: vec![im_end],
@@ -49,18 +49,18 @@ impl Policy for Recorder<'_> {
             .collect()
     }
 
-    fn log_probs(&mut self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>, String> {
+    fn log_probs(&mut self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>, std::io::Error> {
         Ok(sequences
             .iter()
             .map(|s| vec![0.0; s.len().saturating_sub(1)])
             .collect())
     }
 
-    fn accumulate_gradient(&mut self, _: &[&[u32]], _: &[&[f32]]) -> Result<f32, String> {
+    fn accumulate_gradient(&mut self, _: &[&[u32]], _: &[&[f32]]) -> Result<f32, std::io::Error> {
         Ok(0.0)
     }
 
-    fn optimizer_step(&mut self) -> Result<UpdateStats, String> {
+    fn optimizer_step(&mut self) -> Result<UpdateStats, std::io::Error> {
         Ok(UpdateStats::default())
     }
 }

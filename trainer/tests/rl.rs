@@ -158,20 +158,20 @@ impl<'t> ChoicePolicy<'t> {
 }
 
 impl Policy for ChoicePolicy<'_> {
-    type Error = String;
+    type Error = std::io::Error;
 
     fn generate(
         &mut self,
         prompts: &[&[u32]],
         params: &SamplingParams,
-    ) -> Result<Vec<Generation>, String> {
+    ) -> Result<Vec<Generation>, std::io::Error> {
         let mut out = Vec::new();
         for (i, prompt) in prompts.iter().enumerate() {
             let text = self
                 .template
                 .tokenizer()
                 .decode(prompt)
-                .map_err(|e| e.to_string())?;
+                .map_err(std::io::Error::other)?;
             let context = if text.contains("(empty)") {
                 EMPTY_LIBRARY
             } else {
@@ -181,7 +181,7 @@ impl Policy for ChoicePolicy<'_> {
                 .tasks
                 .iter()
                 .find(|t| text.contains(&t.instruction))
-                .ok_or("no known task in the prompt")?
+                .ok_or_else(|| std::io::Error::other("no known task in the prompt"))?
                 .clone();
             let probabilities = self.probabilities(context);
             let mut u = SequenceRng::new(params.seed, i as u64).next_unit() as f32;
@@ -196,7 +196,7 @@ impl Policy for ChoicePolicy<'_> {
             let mut tokens = self
                 .template
                 .encode_content(&response(&task, arm))
-                .map_err(|e| e.to_string())?;
+                .map_err(std::io::Error::other)?;
             tokens.push(self.template.special_tokens().im_end);
             let mut logprobs = vec![0.0; tokens.len()];
             logprobs[0] = probabilities[arm].ln();
@@ -211,7 +211,7 @@ impl Policy for ChoicePolicy<'_> {
         Ok(out)
     }
 
-    fn log_probs(&mut self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>, String> {
+    fn log_probs(&mut self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>, std::io::Error> {
         Ok(sequences
             .iter()
             .map(|sequence| {
@@ -228,7 +228,7 @@ impl Policy for ChoicePolicy<'_> {
         &mut self,
         sequences: &[&[u32]],
         coefficients: &[&[f32]],
-    ) -> Result<f32, String> {
+    ) -> Result<f32, std::io::Error> {
         let mut objective = 0.0;
         for (sequence, coef) in sequences.iter().zip(coefficients) {
             for (position, context, arm) in self.turns(sequence) {
@@ -244,7 +244,7 @@ impl Policy for ChoicePolicy<'_> {
         Ok(objective)
     }
 
-    fn optimizer_step(&mut self) -> Result<UpdateStats, String> {
+    fn optimizer_step(&mut self) -> Result<UpdateStats, std::io::Error> {
         let norm = self
             .grad
             .iter()
@@ -408,24 +408,28 @@ fn advantages_are_centred_per_chain_position_and_land_on_agent_tokens_only() {
         seen: Vec<(Vec<u32>, Vec<f32>)>,
     }
     impl Policy for Recording<'_, '_> {
-        type Error = String;
+        type Error = std::io::Error;
         fn generate(
             &mut self,
             p: &[&[u32]],
             s: &SamplingParams,
-        ) -> Result<Vec<Generation>, String> {
+        ) -> Result<Vec<Generation>, std::io::Error> {
             self.inner.generate(p, s)
         }
-        fn log_probs(&mut self, s: &[&[u32]]) -> Result<Vec<Vec<f32>>, String> {
+        fn log_probs(&mut self, s: &[&[u32]]) -> Result<Vec<Vec<f32>>, std::io::Error> {
             self.inner.log_probs(s)
         }
-        fn accumulate_gradient(&mut self, s: &[&[u32]], c: &[&[f32]]) -> Result<f32, String> {
+        fn accumulate_gradient(
+            &mut self,
+            s: &[&[u32]],
+            c: &[&[f32]],
+        ) -> Result<f32, std::io::Error> {
             for (sequence, coef) in s.iter().zip(c) {
                 self.seen.push((sequence.to_vec(), coef.to_vec()));
             }
             self.inner.accumulate_gradient(s, c)
         }
-        fn optimizer_step(&mut self) -> Result<UpdateStats, String> {
+        fn optimizer_step(&mut self) -> Result<UpdateStats, std::io::Error> {
             self.inner.optimizer_step()
         }
     }

@@ -20,13 +20,13 @@ struct FillerPolicy {
 }
 
 impl Policy for FillerPolicy {
-    type Error = String;
+    type Error = std::io::Error;
 
     fn generate(
         &mut self,
         prompts: &[&[u32]],
         params: &SamplingParams,
-    ) -> Result<Vec<Generation>, String> {
+    ) -> Result<Vec<Generation>, std::io::Error> {
         assert_eq!(params.stream_keys.len(), prompts.len());
         assert_eq!(params.max_new_tokens_each.len(), prompts.len());
         Ok(prompts
@@ -45,16 +45,16 @@ impl Policy for FillerPolicy {
             .collect())
     }
 
-    fn log_probs(&mut self, _: &[&[u32]]) -> Result<Vec<Vec<f32>>, String> {
-        Err("generation only".to_owned())
+    fn log_probs(&mut self, _: &[&[u32]]) -> Result<Vec<Vec<f32>>, std::io::Error> {
+        Err(std::io::Error::other("generation only"))
     }
 
-    fn accumulate_gradient(&mut self, _: &[&[u32]], _: &[&[f32]]) -> Result<f32, String> {
-        Err("generation only".to_owned())
+    fn accumulate_gradient(&mut self, _: &[&[u32]], _: &[&[f32]]) -> Result<f32, std::io::Error> {
+        Err(std::io::Error::other("generation only"))
     }
 
-    fn optimizer_step(&mut self) -> Result<UpdateStats, String> {
-        Err("generation only".to_owned())
+    fn optimizer_step(&mut self) -> Result<UpdateStats, std::io::Error> {
+        Err(std::io::Error::other("generation only"))
     }
 }
 

@@ -31,13 +31,13 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use sage_core::grpo::GrpoConfig;
-use sage_core::reward::RewardConfig;
+use sage_core::grpo::{GrpoConfig, GrpoError};
+use sage_core::reward::{RewardConfig, RewardError};
 use sage_core::TaskChain;
 use sage_envs::prompt::PromptMode;
 
 use crate::optim::{AdamWConfig, LrSchedule};
-use crate::rollout::{RolloutConfig, RolloutError};
+use crate::rollout::{Cause, RolloutConfig, RolloutError};
 
 pub use chain::{rollout_chains, ChainRollout};
 pub use control::{control_gap, ControlGap};
@@ -209,9 +209,13 @@ pub enum RlError {
     /// The rollouts failed (a policy or environment failure, not an agent mistake).
     Rollout(RolloutError),
     /// The policy failed outside rollouts (log-probs, gradient, optimizer step).
-    Policy(String),
-    /// The reward or the GRPO math rejected their inputs.
-    Math(String),
+    Policy(Cause),
+    /// The frozen reference policy of the KL term failed.
+    Reference(Cause),
+    /// The reward rejected the outcomes.
+    Reward(RewardError),
+    /// The GRPO math rejected its inputs (advantages, the loss).
+    Grpo(GrpoError),
     /// Too many updates in a row failed; the last good state is intact.
     Diverged {
         /// Failed updates in a row.
@@ -238,7 +242,9 @@ impl fmt::Display for RlError {
             }
             RlError::Rollout(e) => write!(f, "rollout: {e}"),
             RlError::Policy(e) => write!(f, "policy: {e}"),
-            RlError::Math(e) => write!(f, "{e}"),
+            RlError::Reference(e) => write!(f, "reference policy: {e}"),
+            RlError::Reward(e) => write!(f, "reward: {e}"),
+            RlError::Grpo(e) => write!(f, "grpo: {e}"),
             RlError::Diverged { failed, step } => write!(
                 f,
                 "{failed} updates in a row had a non-finite loss or gradient (last at step \
@@ -248,7 +254,20 @@ impl fmt::Display for RlError {
     }
 }
 
-impl std::error::Error for RlError {}
+impl std::error::Error for RlError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RlError::Rollout(e) => Some(e),
+            RlError::Policy(e) | RlError::Reference(e) => Some(e.as_ref()),
+            RlError::Reward(e) => Some(e),
+            RlError::Grpo(e) => Some(e),
+            RlError::Config(_)
+            | RlError::ChainLength { .. }
+            | RlError::NoChains
+            | RlError::Diverged { .. } => None,
+        }
+    }
+}
 
 impl From<RolloutError> for RlError {
     fn from(e: RolloutError) -> RlError {
@@ -268,5 +287,26 @@ fn check_chains(chains: &[TaskChain], chain_len: usize) -> Result<(), RlError> {
             expected: chain_len,
         }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+    use std::io;
+
+    #[test]
+    fn a_policy_failure_stays_reachable_through_the_error_chain() {
+        let error = RlError::Rollout(RolloutError::Policy(Box::new(io::Error::other("gpu lost"))));
+        let rollout = error.source().expect("the rollout error is the source");
+        let cause = rollout.source().expect("the policy's error is its source");
+        let io_error = cause
+            .downcast_ref::<io::Error>()
+            .expect("kept whole, not as text");
+        assert_eq!(io_error.to_string(), "gpu lost");
+        assert_eq!(error.to_string(), "rollout: policy: gpu lost");
+        let grpo = RlError::Grpo(GrpoError::MissingReference);
+        assert!(grpo.source().unwrap().downcast_ref::<GrpoError>().is_some());
     }
 }

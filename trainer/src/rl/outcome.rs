@@ -56,7 +56,7 @@ pub fn chain_rewards(
         let mut rewards = vec![0.0f32; rollout.outcomes.len()];
         reward
             .rewards(&rollout.outcomes, &mut rewards)
-            .map_err(|e| RlError::Math(format!("reward: {e}")))?;
+            .map_err(RlError::Reward)?;
         out.extend(rewards);
     }
     Ok(out)

@@ -139,11 +139,11 @@ pub fn update_policy<P: Policy>(
     if rollouts.iter().any(|r| r.episodes.len() != chain_len)
         || rewards.len() != rollouts.len() * chain_len
     {
-        return Err(RlError::Math(format!(
-            "{} rewards for {} rollouts of {chain_len} tasks",
-            rewards.len(),
-            rollouts.len()
-        )));
+        return Err(RlError::Grpo(GrpoError::LengthMismatch {
+            what: "rewards (one per task of every rollout, all of one chain length)",
+            expected: rollouts.len() * chain_len,
+            found: rewards.len(),
+        }));
     }
     let mut advantages = vec![0.0f32; rewards.len()];
     chain_advantages(
@@ -154,7 +154,7 @@ pub fn update_policy<P: Policy>(
         grpo.std_eps,
         &mut advantages,
     )
-    .map_err(|e| RlError::Math(format!("advantages: {e}")))?;
+    .map_err(RlError::Grpo)?;
     let sequences: Vec<Sequence<'_>> = rollouts
         .iter()
         .flat_map(|r| &r.episodes)
@@ -190,12 +190,11 @@ pub fn update_policy<P: Policy>(
         report.not_applied = Some(NotApplied::NoSignal);
         return Ok(report);
     }
-    let logp_old = scores(policy, &sequences, &needed)?;
+    let logp_old = scores(policy, &sequences, &needed).map_err(policy_failed)?;
     report.logprob_mismatch = logprob_mismatch(&sequences, &needed, &logp_old);
     let logp_ref = match reference {
         Some(reference) if with_kl => Some(
-            scores(reference, &sequences, &needed)
-                .map_err(|e| RlError::Policy(format!("reference: {e}")))?,
+            scores(reference, &sequences, &needed).map_err(|e| RlError::Reference(Box::new(e)))?,
         ),
         _ => None,
     };
@@ -216,7 +215,7 @@ pub fn update_policy<P: Policy>(
         let logp = if part == 0 {
             None
         } else {
-            Some(scores(policy, &sequences, &scored)?)
+            Some(scores(policy, &sequences, &scored).map_err(policy_failed)?)
         };
         let current = logp.as_ref().unwrap_or(&logp_old);
         let step = minibatch_step(
@@ -250,7 +249,7 @@ pub fn update_policy<P: Policy>(
         report.not_applied = Some(NotApplied::NoSignal);
         return Ok(report);
     }
-    let logp_new = scores(policy, &sequences, &needed)?;
+    let logp_new = scores(policy, &sequences, &needed).map_err(policy_failed)?;
     movement(&mut report, &sequences, &needed, &logp_old, &logp_new);
     Ok(report)
 }
@@ -266,16 +265,19 @@ struct Scores<'a> {
     reference: Option<&'a ScoreMap>,
 }
 
+/// A policy's failure as an [`RlError`], kept whole.
+fn policy_failed<E: std::error::Error + Send + Sync + 'static>(e: E) -> RlError {
+    RlError::Policy(Box::new(e))
+}
+
 /// The log-probs of sequences `which` under `policy`.
 fn scores<P: Policy>(
     policy: &mut P,
     sequences: &[Sequence<'_>],
     which: &[usize],
-) -> Result<ScoreMap, RlError> {
+) -> Result<ScoreMap, P::Error> {
     let tokens: Vec<&[u32]> = which.iter().map(|&i| sequences[i].tokens).collect();
-    let logp = policy
-        .log_probs(&tokens)
-        .map_err(|e| RlError::Policy(e.to_string()))?;
+    let logp = policy.log_probs(&tokens)?;
     Ok(which.iter().copied().zip(logp).collect())
 }
 
@@ -342,7 +344,7 @@ fn minibatch_step<P: Policy>(
             report.not_applied = Some(NotApplied::NonFinite(what.to_owned()));
             return Ok(Some(report));
         }
-        Err(e) => return Err(RlError::Math(format!("grpo loss: {e}"))),
+        Err(e) => return Err(RlError::Grpo(e)),
     };
     report.loss = stats.loss;
     report.clip_fraction = stats.clip_fraction;
@@ -369,12 +371,10 @@ fn minibatch_step<P: Policy>(
         .collect();
     policy
         .accumulate_gradient(&trained_tokens, &trained_coef)
-        .map_err(|e| RlError::Policy(e.to_string()))?;
+        .map_err(policy_failed)?;
     report.trained_sequences = trained.len();
     report.backward_tokens = trained_tokens.iter().map(|t| t.len()).sum();
-    let step = policy
-        .optimizer_step()
-        .map_err(|e| RlError::Policy(e.to_string()))?;
+    let step = policy.optimizer_step().map_err(policy_failed)?;
     report.grad_norm = step.grad_norm;
     report.learning_rate = step.learning_rate;
     if step.skipped {
