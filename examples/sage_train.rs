@@ -127,7 +127,8 @@ fn train_and_evaluate<K: Kernels>(mut k: K, config: &RunConfig) -> Result<(), Bo
     let template = ChatTemplate::new(&tokenizer)?;
     run_eval(
         &mut policy,
-        config,
+        &config.eval,
+        config.data.prompt_rules,
         &template,
         Some(&dir.join("rl_example_eval.json")),
         &mut reporter,

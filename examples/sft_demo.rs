@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let files = prepare_data(&config.data, &dir, &mut reporter)?;
 
     // 2. A tokenizer for the model built from scratch, with the ChatML special tokens.
-    let tokenizer = train_tokenizer(&config, &files.train, &dir, &mut reporter)?;
+    let tokenizer = train_tokenizer(&config.tokenizer, &files.train, &dir, &mut reporter)?;
     let template =
         ChatTemplate::new(&tokenizer)?.with_max_len(config.model.max_position_embeddings);
     let train = load_sft_data(&files.train, &template, &mut reporter)?;
@@ -57,7 +57,7 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     // 3. A fresh model and its optimizer; the cosine schedule spans the run.
     let mut k = CpuBackend::new();
-    let model = fresh_model(&mut k, &config, &tokenizer)?;
+    let model = fresh_model(&mut k, &config.model, config.run.seed, &tokenizer)?;
     let mut optimizer = config.optimizer.clone();
     optimizer.resolve_total_steps(
         SftTrainer::new(config.sft.clone(), &train, SftState::default()).total_steps(),
@@ -69,7 +69,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut on_step = |_: &mut TransformerPolicy<CpuBackend>, _: &_, _| Ok(());
     let (summary, _) = run_sft(
         &mut policy,
-        &config,
+        &config.sft,
         &train,
         Some(&dev),
         SftState::default(),
@@ -88,7 +88,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     //    tasks of its scenario saved; the table goes to the reporter, the JSON to disk.
     let reports = run_eval(
         &mut policy,
-        &config,
+        &config.eval,
+        config.data.prompt_rules,
         &template,
         Some(&dir.join("eval.json")),
         &mut reporter,

@@ -31,7 +31,7 @@ fn sft_path(
     steps: usize,
 ) -> Result<f64, Box<dyn Error>> {
     let mut k = CpuBackend::new();
-    let model = fresh_model(&mut k, config, tokenizer)?;
+    let model = fresh_model(&mut k, &config.model, config.run.seed, tokenizer)?;
     let mut policy = TransformerPolicy::trainable(k, model, config.optimizer.clone())?
         .with_max_batch_tokens(config.run.max_batch_tokens);
     let mut trainer = SftTrainer::new(config.sft.clone(), data, SftState::default());
@@ -54,7 +54,7 @@ fn raw_path(
     steps: usize,
 ) -> Result<f64, Box<dyn Error>> {
     let mut k = CpuBackend::new();
-    let mut model = fresh_model(&mut k, config, tokenizer)?;
+    let mut model = fresh_model(&mut k, &config.model, config.run.seed, tokenizer)?;
     let total = model.params().len;
     let m = Tensor::whole(k.alloc(total)?, total);
     let v = Tensor::whole(k.alloc(total)?, total);
@@ -105,7 +105,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     };
     let mut reporter = PrintReporter { every: u64::MAX };
     let files = prepare_data(&config.data, &dir, &mut reporter)?;
-    let tokenizer = train_tokenizer(&config, &files.train, &dir, &mut reporter)?;
+    let tokenizer = train_tokenizer(&config.tokenizer, &files.train, &dir, &mut reporter)?;
     let template =
         ChatTemplate::new(&tokenizer)?.with_max_len(config.model.max_position_embeddings);
     let data = load_sft_data(&files.train, &template, &mut reporter)?;

@@ -82,7 +82,15 @@ fn rates_of(answers: &[&str]) -> (f64, f64) {
         im_end: template.special_tokens().im_end,
     };
     let mut reporter = PrintReporter { every: 1 };
-    let reports = run_eval(&mut policy, &config, &template, None, &mut reporter).expect("eval");
+    let reports = run_eval(
+        &mut policy,
+        &config.eval,
+        config.data.prompt_rules,
+        &template,
+        None,
+        &mut reporter,
+    )
+    .expect("eval");
     assert_eq!(policy.calls, 3, "three one-turn tasks");
     let metrics = &reports[0].metrics;
     (metrics.skill_writing, metrics.skill_usage)

@@ -124,7 +124,15 @@ fn evaluation_and_rl_use_the_data_prompt() {
 
         // Evaluation: three tasks, each ended by the first (code-less) turn.
         let mut reporter = PrintReporter { every: 1 };
-        run_eval(&mut policy, &config, &template, None, &mut reporter).expect("eval");
+        run_eval(
+            &mut policy,
+            &config.eval,
+            config.data.prompt_rules,
+            &template,
+            None,
+            &mut reporter,
+        )
+        .expect("eval");
         assert_eq!(policy.prompts.len(), 3);
         for prompt in &policy.prompts {
             assert_eq!(system_message(prompt), expected, "rules {prompt_rules}");

@@ -118,8 +118,8 @@ fn the_longest_agent_turn_is_measured_and_rollout_limits_below_it_are_named() {
     let mut config = RunConfig::default();
     config.eval.rollout.max_new_tokens = longest as u32;
     config.rl.rollout.max_new_tokens = longest as u32 - 1;
-    assert!(turn_limit_warnings(&data, &config, false).is_empty());
-    let warnings = turn_limit_warnings(&data, &config, true);
+    assert!(turn_limit_warnings(&data, &config.eval, None).is_empty());
+    let warnings = turn_limit_warnings(&data, &config.eval, Some(&config.rl));
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].starts_with("[rl.rollout] max_new_tokens"));
     assert!(warnings[0].contains(&format!("({longest} tokens)")));

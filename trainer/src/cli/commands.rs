@@ -395,11 +395,11 @@ fn sft<K: Kernels>(
         None => {
             let tokenizer = match &sources.init {
                 Some(init) => Tokenizer::from_dir(init).map_err(failed("init"))?,
-                None => train_tokenizer(config, &train_path, dir, &mut reporter)?,
+                None => train_tokenizer(&config.tokenizer, &train_path, dir, &mut reporter)?,
             };
             let model = match &sources.init {
                 Some(init) => load_model(&mut k, init).map_err(failed("init"))?,
-                None => fresh_model(&mut k, config, &tokenizer)?,
+                None => fresh_model(&mut k, &config.model, config.run.seed, &tokenizer)?,
             };
             (model, tokenizer, None, SftState::default())
         }
@@ -408,7 +408,7 @@ fn sft<K: Kernels>(
         .map_err(failed("tokenizer"))?
         .with_max_len(model.config().max_position_embeddings);
     let train = load_sft_data(&train_path, &template, &mut reporter)?;
-    warn_turn_limits(&train, config, false);
+    warn_turn_limits(&train, &config.eval, None);
     let dev = match &dev_path {
         Some(path) => Some(load_sft_data(path, &template, &mut reporter)?),
         None => None,
@@ -433,7 +433,7 @@ fn sft<K: Kernels>(
     };
     let (summary, _) = run_sft(
         &mut policy,
-        config,
+        &config.sft,
         &train,
         dev.as_ref(),
         state,
@@ -483,6 +483,13 @@ fn eval<K: Kernels>(
         TransformerPolicy::inference(k, model).with_max_batch_tokens(config.run.max_batch_tokens);
     let out = out.map_or_else(|| config.run.dir.join("eval.json"), Path::to_owned);
     reporter.info(&format!("evaluating {}", dir.display()));
-    run_eval(&mut policy, config, &template, Some(&out), &mut reporter)?;
+    run_eval(
+        &mut policy,
+        &config.eval,
+        config.data.prompt_rules,
+        &template,
+        Some(&out),
+        &mut reporter,
+    )?;
     Ok(())
 }

@@ -165,7 +165,14 @@ pub(super) fn train<K: Kernels>(
     compare_with_control(config, &mut reporter)?;
     let out = rl_dir(config).join("eval.json");
     let template = ChatTemplate::new(&tokenizer).map_err(failed("tokenizer"))?;
-    run_eval(&mut policy, config, &template, Some(&out), &mut reporter)?;
+    run_eval(
+        &mut policy,
+        &config.eval,
+        config.data.prompt_rules,
+        &template,
+        Some(&out),
+        &mut reporter,
+    )?;
     Ok(())
 }
 

@@ -15,16 +15,18 @@ use std::time::Instant;
 
 use sage_core::Policy;
 use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
-use sage_transformer::{Kernels, Transformer};
+use sage_transformer::{Kernels, ModelConfig, Transformer};
 
 use crate::chat::ChatTemplate;
-use crate::config::RunConfig;
+use crate::config::{RunConfig, TokenizerSection};
 use crate::data::{expert_data, write_records, ExpertDataConfig};
-use crate::eval::{evaluate_split, metrics_table, EvalMetrics, TaskOutcome};
+use crate::eval::{evaluate_split, metrics_table, EvalConfig, EvalMetrics, TaskOutcome};
+use crate::files::write_atomic;
 use crate::init::init_params;
 use crate::metrics::{plot_line_chart, LineChart};
 use crate::policy::TransformerPolicy;
-use crate::sft::{dev_loss, SftData, SftState, SftStep, SftTrainer};
+use crate::rl::RlConfig;
+use crate::sft::{dev_loss, SftConfig, SftData, SftState, SftStep, SftTrainer};
 use crate::tokenizer::Tokenizer;
 
 mod backend;
@@ -190,7 +192,7 @@ pub fn prepare_data(
 /// Trains a byte-level BPE on the message contents of a JSON-lines file and saves it
 /// as `dir/tokenizer.json`.
 pub fn train_tokenizer(
-    config: &RunConfig,
+    settings: &TokenizerSection,
     train: &Path,
     dir: &Path,
     reporter: &mut dyn Reporter,
@@ -212,8 +214,8 @@ pub fn train_tokenizer(
         })?;
         contents.extend(messages.into_iter().map(|m| m.content));
     }
-    let tokenizer = Tokenizer::train(contents.iter(), &config.tokenizer.train_config())
-        .map_err(failed("tokenizer"))?;
+    let tokenizer =
+        Tokenizer::train(contents.iter(), &settings.train_config()).map_err(failed("tokenizer"))?;
     fs::create_dir_all(dir).map_err(failed("tokenizer"))?;
     let path = tokenizer.save_to_dir(dir).map_err(failed("tokenizer"))?;
     reporter.info(&format!(
@@ -224,17 +226,18 @@ pub fn train_tokenizer(
     Ok(tokenizer)
 }
 
-/// A freshly initialised model of the configured shape, its vocabulary that of
-/// `tokenizer`.
+/// A freshly initialised model of the shape `model` (seeded by `seed`), its vocabulary
+/// that of `tokenizer`.
 pub fn fresh_model<K: Kernels>(
     k: &mut K,
-    config: &RunConfig,
+    model: &ModelConfig,
+    seed: u64,
     tokenizer: &Tokenizer,
 ) -> Result<Transformer, PipelineError> {
-    let mut model_config = config.model.clone();
+    let mut model_config = model.clone();
     model_config.vocab_size = tokenizer.vocab_size();
     let model = Transformer::new(k, model_config).map_err(failed("model"))?;
-    init_params(k, &model, config.run.seed).map_err(failed("model"))?;
+    init_params(k, &model, seed).map_err(failed("model"))?;
     Ok(model)
 }
 
@@ -266,10 +269,14 @@ pub fn load_sft_data(
 /// per-turn token limit (`[eval.rollout]`, and `[rl.rollout]` when `with_rl`) below the
 /// longest agent turn of the data. A model that learnt such a turn is cut off before
 /// its code block ends and fails the task, which hides what it learnt.
-pub fn turn_limit_warnings(data: &SftData, config: &RunConfig, with_rl: bool) -> Vec<String> {
-    let mut limits = vec![("[eval.rollout]", config.eval.rollout.max_new_tokens)];
-    if with_rl {
-        limits.push(("[rl.rollout]", config.rl.rollout.max_new_tokens));
+pub fn turn_limit_warnings(
+    data: &SftData,
+    eval: &EvalConfig,
+    rl: Option<&RlConfig>,
+) -> Vec<String> {
+    let mut limits = vec![("[eval.rollout]", eval.rollout.max_new_tokens)];
+    if let Some(rl) = rl {
+        limits.push(("[rl.rollout]", rl.rollout.max_new_tokens));
     }
     limits
         .into_iter()
@@ -285,8 +292,8 @@ pub fn turn_limit_warnings(data: &SftData, config: &RunConfig, with_rl: bool) ->
 }
 
 /// Logs [`turn_limit_warnings`] as warnings.
-pub fn warn_turn_limits(data: &SftData, config: &RunConfig, with_rl: bool) {
-    for warning in turn_limit_warnings(data, config, with_rl) {
+pub fn warn_turn_limits(data: &SftData, eval: &EvalConfig, rl: Option<&RlConfig>) {
+    for warning in turn_limit_warnings(data, eval, rl) {
         tracing::warn!("{warning}");
     }
 }
@@ -325,7 +332,7 @@ pub struct SftSummary {
 /// reporting every step; returns the summary and the final state.
 pub fn run_sft<K: Kernels>(
     policy: &mut TransformerPolicy<K>,
-    config: &RunConfig,
+    sft: &SftConfig,
     train: &SftData,
     dev: Option<&SftData>,
     state: SftState,
@@ -333,7 +340,7 @@ pub fn run_sft<K: Kernels>(
     on_step: &mut SftHook<'_, K>,
 ) -> Result<(SftSummary, SftState), PipelineError> {
     reporter.stage("sft");
-    let mut trainer = SftTrainer::new(config.sft.clone(), train, state);
+    let mut trainer = SftTrainer::new(sft.clone(), train, state);
     reporter.sft_started(state.step, trainer.total_steps());
     let started = Instant::now();
     let (mut tokens, mut steps, mut skipped) = (0usize, 0u64, 0u64);
@@ -373,17 +380,18 @@ pub struct EvalReport {
     pub tasks: Vec<TaskOutcome>,
 }
 
-/// Evaluates `policy` on every configured split and retrieval mode of the built-in
-/// world, prints the table through `reporter`, and writes `out` as JSON when given.
+/// Evaluates `policy` on every split and retrieval mode of `eval` in the built-in world
+/// (the system prompt with the world's rules when `prompt_rules`), prints the table
+/// through `reporter`, and writes `out` as JSON when given.
 pub fn run_eval<P: Policy>(
     policy: &mut P,
-    config: &RunConfig,
+    eval: &EvalConfig,
+    prompt_rules: bool,
     template: &ChatTemplate<'_>,
     out: Option<&Path>,
     reporter: &mut dyn Reporter,
 ) -> Result<Vec<EvalReport>, PipelineError> {
     reporter.stage("evaluation");
-    let eval = &config.eval;
     let (splits, modes) = (&eval.splits, &eval.modes);
     let catalog =
         Arc::new(Catalog::build_splits(&CatalogConfig::default(), splits).map_err(failed("eval"))?);
@@ -401,7 +409,7 @@ pub fn run_eval<P: Policy>(
                 split,
                 mode,
                 eval,
-                config.data.prompt_rules,
+                prompt_rules,
                 &mut |wave, waves| reporter.eval_wave(split.name(), &mode_name, wave, waves),
             )
             .map_err(failed("eval"))?;
@@ -412,10 +420,7 @@ pub fn run_eval<P: Policy>(
     reporter.result(&metrics_table(&rows));
     if let Some(out) = out {
         let json = serde_json::to_string_pretty(&reports).map_err(failed("eval"))?;
-        if let Some(parent) = out.parent() {
-            fs::create_dir_all(parent).map_err(failed("eval"))?;
-        }
-        fs::write(out, json)
+        write_atomic(out, json.as_bytes())
             .map_err(|e| PipelineError::new("eval", format!("{}: {e}", out.display())))?;
         reporter.info(&format!("evaluation written to {}", out.display()));
     }
@@ -445,14 +450,14 @@ pub fn run_demo<K: Kernels>(
     let started = Instant::now();
     let dir = config.run.dir.clone();
     let files = prepare_data(&config.data, &dir, reporter)?;
-    let tokenizer = train_tokenizer(config, &files.train, &dir, reporter)?;
+    let tokenizer = train_tokenizer(&config.tokenizer, &files.train, &dir, reporter)?;
     let template = ChatTemplate::new(&tokenizer)
         .map_err(failed("tokenizer"))?
         .with_max_len(config.model.max_position_embeddings);
     let train = load_sft_data(&files.train, &template, reporter)?;
     let dev = load_sft_data(&files.dev, &template, reporter)?;
-    warn_turn_limits(&train, config, false);
-    let model = fresh_model(&mut k, config, &tokenizer)?;
+    warn_turn_limits(&train, &config.eval, None);
+    let model = fresh_model(&mut k, &config.model, config.run.seed, &tokenizer)?;
     let mut optimizer = config.optimizer.clone();
     let total = SftTrainer::new(config.sft.clone(), &train, SftState::default()).total_steps();
     optimizer.resolve_total_steps(total);
@@ -476,7 +481,7 @@ pub fn run_demo<K: Kernels>(
     };
     let (sft, _) = run_sft(
         &mut policy,
-        config,
+        &config.sft,
         &train,
         Some(&dev),
         SftState::default(),
@@ -491,7 +496,8 @@ pub fn run_demo<K: Kernels>(
     ));
     let eval = run_eval(
         &mut policy,
-        config,
+        &config.eval,
+        config.data.prompt_rules,
         &template,
         Some(&dir.join("eval.json")),
         reporter,

@@ -102,7 +102,12 @@ pub fn run_experiment<K: Kernels>(
         };
         let files = prepare_data(&data_config, &dir.join(format!("sft-{mode}")), reporter)?;
         if tokenizer.is_none() {
-            tokenizer = Some(train_tokenizer(config, &files.train, dir, reporter)?);
+            tokenizer = Some(train_tokenizer(
+                &config.tokenizer,
+                &files.train,
+                dir,
+                reporter,
+            )?);
         }
         data.push((*mode, files));
     }
@@ -121,7 +126,7 @@ pub fn run_experiment<K: Kernels>(
         }
         let train = load_sft_data(&files.train, &template, reporter)?;
         let dev = load_sft_data(&files.dev, &template, reporter)?;
-        warn_turn_limits(&train, config, true);
+        warn_turn_limits(&train, &config.eval, Some(&config.rl));
         reporter.stage(&format!("sft on {mode} trajectories"));
         let out = dir.join(format!("sft-{mode}")).join("model");
         let (backend, done) = sft(k, config, &tokenizer, &train, &dev, &out, reporter)?;
@@ -194,7 +199,7 @@ fn sft<K: Kernels>(
     out: &Path,
     reporter: &mut dyn Reporter,
 ) -> Result<(K, SftFinished), PipelineError> {
-    let model = fresh_model(&mut k, config, tokenizer)?;
+    let model = fresh_model(&mut k, &config.model, config.run.seed, tokenizer)?;
     let mut optimizer = config.optimizer.clone();
     optimizer.resolve_total_steps(
         SftTrainer::new(config.sft.clone(), train, SftState::default()).total_steps(),
@@ -205,7 +210,7 @@ fn sft<K: Kernels>(
     let mut on_step = |_: &mut TransformerPolicy<K>, _: &_, _| Ok(());
     let (summary, _) = run_sft(
         &mut policy,
-        config,
+        &config.sft,
         train,
         Some(dev),
         SftState::default(),
@@ -331,14 +336,11 @@ fn run_arm<K: Kernels>(
             policy
         }
     };
-    let arm_config = RunConfig {
-        eval: arm.eval_config(&config.eval),
-        ..config.clone()
-    };
     let template = ChatTemplate::new(tokenizer).map_err(failed("tokenizer"))?;
     let reports = run_eval(
         &mut policy,
-        &arm_config,
+        &arm.eval_config(&config.eval),
+        config.data.prompt_rules,
         &template,
         Some(&arm_dir.join("eval.json")),
         reporter,
