@@ -56,18 +56,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("float", "the total in dollars"),
             docs: &[("coinpay", "search_users"), ("coinpay", "show_transactions")],
-            body: r#"    users = apis.coinpay.search_users(access_token=coinpay_token, query=name, page_limit=20)
-    email = [u["email"] for u in users if u["name"].lower() == name.lower()][0]
-    total = 0.0
-    for page in range(100):
-        batch = apis.coinpay.show_transactions(access_token=coinpay_token, direction="received", user_email=email, page_index=page, page_limit=20)
-        if not batch:
-            break
-        for t in batch:
-            if t["created_at"].startswith(month):
-                total += t["amount"]
-    return total
-"#,
+            body: include_str!("skills/coinpay_received_in_month.star"),
         },
     },
     Template {
@@ -119,16 +108,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("float", "the total in dollars"),
             docs: &[("coinpay", "show_transactions")],
-            body: r#"    total = 0.0
-    for page in range(100):
-        batch = apis.coinpay.show_transactions(access_token=coinpay_token, direction="sent", min_date=since, query=description, page_index=page, page_limit=20)
-        if not batch:
-            break
-        for t in batch:
-            if t["description"].lower() == description.lower():
-                total += t["amount"]
-    return total
-"#,
+            body: include_str!("skills/coinpay_spent_on_since.star"),
         },
     },
     Template {
@@ -158,18 +138,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "name", ty: "str", doc: "the requester's full name" }],
             returns: ("int", "how many requests were declined"),
             docs: &[("coinpay", "show_payment_requests"), ("coinpay", "decline_payment_request")],
-            body: r#"    users = apis.coinpay.search_users(access_token=coinpay_token, query=name, page_limit=20)
-    email = [u["email"] for u in users if u["name"].lower() == name.lower()][0]
-    requests = []
-    for page in range(100):
-        batch = apis.coinpay.show_payment_requests(access_token=coinpay_token, direction="received", status="pending", user_email=email, page_index=page, page_limit=20)
-        if not batch:
-            break
-        requests.extend(batch)
-    for request in requests:
-        apis.coinpay.decline_payment_request(access_token=coinpay_token, payment_request_id=request["payment_request_id"])
-    return len(requests)
-"#,
+            body: include_str!("skills/coinpay_decline_requests_from.star"),
         },
     },
     Template {
@@ -208,19 +177,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "limit", ty: "float", doc: "the largest amount in dollars to pay" }],
             returns: ("list", "the ids of the requests paid"),
             docs: &[("coinpay", "show_payment_requests"), ("coinpay", "approve_payment_request")],
-            body: r#"    requests = []
-    for page in range(100):
-        batch = apis.coinpay.show_payment_requests(access_token=coinpay_token, direction="received", status="pending", page_index=page, page_limit=20)
-        if not batch:
-            break
-        requests.extend(batch)
-    paid = []
-    for request in requests:
-        if request["amount"] <= limit:
-            apis.coinpay.approve_payment_request(access_token=coinpay_token, payment_request_id=request["payment_request_id"])
-            paid.append(request["payment_request_id"])
-    return paid
-"#,
+            body: include_str!("skills/coinpay_approve_small_requests.star"),
         },
     },
     Template {
@@ -257,21 +214,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "month", ty: "str", doc: "the month, written YYYY-MM" }],
             returns: ("str", "the sender's full name"),
             docs: &[("coinpay", "show_transactions")],
-            body: r#"    totals = {}
-    for page in range(100):
-        batch = apis.coinpay.show_transactions(access_token=coinpay_token, direction="received", min_date=month + "-01", page_index=page, page_limit=20)
-        if not batch:
-            break
-        for t in batch:
-            if t["created_at"].startswith(month):
-                sender = t["sender"]["name"]
-                totals[sender] = totals.get(sender, 0) + t["amount"]
-    best = ""
-    for sender in totals:
-        if best == "" or totals[sender] > totals[best]:
-            best = sender
-    return best
-"#,
+            body: include_str!("skills/coinpay_top_sender_in_month.star"),
         },
     },
     Template {
@@ -308,16 +251,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "name", ty: "str", doc: "the receiver's full name" }],
             returns: ("float", "the total in dollars"),
             docs: &[("coinpay", "search_users"), ("coinpay", "show_transactions")],
-            body: r#"    users = apis.coinpay.search_users(access_token=coinpay_token, query=name, page_limit=20)
-    email = [u["email"] for u in users if u["name"].lower() == name.lower()][0]
-    total = 0.0
-    for page in range(100):
-        batch = apis.coinpay.show_transactions(access_token=coinpay_token, direction="sent", user_email=email, page_index=page, page_limit=20)
-        if not batch:
-            break
-        total += sum([t["amount"] for t in batch])
-    return total
-"#,
+            body: include_str!("skills/coinpay_sent_to_person.star"),
         },
     },
     Template {
@@ -347,18 +281,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "name", ty: "str", doc: "the payer's full name" }],
             returns: ("int", "how many requests were cancelled"),
             docs: &[("coinpay", "show_payment_requests"), ("coinpay", "cancel_payment_request")],
-            body: r#"    users = apis.coinpay.search_users(access_token=coinpay_token, query=name, page_limit=20)
-    email = [u["email"] for u in users if u["name"].lower() == name.lower()][0]
-    requests = []
-    for page in range(100):
-        batch = apis.coinpay.show_payment_requests(access_token=coinpay_token, direction="sent", status="pending", user_email=email, page_index=page, page_limit=20)
-        if not batch:
-            break
-        requests.extend(batch)
-    for request in requests:
-        apis.coinpay.cancel_payment_request(access_token=coinpay_token, payment_request_id=request["payment_request_id"])
-    return len(requests)
-"#,
+            body: include_str!("skills/coinpay_cancel_requests_to.star"),
         },
     },
 ];

@@ -78,21 +78,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("list", "names of the people asked"),
             docs: &[("phone", "show_contacts"), ("coinpay", "search_users"), ("coinpay", "request_payment")],
-            body: r#"    contacts = []
-    for page in range(100):
-        batch = apis.phone.show_contacts(access_token=phone_token, relationship=relation, page_index=page, page_limit=20)
-        if not batch:
-            break
-        contacts.extend(batch)
-    asked = []
-    for contact in contacts:
-        full_name = contact["first_name"] + " " + contact["last_name"]
-        users = apis.coinpay.search_users(access_token=coinpay_token, query=full_name, page_limit=20)
-        email = [u["email"] for u in users if u["name"] == full_name][0]
-        apis.coinpay.request_payment(access_token=coinpay_token, payer_email=email, amount=amount, description=reason)
-        asked.append(full_name)
-    return asked
-"#,
+            body: include_str!("skills/cross_request_from_relation.star"),
         },
     },
     Template {
@@ -126,16 +112,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "name", ty: "str", doc: "the contact's full name" }],
             returns: ("int", "the number of inbox emails from the contact"),
             docs: &[("phone", "show_contacts"), ("mail", "show_emails")],
-            body: r#"    contacts = apis.phone.show_contacts(access_token=phone_token, query=name, page_limit=20)
-    address = [c["email"] for c in contacts if c["first_name"] + " " + c["last_name"] == name][0]
-    count = 0
-    for page in range(100):
-        batch = apis.mail.show_emails(access_token=mail_token, folder="inbox", sender=address, page_index=page, page_limit=20)
-        if not batch:
-            break
-        count += len(batch)
-    return count
-"#,
+            body: include_str!("skills/cross_inbox_count_from_contact.star"),
         },
     },
     Template {
@@ -182,18 +159,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("int", "the id of the email forwarded"),
             docs: &[("phone", "show_contacts"), ("mail", "show_emails"), ("mail", "forward_email")],
-            body: r#"    contacts = apis.phone.show_contacts(access_token=phone_token, query=name, page_limit=20)
-    address = [c["email"] for c in contacts if c["first_name"] + " " + c["last_name"] == name][0]
-    emails = []
-    for page in range(100):
-        batch = apis.mail.show_emails(access_token=mail_token, folder="inbox", query=subject, page_index=page, page_limit=20)
-        if not batch:
-            break
-        emails.extend(batch)
-    latest = [e for e in emails if e["subject"] == subject][0]
-    apis.mail.forward_email(access_token=mail_token, email_id=latest["email_id"], recipients=[address])
-    return latest["email_id"]
-"#,
+            body: include_str!("skills/cross_forward_latest_subject.star"),
         },
     },
     Template {
@@ -237,20 +203,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("int", "how many songs were listed"),
             docs: &[("tunes", "show_playlists"), ("tunes", "show_playlist"), ("phone", "show_contacts"), ("mail", "send_email")],
-            body: r#"    playlists = []
-    for page in range(100):
-        batch = apis.tunes.show_playlists(access_token=tunes_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        playlists.extend(batch)
-    playlist_id = [p["playlist_id"] for p in playlists if p["title"] == title][0]
-    songs = apis.tunes.show_playlist(access_token=tunes_token, playlist_id=playlist_id)["songs"]
-    contacts = apis.phone.show_contacts(access_token=phone_token, query=name, page_limit=20)
-    address = [c["email"] for c in contacts if c["first_name"] + " " + c["last_name"] == name][0]
-    lines = "\n".join([s["title"] for s in songs])
-    apis.mail.send_email(access_token=mail_token, recipients=[address], subject=title, body=lines)
-    return len(songs)
-"#,
+            body: include_str!("skills/cross_email_playlist.star"),
         },
     },
     Template {
@@ -299,30 +252,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("list", "the items added"),
             docs: &[("notes", "show_notes"), ("todo", "show_lists"), ("todo", "add_item")],
-            body: r#"    notes = []
-    for page in range(100):
-        batch = apis.notes.show_notes(access_token=notes_token, query=note_title, page_index=page, page_limit=20)
-        if not batch:
-            break
-        notes.extend(batch)
-    note = [n for n in notes if n["title"] == note_title][0]
-    lists = []
-    for page in range(100):
-        batch = apis.todo.show_lists(access_token=todo_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        lists.extend(batch)
-    list_id = [l["list_id"] for l in lists if l["name"] == list_name][0]
-    added = []
-    for line in note["body"].split("\n"):
-        item = line.strip()
-        if item.startswith("- "):
-            item = item[2:]
-        if item:
-            apis.todo.add_item(access_token=todo_token, list_id=list_id, title=item)
-            added.append(item)
-    return added
-"#,
+            body: include_str!("skills/cross_todo_from_note.star"),
         },
     },
     Template {
@@ -361,21 +291,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "name", ty: "str", doc: "the contact's full name" }],
             returns: ("int", "how many emails were starred"),
             docs: &[("phone", "show_contacts"), ("mail", "show_emails"), ("mail", "star_email")],
-            body: r#"    contacts = apis.phone.show_contacts(access_token=phone_token, query=name, page_limit=20)
-    address = [c["email"] for c in contacts if c["first_name"] + " " + c["last_name"] == name][0]
-    emails = []
-    for page in range(100):
-        batch = apis.mail.show_emails(access_token=mail_token, folder="inbox", sender=address, page_index=page, page_limit=20)
-        if not batch:
-            break
-        emails.extend(batch)
-    starred = 0
-    for email in emails:
-        if not email["starred"]:
-            apis.mail.star_email(access_token=mail_token, email_id=email["email_id"])
-            starred += 1
-    return starred
-"#,
+            body: include_str!("skills/cross_star_from_contact.star"),
         },
     },
     Template {
@@ -419,21 +335,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("list", "names of the people paid"),
             docs: &[("phone", "show_contacts"), ("coinpay", "search_users"), ("coinpay", "send_payment")],
-            body: r#"    contacts = []
-    for page in range(100):
-        batch = apis.phone.show_contacts(access_token=phone_token, relationship=relation, page_index=page, page_limit=20)
-        if not batch:
-            break
-        contacts.extend(batch)
-    paid = []
-    for contact in contacts:
-        full_name = contact["first_name"] + " " + contact["last_name"]
-        users = apis.coinpay.search_users(access_token=coinpay_token, query=full_name, page_limit=20)
-        email = [u["email"] for u in users if u["name"] == full_name][0]
-        apis.coinpay.send_payment(access_token=coinpay_token, receiver_email=email, amount=amount, description=note)
-        paid.append(full_name)
-    return paid
-"#,
+            body: include_str!("skills/cross_pay_relation.star"),
         },
     },
     Template {
@@ -469,16 +371,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "name", ty: "str", doc: "the contact's full name" }],
             returns: ("int", "the number of emails"),
             docs: &[("phone", "show_contacts"), ("mail", "show_emails")],
-            body: r#"    contacts = apis.phone.show_contacts(access_token=phone_token, query=name, page_limit=20)
-    address = [c["email"] for c in contacts if c["first_name"] + " " + c["last_name"] == name][0]
-    count = 0
-    for page in range(100):
-        batch = apis.mail.show_emails(access_token=mail_token, folder="sent", page_index=page, page_limit=20)
-        if not batch:
-            break
-        count += len([e for e in batch if address in e["recipients"]])
-    return count
-"#,
+            body: include_str!("skills/cross_emails_sent_to_contact.star"),
         },
     },
     Template {
@@ -534,10 +427,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("int", "the new note's id"),
             docs: &[("files", "show_file"), ("notes", "create_note")],
-            body: r#"    content = apis.files.show_file(access_token=files_token, path=path)["content"]
-    created = apis.notes.create_note(access_token=notes_token, title=title, body=content, tags=[tag])
-    return created["note_id"]
-"#,
+            body: include_str!("skills/cross_note_from_file.star"),
         },
     },
     Template {
@@ -585,21 +475,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("list", "names of the members asked"),
             docs: &[("splitbill", "show_balances"), ("coinpay", "request_payment")],
-            body: r#"    groups = []
-    for page in range(100):
-        batch = apis.splitbill.show_groups(access_token=splitbill_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        groups.extend(batch)
-    group_id = [g["group_id"] for g in groups if g["name"] == group][0]
-    balances = apis.splitbill.show_balances(access_token=splitbill_token, group_id=group_id)["balances"]
-    asked = []
-    for b in balances:
-        if b["balance"] > minimum:
-            apis.coinpay.request_payment(access_token=coinpay_token, payer_email=b["email"], amount=b["balance"], description=group + " balance")
-            asked.append(b["name"])
-    return asked
-"#,
+            body: include_str!("skills/cross_request_group_debts.star"),
         },
     },
 ];

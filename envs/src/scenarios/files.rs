@@ -53,20 +53,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             }],
             returns: ("float", "the sum of the receipts' totals in dollars"),
             docs: &[("files", "search_files"), ("files", "show_file")],
-            body: r#"    entries = []
-    for page in range(100):
-        batch = apis.files.search_files(access_token=files_token, query=store, kind="file", under="/documents/receipts", page_index=page, page_limit=20)
-        if not batch:
-            break
-        entries.extend(batch)
-    total = 0.0
-    for entry in entries:
-        content = apis.files.show_file(access_token=files_token, path=entry["path"])["content"]
-        for line in content.split("\n"):
-            if line.startswith("Total: $"):
-                total += float(line[len("Total: $"):])
-    return total
-"#,
+            body: include_str!("skills/files_receipts_total.star"),
         },
     },
     Template {
@@ -134,17 +121,7 @@ pub(super) const TEMPLATES: &[Template] = &[
                 ("files", "create_directory"),
                 ("files", "copy_file"),
             ],
-            body: r#"    entries = []
-    for page in range(100):
-        batch = apis.files.search_files(access_token=files_token, query=store, kind="file", under="/documents/receipts", page_index=page, page_limit=20)
-        if not batch:
-            break
-        entries.extend(batch)
-    apis.files.create_directory(access_token=files_token, path=directory)
-    for entry in entries:
-        apis.files.copy_file(access_token=files_token, source=entry["path"], destination=directory + "/" + entry["name"])
-    return len(entries)
-"#,
+            body: include_str!("skills/files_copy_receipts.star"),
         },
     },
 ];

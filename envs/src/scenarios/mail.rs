@@ -68,15 +68,6 @@ pub(super) const TEMPLATES: &[Template] = &[Template {
         }],
         returns: ("int", "how many emails were archived"),
         docs: &[("mail", "show_emails"), ("mail", "move_email")],
-        body: r#"    emails = []
-    for page in range(100):
-        batch = apis.mail.show_emails(access_token=mail_token, folder="inbox", sender=sender, page_index=page, page_limit=20)
-        if not batch:
-            break
-        emails.extend(batch)
-    for email in emails:
-        apis.mail.move_email(access_token=mail_token, email_id=email["email_id"], folder="archive")
-    return len(emails)
-"#,
+        body: include_str!("skills/mail_archive_from_sender.star"),
     },
 }];

@@ -98,7 +98,8 @@ pub struct Solution {
     pub docs: &'static [(&'static str, &'static str)],
     /// The function's body, indented by 4 spaces, ending in one `return` line (the only
     /// one). It runs after the login lines the expert writes for the template's apps,
-    /// which leave the access token of app `x` in the variable `x_token`.
+    /// which leave the access token of app `x` in the variable `x_token`. Each
+    /// template's body is the Starlark file `scenarios/skills/NAME.star`.
     pub body: &'static str,
 }
 

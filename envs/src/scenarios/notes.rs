@@ -54,14 +54,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             }],
             returns: ("int", "the number of notes with the tag"),
             docs: &[("notes", "show_notes")],
-            body: r#"    notes = []
-    for page in range(100):
-        batch = apis.notes.show_notes(access_token=notes_token, tag=tag, page_index=page, page_limit=20)
-        if not batch:
-            break
-        notes.extend(batch)
-    return len(notes)
-"#,
+            body: include_str!("skills/notes_tag_count.star"),
         },
     },
     Template {
@@ -120,16 +113,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("int", "the id of the note changed"),
             docs: &[("notes", "show_notes"), ("notes", "append_to_note")],
-            body: r#"    notes = []
-    for page in range(100):
-        batch = apis.notes.show_notes(access_token=notes_token, query=title, page_index=page, page_limit=20)
-        if not batch:
-            break
-        notes.extend(batch)
-    note_id = [n["note_id"] for n in notes if n["title"] == title][0]
-    apis.notes.append_to_note(access_token=notes_token, note_id=note_id, text=line)
-    return note_id
-"#,
+            body: include_str!("skills/notes_append_line.star"),
         },
     },
     Template {
@@ -182,19 +166,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             }],
             returns: ("int", "how many notes were pinned"),
             docs: &[("notes", "show_notes"), ("notes", "update_note")],
-            body: r#"    notes = []
-    for page in range(100):
-        batch = apis.notes.show_notes(access_token=notes_token, tag=tag, page_index=page, page_limit=20)
-        if not batch:
-            break
-        notes.extend(batch)
-    pinned = 0
-    for note in notes:
-        if not note["pinned"]:
-            apis.notes.update_note(access_token=notes_token, note_id=note["note_id"], pinned=True)
-            pinned += 1
-    return pinned
-"#,
+            body: include_str!("skills/notes_pin_tag.star"),
         },
     },
 ];

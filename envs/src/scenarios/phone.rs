@@ -80,16 +80,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("int", "how many texts were sent"),
             docs: &[("phone", "show_contacts"), ("phone", "send_text_message")],
-            body: r#"    contacts = []
-    for page in range(100):
-        batch = apis.phone.show_contacts(access_token=phone_token, relationship=relation, page_index=page, page_limit=20)
-        if not batch:
-            break
-        contacts.extend(batch)
-    for contact in contacts:
-        apis.phone.send_text_message(access_token=phone_token, phone_number=contact["phone_number"], body=message)
-    return len(contacts)
-"#,
+            body: include_str!("skills/phone_text_relation.star"),
         },
     },
     Template {
@@ -141,16 +132,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             }],
             returns: ("int", "the number of missed calls"),
             docs: &[("phone", "show_contacts"), ("phone", "show_call_log")],
-            body: r#"    contacts = apis.phone.show_contacts(access_token=phone_token, query=name, page_limit=20)
-    number = [c["phone_number"] for c in contacts if c["first_name"] + " " + c["last_name"] == name][0]
-    missed = 0
-    for page in range(100):
-        batch = apis.phone.show_call_log(access_token=phone_token, kind="missed", phone_number=number, page_index=page, page_limit=20)
-        if not batch:
-            break
-        missed += len(batch)
-    return missed
-"#,
+            body: include_str!("skills/phone_missed_calls_from.star"),
         },
     },
     Template {
@@ -209,18 +191,7 @@ pub(super) const TEMPLATES: &[Template] = &[
                 ("phone", "show_text_messages"),
                 ("phone", "delete_text_message"),
             ],
-            body: r#"    contacts = apis.phone.show_contacts(access_token=phone_token, query=name, page_limit=20)
-    number = [c["phone_number"] for c in contacts if c["first_name"] + " " + c["last_name"] == name][0]
-    messages = []
-    for page in range(100):
-        batch = apis.phone.show_text_messages(access_token=phone_token, phone_number=number, direction="received", page_index=page, page_limit=20)
-        if not batch:
-            break
-        messages.extend(batch)
-    for message in messages:
-        apis.phone.delete_text_message(access_token=phone_token, message_id=message["message_id"])
-    return len(messages)
-"#,
+            body: include_str!("skills/phone_delete_texts_from.star"),
         },
     },
     Template {
@@ -287,19 +258,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("int", "how many alarms were changed"),
             docs: &[("phone", "show_alarms"), ("phone", "update_alarm")],
-            body: r#"    alarms = []
-    for page in range(100):
-        batch = apis.phone.show_alarms(access_token=phone_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        alarms.extend(batch)
-    changed = 0
-    for alarm in alarms:
-        if weekday in alarm["repeat_days"]:
-            apis.phone.update_alarm(access_token=phone_token, alarm_id=alarm["alarm_id"], time=time)
-            changed += 1
-    return changed
-"#,
+            body: include_str!("skills/phone_move_alarms_on.star"),
         },
     },
 ];

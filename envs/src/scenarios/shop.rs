@@ -46,18 +46,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("str", "the product's name"),
             docs: &[("shop", "search_products")],
-            body: r#"    products = []
-    for page in range(100):
-        batch = apis.shop.search_products(access_token=shop_token, category=category, brand=brand, page_index=page, page_limit=20)
-        if not batch:
-            break
-        products.extend(batch)
-    cheapest = products[0]
-    for product in products:
-        if product["price"] < cheapest["price"]:
-            cheapest = product
-    return cheapest["name"]
-"#,
+            body: include_str!("skills/shop_cheapest_of_brand.star"),
         },
     },
     Template {
@@ -98,24 +87,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "category", ty: "str", doc: "the shop category" }],
             returns: ("float", "the total in dollars"),
             docs: &[("shop", "show_orders"), ("shop", "show_order"), ("shop", "show_product")],
-            body: r#"    orders = []
-    for page in range(100):
-        batch = apis.shop.show_orders(access_token=shop_token, status="delivered", page_index=page, page_limit=20)
-        if not batch:
-            break
-        orders.extend(batch)
-    categories = {}
-    total = 0.0
-    for order in orders:
-        details = apis.shop.show_order(access_token=shop_token, order_id=order["order_id"])
-        for item in details["items"]:
-            product_id = item["product_id"]
-            if product_id not in categories:
-                categories[product_id] = apis.shop.show_product(access_token=shop_token, product_id=product_id)["category"]
-            if categories[product_id].lower() == category.lower():
-                total += item["quantity"] * item["unit_price"]
-    return total
-"#,
+            body: include_str!("skills/shop_spent_on_category.star"),
         },
     },
     Template {
@@ -153,20 +125,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "limit", ty: "float", doc: "the highest price in dollars" }],
             returns: ("list", "names of the products moved"),
             docs: &[("shop", "show_wishlist"), ("shop", "add_to_cart"), ("shop", "remove_from_wishlist")],
-            body: r#"    wished = []
-    for page in range(100):
-        batch = apis.shop.show_wishlist(access_token=shop_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        wished.extend(batch)
-    moved = []
-    for item in wished:
-        if item["price"] <= limit:
-            apis.shop.add_to_cart(access_token=shop_token, product_id=item["product_id"], quantity=1)
-            apis.shop.remove_from_wishlist(access_token=shop_token, product_id=item["product_id"])
-            moved.append(item["name"])
-    return moved
-"#,
+            body: include_str!("skills/shop_wishlist_to_cart.star"),
         },
     },
 ];

@@ -63,16 +63,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("float", "the amount in dollars the member owes the user"),
             docs: &[("splitbill", "show_groups"), ("splitbill", "show_balances")],
-            body: r#"    groups = []
-    for page in range(100):
-        batch = apis.splitbill.show_groups(access_token=splitbill_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        groups.extend(batch)
-    group_id = [g["group_id"] for g in groups if g["name"] == group][0]
-    balances = apis.splitbill.show_balances(access_token=splitbill_token, group_id=group_id)["balances"]
-    return [b["balance"] for b in balances if b["name"] == name][0]
-"#,
+            body: include_str!("skills/splitbill_owed_by_member.star"),
         },
     },
     Template {
@@ -114,21 +105,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("list", "names of the members paid back"),
             docs: &[("splitbill", "show_balances"), ("splitbill", "settle_up")],
-            body: r#"    groups = []
-    for page in range(100):
-        batch = apis.splitbill.show_groups(access_token=splitbill_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        groups.extend(batch)
-    group_id = [g["group_id"] for g in groups if g["name"] == group][0]
-    balances = apis.splitbill.show_balances(access_token=splitbill_token, group_id=group_id)["balances"]
-    settled = []
-    for b in balances:
-        if -b["balance"] > minimum:
-            apis.splitbill.settle_up(access_token=splitbill_token, group_id=group_id, email=b["email"])
-            settled.append(b["name"])
-    return settled
-"#,
+            body: include_str!("skills/splitbill_settle_debts.star"),
         },
     },
     Template {
@@ -172,16 +149,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("int", "the new expense's id"),
             docs: &[("splitbill", "show_groups"), ("splitbill", "add_expense")],
-            body: r#"    groups = []
-    for page in range(100):
-        batch = apis.splitbill.show_groups(access_token=splitbill_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        groups.extend(batch)
-    group_id = [g["group_id"] for g in groups if g["name"] == group][0]
-    created = apis.splitbill.add_expense(access_token=splitbill_token, group_id=group_id, description=description, amount=amount)
-    return created["expense_id"]
-"#,
+            body: include_str!("skills/splitbill_add_shared_expense.star"),
         },
     },
 ];

@@ -86,23 +86,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("list", "titles of the items marked done"),
             docs: &[("todo", "show_lists"), ("todo", "show_items"), ("todo", "complete_item")],
-            body: r#"    lists = []
-    for page in range(100):
-        batch = apis.todo.show_lists(access_token=todo_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        lists.extend(batch)
-    list_id = [l["list_id"] for l in lists if l["name"] == list_name][0]
-    items = []
-    for page in range(100):
-        batch = apis.todo.show_items(access_token=todo_token, list_id=list_id, done=False, due_before=date, page_index=page, page_limit=20)
-        if not batch:
-            break
-        items.extend(batch)
-    for item in items:
-        apis.todo.complete_item(access_token=todo_token, item_id=item["item_id"])
-    return [item["title"] for item in items]
-"#,
+            body: include_str!("skills/todo_complete_due.star"),
         },
     },
     Template {
@@ -136,14 +120,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "priority", ty: "str", doc: "low, medium or high" }],
             returns: ("int", "the number of open items"),
             docs: &[("todo", "show_items")],
-            body: r#"    count = 0
-    for page in range(100):
-        batch = apis.todo.show_items(access_token=todo_token, done=False, priority=priority, page_index=page, page_limit=20)
-        if not batch:
-            break
-        count += len(batch)
-    return count
-"#,
+            body: include_str!("skills/todo_count_priority.star"),
         },
     },
     Template {
@@ -195,11 +172,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("int", "the new list's id"),
             docs: &[("todo", "create_list"), ("todo", "add_item")],
-            body: r#"    list_id = apis.todo.create_list(access_token=todo_token, name=name)["list_id"]
-    for item in items:
-        apis.todo.add_item(access_token=todo_token, list_id=list_id, title=item, due_date=due_date, priority="high")
-    return list_id
-"#,
+            body: include_str!("skills/todo_new_list_with_items.star"),
         },
     },
 ];

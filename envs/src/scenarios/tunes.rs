@@ -34,15 +34,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "genre", ty: "str", doc: "the genre, e.g. jazz (case-insensitive)" }],
             returns: ("int", "the number of liked songs of that genre"),
             docs: &[("tunes", "show_liked_songs")],
-            body: r#"    liked = []
-    for page in range(100):
-        batch = apis.tunes.show_liked_songs(access_token=tunes_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        liked.extend(batch)
-    matching = [s for s in liked if s["genre"].lower() == genre.lower()]
-    return len(matching)
-"#,
+            body: include_str!("skills/tunes_genre_like_count.star"),
         },
     },
     Template {
@@ -78,17 +70,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "title", ty: "str", doc: "the playlist's title" }],
             returns: ("int", "the total duration in minutes, rounded down"),
             docs: &[("tunes", "show_playlists"), ("tunes", "show_playlist")],
-            body: r#"    playlists = []
-    for page in range(100):
-        batch = apis.tunes.show_playlists(access_token=tunes_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        playlists.extend(batch)
-    playlist_id = [p["playlist_id"] for p in playlists if p["title"].lower() == title.lower()][0]
-    playlist = apis.tunes.show_playlist(access_token=tunes_token, playlist_id=playlist_id)
-    seconds = sum([s["duration_seconds"] for s in playlist["songs"]])
-    return seconds // 60
-"#,
+            body: include_str!("skills/tunes_playlist_minutes.star"),
         },
     },
     Template {
@@ -140,19 +122,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("int", "how many songs the playlist got"),
             docs: &[("tunes", "search_artists"), ("tunes", "search_songs"), ("tunes", "create_playlist"), ("tunes", "add_song_to_playlist")],
-            body: r#"    artists = apis.tunes.search_artists(access_token=tunes_token, query=artist, page_limit=20)
-    artist_id = [a["artist_id"] for a in artists if a["name"].lower() == artist.lower()][0]
-    song_ids = []
-    for page in range(100):
-        batch = apis.tunes.search_songs(access_token=tunes_token, artist_id=artist_id, page_index=page, page_limit=20)
-        if not batch:
-            break
-        song_ids.extend([s["song_id"] for s in batch])
-    playlist_id = apis.tunes.create_playlist(access_token=tunes_token, title=title, is_public=False)["playlist_id"]
-    for song_id in song_ids:
-        apis.tunes.add_song_to_playlist(access_token=tunes_token, playlist_id=playlist_id, song_id=song_id)
-    return len(song_ids)
-"#,
+            body: include_str!("skills/tunes_artist_playlist.star"),
         },
     },
     Template {
@@ -195,35 +165,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "title", ty: "str", doc: "the playlist's title" }],
             returns: ("list", "the names of the artists newly followed"),
             docs: &[("tunes", "show_playlist"), ("tunes", "show_following_artists"), ("tunes", "follow_artist")],
-            body: r#"    playlists = []
-    for page in range(100):
-        batch = apis.tunes.show_playlists(access_token=tunes_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        playlists.extend(batch)
-    playlist_id = [p["playlist_id"] for p in playlists if p["title"].lower() == title.lower()][0]
-    playlist = apis.tunes.show_playlist(access_token=tunes_token, playlist_id=playlist_id)
-    names = []
-    for song in playlist["songs"]:
-        for name in song["artists"]:
-            if name not in names:
-                names.append(name)
-    following = []
-    for page in range(100):
-        batch = apis.tunes.show_following_artists(access_token=tunes_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        following.extend([a["name"] for a in batch])
-    followed = []
-    for name in names:
-        if name in following:
-            continue
-        found = apis.tunes.search_artists(access_token=tunes_token, query=name, page_limit=20)
-        artist_id = [a["artist_id"] for a in found if a["name"] == name][0]
-        apis.tunes.follow_artist(access_token=tunes_token, artist_id=artist_id)
-        followed.append(name)
-    return followed
-"#,
+            body: include_str!("skills/tunes_follow_playlist_artists.star"),
         },
     },
     Template {
@@ -268,15 +210,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("list", "titles of the songs that were liked now"),
             docs: &[("tunes", "search_songs"), ("tunes", "show_song"), ("tunes", "like_song")],
-            body: r#"    top = apis.tunes.search_songs(access_token=tunes_token, genre=genre, sort_by="-play_count", page_limit=count)
-    liked_now = []
-    for song in top:
-        details = apis.tunes.show_song(access_token=tunes_token, song_id=song["song_id"])
-        if not details["liked"]:
-            apis.tunes.like_song(access_token=tunes_token, song_id=song["song_id"])
-            liked_now.append(song["title"])
-    return liked_now
-"#,
+            body: include_str!("skills/tunes_like_top_genre_songs.star"),
         },
     },
     Template {
@@ -328,22 +262,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("list", "titles of the songs unliked"),
             docs: &[("tunes", "show_liked_songs"), ("tunes", "show_song"), ("tunes", "unlike_song")],
-            body: r#"    liked = []
-    for page in range(100):
-        batch = apis.tunes.show_liked_songs(access_token=tunes_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        liked.extend(batch)
-    removed = []
-    for song in liked:
-        if song["genre"].lower() != genre.lower():
-            continue
-        details = apis.tunes.show_song(access_token=tunes_token, song_id=song["song_id"])
-        if int(details["release_date"][:4]) < year:
-            apis.tunes.unlike_song(access_token=tunes_token, song_id=song["song_id"])
-            removed.append(song["title"])
-    return removed
-"#,
+            body: include_str!("skills/tunes_unlike_old_genre.star"),
         },
     },
     Template {
@@ -390,21 +309,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             ],
             returns: ("int", "the number of songs of that genre"),
             docs: &[("tunes", "show_playlist"), ("tunes", "show_song")],
-            body: r#"    playlists = []
-    for page in range(100):
-        batch = apis.tunes.show_playlists(access_token=tunes_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        playlists.extend(batch)
-    playlist_id = [p["playlist_id"] for p in playlists if p["title"].lower() == title.lower()][0]
-    playlist = apis.tunes.show_playlist(access_token=tunes_token, playlist_id=playlist_id)
-    count = 0
-    for song in playlist["songs"]:
-        details = apis.tunes.show_song(access_token=tunes_token, song_id=song["song_id"])
-        if details["genre"].lower() == genre.lower():
-            count += 1
-    return count
-"#,
+            body: include_str!("skills/tunes_playlist_genre_count.star"),
         },
     },
     Template {
@@ -447,15 +352,7 @@ pub(super) const TEMPLATES: &[Template] = &[
             params: &[SkillParam { name: "artist", ty: "str", doc: "the artist's exact name" }],
             returns: ("int", "the number of plays"),
             docs: &[("tunes", "show_play_history")],
-            body: r#"    plays = []
-    for page in range(100):
-        batch = apis.tunes.show_play_history(access_token=tunes_token, page_index=page, page_limit=20)
-        if not batch:
-            break
-        plays.extend(batch)
-    matching = [p for p in plays if artist in p["artists"]]
-    return len(matching)
-"#,
+            body: include_str!("skills/tunes_plays_of_artist.star"),
         },
     },
 ];
