@@ -1,0 +1,151 @@
+//! The SFT stage: a fresh model, the SFT data tokenised (with a check of the rollout
+//! limits against its longest turn), and supervised fine-tuning with a per-step hook.
+
+use std::path::Path;
+use std::time::Instant;
+
+use sage_transformer::{Kernels, ModelConfig, Transformer};
+
+use super::{failed, PipelineError, Reporter};
+use crate::chat::ChatTemplate;
+use crate::eval::EvalConfig;
+use crate::init::init_params;
+use crate::policy::TransformerPolicy;
+use crate::rl::RlConfig;
+use crate::sft::{dev_loss, SftConfig, SftData, SftState, SftStep, SftTrainer};
+use crate::tokenizer::Tokenizer;
+
+/// Called after every SFT step with the policy, the step and the trainer's state from
+/// which the run would resume (the CLI logs metrics and saves checkpoints there).
+pub type SftHook<'a, K> =
+    dyn FnMut(&mut TransformerPolicy<K>, &SftStep, SftState) -> Result<(), PipelineError> + 'a;
+
+/// A freshly initialised model of the shape `model` (seeded by `seed`), its vocabulary
+/// that of `tokenizer`.
+pub fn fresh_model<K: Kernels>(
+    k: &mut K,
+    model: &ModelConfig,
+    seed: u64,
+    tokenizer: &Tokenizer,
+) -> Result<Transformer, PipelineError> {
+    let mut model_config = model.clone();
+    model_config.vocab_size = tokenizer.vocab_size();
+    let model = Transformer::new(k, model_config).map_err(failed("model"))?;
+    init_params(k, &model, seed).map_err(failed("model"))?;
+    Ok(model)
+}
+
+/// Loads SFT data from a JSON-lines file, tokenised with the model's limit.
+pub fn load_sft_data(
+    path: &Path,
+    template: &ChatTemplate<'_>,
+    reporter: &mut dyn Reporter,
+) -> Result<SftData, PipelineError> {
+    let data = SftData::load(path, template).map_err(failed("sft data"))?;
+    if data.examples.is_empty() {
+        return Err(PipelineError::new(
+            "sft data",
+            format!("{} holds no usable trajectory", path.display()),
+        ));
+    }
+    if data.too_long > 0 {
+        reporter.info(&format!(
+            "{}: {} trajectories over {} tokens skipped",
+            path.display(),
+            data.too_long,
+            template.max_len()
+        ));
+    }
+    Ok(data)
+}
+
+/// What is wrong with the rollout limits for a model trained on `data`: one line per
+/// per-turn token limit (`[eval.rollout]`, and `[rl.rollout]` when `with_rl`) below the
+/// longest agent turn of the data. A model that learnt such a turn is cut off before
+/// its code block ends and fails the task, which hides what it learnt.
+pub fn turn_limit_warnings(
+    data: &SftData,
+    eval: &EvalConfig,
+    rl: Option<&RlConfig>,
+) -> Vec<String> {
+    let mut limits = vec![("[eval.rollout]", eval.rollout.max_new_tokens)];
+    if let Some(rl) = rl {
+        limits.push(("[rl.rollout]", rl.rollout.max_new_tokens));
+    }
+    limits
+        .into_iter()
+        .filter(|&(_, limit)| (limit as usize) < data.longest_agent_turn)
+        .map(|(section, limit)| {
+            format!(
+                "{section} max_new_tokens = {limit} is below the longest agent turn of the \
+                 SFT data ({} tokens): such turns will be cut off",
+                data.longest_agent_turn
+            )
+        })
+        .collect()
+}
+
+/// Logs [`turn_limit_warnings`] as warnings.
+pub fn warn_turn_limits(data: &SftData, eval: &EvalConfig, rl: Option<&RlConfig>) {
+    for warning in turn_limit_warnings(data, eval, rl) {
+        tracing::warn!("{warning}");
+    }
+}
+
+/// What an SFT run reports at its end.
+#[derive(Clone, Debug)]
+pub struct SftSummary {
+    /// Optimizer steps taken in this process.
+    pub steps: u64,
+    /// Mean loss of the last 10 steps.
+    pub final_loss: f32,
+    /// Dev loss at the end (when dev data was given).
+    pub dev_loss: Option<f64>,
+    /// Training tokens per second over the run.
+    pub tokens_per_second: f64,
+    /// Steps skipped for a non-finite gradient.
+    pub skipped_steps: u64,
+}
+
+/// Trains `policy` on `train` from `state` until the configured epochs are done,
+/// reporting every step; returns the summary and the final state.
+pub fn run_sft<K: Kernels>(
+    policy: &mut TransformerPolicy<K>,
+    sft: &SftConfig,
+    train: &SftData,
+    dev: Option<&SftData>,
+    state: SftState,
+    reporter: &mut dyn Reporter,
+    on_step: &mut SftHook<'_, K>,
+) -> Result<(SftSummary, SftState), PipelineError> {
+    reporter.stage("sft");
+    let mut trainer = SftTrainer::new(sft.clone(), train, state);
+    reporter.sft_started(state.step, trainer.total_steps());
+    let started = Instant::now();
+    let (mut tokens, mut steps, mut skipped) = (0usize, 0u64, 0u64);
+    let mut recent: Vec<f32> = Vec::new();
+    while let Some(step) = trainer.next_step(policy, train).map_err(failed("sft"))? {
+        tokens += step.tokens;
+        steps += 1;
+        skipped += u64::from(step.update.skipped);
+        recent.push(step.loss);
+        if recent.len() > 10 {
+            recent.remove(0);
+        }
+        let rate = tokens as f64 / started.elapsed().as_secs_f64().max(1e-9);
+        reporter.sft_step(&step, rate);
+        on_step(policy, &step, trainer.state())?;
+    }
+    let dev_loss = match dev {
+        Some(dev) => Some(dev_loss(policy, &dev.examples).map_err(failed("dev loss"))?),
+        None => None,
+    };
+    let summary = SftSummary {
+        steps,
+        final_loss: recent.iter().sum::<f32>() / recent.len().max(1) as f32,
+        dev_loss,
+        tokens_per_second: tokens as f64 / started.elapsed().as_secs_f64().max(1e-9),
+        skipped_steps: skipped,
+    };
+    Ok((summary, trainer.state()))
+}
