@@ -14,7 +14,8 @@ use crate::policy::TransformerPolicy;
 use crate::sft::{SftState, SftStep, SftTrainer};
 use crate::tokenizer::Tokenizer;
 
-/// An [`SftHook`] of the demo, which also gets the tokenizer the demo trained.
+/// An [`SftHook`](super::SftHook) of the demo, which also gets the tokenizer the demo
+/// trained.
 pub type DemoHook<'a, K> = dyn FnMut(&mut TransformerPolicy<K>, &Tokenizer, &SftStep, SftState) -> Result<(), PipelineError>
     + 'a;
 
