@@ -21,7 +21,7 @@ use super::font::{text_length, text_thickness, Canvas, Direction};
 use super::series::Series;
 
 /// The colour of series `i` is `SERIES_COLOURS[i % SERIES_COLOURS.len()]` (RGB).
-pub const SERIES_COLOURS: [[u8; 3]; 8] = [
+pub const SERIES_COLOURS: [[u8; 3]; 12] = [
     [0, 92, 230],
     [230, 97, 0],
     [0, 153, 77],
@@ -30,6 +30,10 @@ pub const SERIES_COLOURS: [[u8; 3]; 8] = [
     [0, 160, 176],
     [176, 128, 0],
     [230, 0, 172],
+    [102, 102, 102],
+    [115, 64, 26],
+    [122, 184, 0],
+    [0, 38, 115],
 ];
 
 /// The chart's background.
@@ -150,7 +154,7 @@ pub fn plot_line_chart(path: &Path, chart: &LineChart<'_>) -> Result<PlotReport,
     let plot_height = chart.height as i32 - top - bottom;
     if plot_width < 20 || plot_height < 20 {
         return Err(chart_error(format!(
-            "{}x{} pixels leave no room for the plot beside its labels",
+            "{}x{} pixels leave no room for the plot beside its labels and legend",
             chart.width, chart.height
         )));
     }
@@ -209,7 +213,8 @@ fn layout(chart: &LineChart<'_>, axes: &Axes, scale: u32) -> Layout {
         } + widest_y_tick
             + pad
             + tick;
-    let right = pad + last_x_tick / 2;
+    let mut right = pad + last_x_tick / 2;
+    // The legend stands right of the plot, never over a line.
     let legend = (!chart.series.is_empty()).then(|| {
         let sample = 16 * scale as i32;
         let widest_name = chart
@@ -220,7 +225,8 @@ fn layout(chart: &LineChart<'_>, axes: &Axes, scale: u32) -> Layout {
             .unwrap_or(0);
         let width = pad + sample + pad + widest_name + pad;
         let height = pad + chart.series.len() as i32 * (line + pad);
-        let corner = (chart.width as i32 - right - pad - width, top + pad);
+        let corner = (chart.width as i32 - pad - width, top);
+        right += width + pad;
         (corner, (corner.0 + width, corner.1 + height))
     });
     Layout {

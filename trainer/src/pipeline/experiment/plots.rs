@@ -65,7 +65,7 @@ pub(super) fn plot_rewards(
             x_label: "RL step",
             y_label: chart.y_label,
             series: &series,
-            width: 900,
+            width: 1200,
             height: 520,
         };
         let path = dir.join("plots").join(chart.file);
