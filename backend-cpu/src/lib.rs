@@ -200,7 +200,7 @@ impl Device for CpuBackend {
         matmul::matmul(c, a, b, shape)
     }
 
-    fn add_bias(&mut self, out: Tensor, bias: Tensor, _rows: Rows) -> Result<(), CpuError> {
+    fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), CpuError> {
         let ([out], [bias], []) = self.store.views([out], [bias], [])?;
         matmul::add_bias(out, bias);
         Ok(())

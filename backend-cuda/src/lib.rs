@@ -293,7 +293,7 @@ impl Device for CudaBackend {
         matmul::matmul(self, c, a, b, shape)
     }
 
-    fn add_bias(&mut self, out: Tensor, bias: Tensor, _rows: Rows) -> Result<(), CudaError> {
+    fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), CudaError> {
         norm::add_bias(self, out, bias)
     }
 

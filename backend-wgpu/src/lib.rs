@@ -263,7 +263,7 @@ impl Device for WgpuBackend {
         matmul::matmul(self, c, a, b, shape)
     }
 
-    fn add_bias(&mut self, out: Tensor, bias: Tensor, _rows: Rows) -> Result<(), WgpuError> {
+    fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), WgpuError> {
         matmul::add_bias(self, out, bias)
     }
 

@@ -4,8 +4,8 @@
 
 use super::{AttentionGrads, AttentionSaved, Device, HeadOperands};
 use crate::contract::{
-    check_disjoint, expect_len, AdamWScalars, AttentionSizes, CacheSizes, DecodeSizes,
-    EmbeddingSizes, HeadDims, LengthRule, RopeSizes, Rows,
+    check_disjoint, expect_len, AdamWScalars, AttentionDims, AttentionSizes, CacheSizes,
+    DecodeSizes, EmbeddingSizes, HeadDims, LengthRule, RopeSizes, Rows,
 };
 use crate::kernels::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
@@ -160,9 +160,9 @@ impl<D: Device> Kernels for D {
     }
 
     fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), D::Error> {
-        let rows = Rows::of("add_bias", "out", out.len, bias.len)?;
+        Rows::of("add_bias", "out", out.len, bias.len)?;
         check_disjoint(&[out], &[bias])?;
-        Device::add_bias(self, out, bias, rows)
+        Device::add_bias(self, out, bias)
     }
 
     fn bias_backward(&mut self, dbias: Tensor, dout: Tensor) -> Result<(), D::Error> {
@@ -281,7 +281,7 @@ impl<D: Device> Kernels for D {
         shape: AttentionShape,
     ) -> Result<(), D::Error> {
         let op = "attention_decode";
-        let dims = crate::contract::AttentionDims::new(op, shape)?;
+        let dims = AttentionDims::new(op, shape)?;
         same_len(
             op,
             lengths.len() * dims.q_width,

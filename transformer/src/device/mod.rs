@@ -143,7 +143,7 @@ pub trait Device {
         shape: MatmulShape,
     ) -> Result<(), Self::Error>;
     /// `out[N, C] += bias[C]`; `out` whole rows of `bias.len`, disjoint.
-    fn add_bias(&mut self, out: Tensor, bias: Tensor, rows: Rows) -> Result<(), Self::Error>;
+    fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), Self::Error>;
     /// Column sums; `dout` whole rows of `dbias.len`, disjoint.
     fn bias_backward(&mut self, dbias: Tensor, dout: Tensor, rows: Rows)
         -> Result<(), Self::Error>;

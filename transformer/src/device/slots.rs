@@ -91,7 +91,7 @@ impl<T> Slots<T> {
         len_of: impl Fn(&T) -> usize,
     ) -> Result<&T, ContractError> {
         let entry = self.get(id)?;
-        self.check_range(id, offset, len, len_of(entry))?;
+        check_range(self.kind, id, offset, len, len_of(entry))?;
         Ok(entry)
     }
 
@@ -107,18 +107,6 @@ impl<T> Slots<T> {
         let entry = self.get_mut(id)?;
         check_range(kind, id, offset, len, len_of(entry))?;
         Ok(entry)
-    }
-
-    /// Fails with [`ContractError::OutOfRange`] unless `[offset, offset + len)` lies
-    /// inside `buffer_len` elements of buffer `id`.
-    pub fn check_range(
-        &self,
-        id: u32,
-        offset: usize,
-        len: usize,
-        buffer_len: usize,
-    ) -> Result<(), ContractError> {
-        check_range(self.kind, id, offset, len, buffer_len)
     }
 
     /// Every slot by id, `None` where a buffer was freed (a device that lends several
