@@ -20,8 +20,8 @@ use sage_trainer::init::init_params;
 use sage_trainer::optim::{AdamWConfig, LrSchedule};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{
-    chain_rewards, rollout_chains, update_policy, ChainRollout, RlConfig, RlState, RlStepStats,
-    RlTrainer, UpdateOptions,
+    chain_rewards, group_outcomes, rollout_chains, update_policy, ChainRollout, GroupOutcomes,
+    RlConfig, RlState, RlStepStats, RlTrainer, UpdateOptions,
 };
 use sage_trainer::rollout::RolloutConfig;
 use sage_trainer::sampling::SequenceRng;
@@ -346,6 +346,45 @@ fn each_rollout_keeps_its_own_library() {
     );
 }
 
+/// A group is one chain's `G` rollouts: with chain 0 all passed, chain 1 none and chain
+/// 2 three of eight at position 1, two of three groups solved something and one solved
+/// everything; position 2 is counted on its own.
+#[test]
+fn group_outcomes_count_each_chains_rollouts_together() {
+    let (tasks, chains) = tasks_and_chains();
+    let tk = tokenizer(&tasks);
+    let mut policy = ChoicePolicy::new(&tk, tasks);
+    let mut rollouts = uniform_rollouts(&mut policy, &chains[..3], 8);
+    for rollout in &mut rollouts {
+        let first_passes = match rollout.chain {
+            0 => true,
+            1 => false,
+            _ => rollout.rollout < 3,
+        };
+        rollout.episodes[0].episode.evaluation.passed = first_passes;
+        // Position 2: only rollout 5 of chain 1 passes.
+        rollout.episodes[1].episode.evaluation.passed = rollout.chain == 1 && rollout.rollout == 5;
+    }
+    assert_eq!(
+        group_outcomes(&rollouts, 8, 0),
+        GroupOutcomes {
+            solved_any: 2.0 / 3.0,
+            solved_all: 1.0 / 3.0
+        }
+    );
+    assert_eq!(
+        group_outcomes(&rollouts, 8, 1),
+        GroupOutcomes {
+            solved_any: 1.0 / 3.0,
+            solved_all: 0.0
+        }
+    );
+    // Groups of one rollout: each is solved entirely or not at all (8 + 0 + 3 of 24).
+    let single = group_outcomes(&rollouts, 1, 0);
+    assert_eq!(single.solved_any, single.solved_all);
+    assert_eq!(single.solved_any, 11.0 / 24.0);
+}
+
 /// SAGE's reward for K = 2, written from the paper's formulas: `R1 = r1 + 1[r1 = 1]
 /// 1[r2 = 1] used(q2 | q1)`, `R2 = r2 + 1[r2 = 1] used(q2 | q1)`, and -1 for a response
 /// without code (which also counts as a failure for the other task's bonus).
@@ -510,6 +549,12 @@ fn the_reward_rises_and_the_policy_learns_to_write_then_reuse_skills() {
     let mut trainer = RlTrainer::new(config, chains, RlState::default()).unwrap();
     let steps = run_to_end(&mut trainer, &mut policy);
     assert!(steps.iter().all(|s| s.update.logprob_mismatch < 1e-6));
+    // A group that solved everything solved something; success lies between the two.
+    for s in &steps {
+        for k in 0..2 {
+            assert!(s.solved_all[k] <= s.success[k] && s.success[k] <= s.solved_any[k]);
+        }
+    }
     let rewards: Vec<f32> = steps
         .iter()
         .map(|s| s.reward_mean.iter().sum::<f32>())

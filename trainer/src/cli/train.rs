@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
-use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricsLog};
+use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricsError, MetricsLog};
 use sage_trainer::pipeline::{
     failed, run_eval, run_rl, write_chart, PipelineError, Reporter, RlInputs,
 };
@@ -238,6 +238,34 @@ fn plot_rewards(
     write_chart(&path, &chart, "reward curve", reporter)
 }
 
+/// Reports how much of the control's failure lay in groups that solved the task at
+/// least once (what sharpening the policy could win) over the last third of its steps.
+fn report_headroom(control_log: &Path, reporter: &mut dyn Reporter) -> Result<(), PipelineError> {
+    let columns = ["success_all", "solved_any_all"];
+    let found = match read_series(control_log, "step", &columns) {
+        Ok(found) => found,
+        // Logs written before `solved_any` was logged have no such column.
+        Err(MetricsError::UnknownColumn { .. }) => return Ok(()),
+        Err(e) => return Err(failed("compare")(e)),
+    };
+    let [success, solved_any] = &found[..] else {
+        return Ok(());
+    };
+    if let Some(gap) = control_gap(solved_any, success) {
+        reporter.info(&format!(
+            "steps {}-{}: the control solved {:.1}% of its groups at least once (pass@G) at a \
+             success of {:.1}%: sharpening onto answers it already samples can add at most \
+             {:.1} points; groups it never solved hold no advantage to learn from",
+            gap.first_step,
+            gap.last_step,
+            100.0 * gap.run,
+            100.0 * gap.control,
+            100.0 * gap.gain()
+        ));
+    }
+    Ok(())
+}
+
 /// When both the run and its update-off control have metrics, reports the run's
 /// success and reward against the control's over the last third of their common steps
 /// and plots both curves to `RUN_DIR/rl/plots/rl_vs_control.png`.
@@ -260,6 +288,7 @@ fn compare_with_control(
     let columns = ["success_all", "reward_all"];
     let run = read_series(&run_log, "step", &columns).map_err(failed("compare"))?;
     let control = read_series(&control_log, "step", &columns).map_err(failed("compare"))?;
+    report_headroom(&control_log, reporter)?;
     for ((name, scale), (run, control)) in [("success %", 100.0), ("reward", 1.0)]
         .into_iter()
         .zip(run.iter().zip(&control))

@@ -41,7 +41,7 @@ use crate::rollout::{Cause, RolloutConfig, RolloutError};
 
 pub use chain::{rollout_chains, ChainRollout};
 pub use control::{control_gap, ControlGap};
-pub use outcome::{chain_outcomes, chain_rewards};
+pub use outcome::{chain_outcomes, chain_rewards, group_outcomes, GroupOutcomes};
 pub use trainer::{RlState, RlStepStats, RlTrainer};
 pub use update::{update_policy, NotApplied, UpdateOptions, UpdateReport};
 pub use world::{world_chains, WorldRl};

@@ -1,5 +1,5 @@
-//! What the reward sees of an episode ([`TaskOutcome`]) and the rewards of a batch of
-//! chain rollouts.
+//! What the reward sees of an episode ([`TaskOutcome`]), the rewards of a batch of
+//! chain rollouts, and how its groups turned out ([`GroupOutcomes`]).
 
 use sage_core::env::EpisodeEnd;
 use sage_core::reward::{Reward, RewardConfig, TaskOutcome};
@@ -60,4 +60,35 @@ pub fn chain_rewards(
         out.extend(rewards);
     }
     Ok(out)
+}
+
+/// How the groups of a batch (each chain's `G` rollouts) turned out at one chain
+/// position. GRPO learns only from groups that are neither: where every rollout
+/// failed, or every one passed, all advantages are zero.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GroupOutcomes {
+    /// Share of groups where at least one rollout passed (pass@G).
+    pub solved_any: f32,
+    /// Share of groups where every rollout passed.
+    pub solved_all: f32,
+}
+
+/// The [`GroupOutcomes`] of `rollouts` (laid out `[chain][rollout]`, `group` rollouts
+/// per chain) at chain position `position`.
+pub fn group_outcomes(rollouts: &[ChainRollout], group: usize, position: usize) -> GroupOutcomes {
+    let (mut any, mut all, mut groups) = (0usize, 0usize, 0usize);
+    for chain in rollouts.chunks(group.max(1)) {
+        let passed = chain
+            .iter()
+            .filter(|r| r.episodes[position].episode.evaluation.passed)
+            .count();
+        any += usize::from(passed > 0);
+        all += usize::from(passed == chain.len());
+        groups += 1;
+    }
+    let share = |count: usize| count as f32 / groups.max(1) as f32;
+    GroupOutcomes {
+        solved_any: share(any),
+        solved_all: share(all),
+    }
 }

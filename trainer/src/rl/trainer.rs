@@ -10,8 +10,8 @@ use sage_core::policy::Policy;
 use sage_core::{Environment, Skill, TaskChain};
 
 use super::{
-    chain_rewards, check_chains, rollout_chains, update_policy, ChainRollout, NotApplied, RlConfig,
-    RlError, UpdateReport,
+    chain_rewards, check_chains, group_outcomes, rollout_chains, update_policy, ChainRollout,
+    NotApplied, RlConfig, RlError, UpdateReport,
 };
 use crate::chat::ChatTemplate;
 use crate::metrics::{MetricValue, MetricsError, MetricsLog};
@@ -49,6 +49,16 @@ pub struct RlStepStats {
     /// 1, with an empty library: the choice to write one).
     #[serde(default)]
     pub skill_writing: Vec<f32>,
+    /// Share of groups (one chain's `G` rollouts) per chain position where at least one
+    /// rollout passed: pass@G. `solved_any - success` is the success that sharpening
+    /// the policy onto answers it already samples could add; a group where none passed
+    /// has no advantage and teaches nothing.
+    #[serde(default)]
+    pub solved_any: Vec<f32>,
+    /// Share of groups per chain position where every rollout passed (no advantage
+    /// either: nothing left to learn there).
+    #[serde(default)]
+    pub solved_all: Vec<f32>,
     /// Share of the episodes given a non-empty library that called one of its skills.
     pub skill_usage: f32,
     /// Share of episodes that ended without code.
@@ -102,11 +112,17 @@ impl RlStepStats {
             "reward_all".to_owned(),
             MetricValue::Float(f64::from(mean(&self.reward_mean))),
         ));
+        row.push((
+            "solved_any_all".to_owned(),
+            MetricValue::Float(f64::from(mean(&self.solved_any))),
+        ));
         let per_position = [
             ("reward_mean", &self.reward_mean),
             ("reward_std", &self.reward_std),
             ("success", &self.success),
             ("skill_writing", &self.skill_writing),
+            ("solved_any", &self.solved_any),
+            ("solved_all", &self.solved_all),
         ];
         for (name, values) in per_position {
             for (k, &v) in values.iter().enumerate() {
@@ -265,7 +281,12 @@ impl RlTrainer {
         } else {
             self.state.failed_in_row = 0;
         }
-        let mut stats = step_stats(&rollouts, &rewards, self.config.chain_len);
+        let mut stats = step_stats(
+            &rollouts,
+            &rewards,
+            self.config.chain_len,
+            self.config.rollouts,
+        );
         stats.step = self.state.step;
         stats.stopped_sandboxes = stopped_sandboxes;
         stats.rollout_tokens_per_s = per_second(
@@ -300,11 +321,19 @@ fn shuffled(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
     order
 }
 
-/// The statistics of a step's rollouts (the update and throughput are filled in by the
-/// caller).
-fn step_stats(rollouts: &[ChainRollout], rewards: &[f32], chain_len: usize) -> RlStepStats {
+/// The statistics of a step's rollouts, laid out `[chain][rollout]` with `group` rollouts
+/// per chain (the update and throughput are filled in by the caller).
+fn step_stats(
+    rollouts: &[ChainRollout],
+    rewards: &[f32],
+    chain_len: usize,
+    group: usize,
+) -> RlStepStats {
     let mut stats = RlStepStats::default();
     for position in 0..chain_len {
+        let groups = group_outcomes(rollouts, group, position);
+        stats.solved_any.push(groups.solved_any);
+        stats.solved_all.push(groups.solved_all);
         let values: Vec<f32> = rewards
             .iter()
             .skip(position)
