@@ -6,7 +6,9 @@
 //! third of the steps, the gain over the control, and how the update moved the policy:
 //! the KL between the policies before and after each step on its own rollouts, and the
 //! mean change of the log-prob of an agent token in positive- and negative-advantage
-//! sequences.
+//! sequences. `pass@G %` is the share of groups (a chain's rollouts) that solved the task
+//! at least once over the last third: for the control, the ceiling of what sharpening
+//! the SFT policy onto answers it already samples could reach.
 //!
 //! Run: `cargo run --release -p sage-examples --example rl_probe -- [--epochs N]
 //! [--seeds N] [--steps N] [--guess SHARE] [--untied] [--only NAME,NAME]`
@@ -79,6 +81,7 @@ fn settings() -> Vec<Setting> {
 struct Outcome {
     first: f64,
     tail_success: f64,
+    tail_solved_any: f64,
     step_kl: f64,
     change_positive: f64,
     change_negative: f64,
@@ -93,6 +96,7 @@ fn outcome(steps: &[RlStepStats]) -> Outcome {
     Outcome {
         first: f64::from(steps[0].success[0]),
         tail_success: mean(tail, &|s| s.success[0]),
+        tail_solved_any: mean(tail, &|s| s.solved_any[0]),
         step_kl: mean(steps, &|s| s.update.step_kl),
         change_positive: mean(steps, &|s| s.update.logp_change_positive),
         change_negative: mean(steps, &|s| s.update.logp_change_negative),
@@ -205,10 +209,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     let control_tail: Vec<f64> = controls.iter().map(|c| 100.0 * c.tail_success).collect();
     let (control_mean, control_std) = mean_std(&control_tail);
     println!(
-        "{:<24} {:>11} {:>14} {:>14} {:>10} {:>11} {:>11} {:>9}",
+        "{:<24} {:>11} {:>14} {:>9} {:>14} {:>10} {:>11} {:>11} {:>9}",
         "setting",
         "first %",
         "success %",
+        "pass@G %",
         "gain (pts)",
         "step KL",
         "dlogp A>0",
@@ -216,11 +221,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         "entropy"
     );
     let first: Vec<f64> = controls.iter().map(|c| 100.0 * c.first).collect();
+    let control_solved: Vec<f64> = controls.iter().map(|c| 100.0 * c.tail_solved_any).collect();
     println!(
-        "{:<24} {:>11.1} {:>14} {:>14} {:>10} {:>11} {:>11} {:>9.3}",
+        "{:<24} {:>11.1} {:>14} {:>9.1} {:>14} {:>10} {:>11} {:>11} {:>9.3}",
         "update-off control",
         mean_std(&first).0,
         format!("{control_mean:.1} ± {control_std:.1}"),
+        mean_std(&control_solved).0,
         "-",
         "-",
         "-",
@@ -238,10 +245,11 @@ fn main() -> Result<(), Box<dyn Error>> {
             .collect();
         let (gain, gain_std) = mean_std(&gains);
         println!(
-            "{:<24} {:>11.1} {:>14} {:>14} {:>10.2e} {:>+11.2e} {:>+11.2e} {:>9.3}",
+            "{:<24} {:>11.1} {:>14} {:>9.1} {:>14} {:>10.2e} {:>+11.2e} {:>+11.2e} {:>9.3}",
             setting.name,
             pick(&|o| 100.0 * o.first).0,
             format!("{success:.1} ± {success_std:.1}"),
+            pick(&|o| 100.0 * o.tail_solved_any).0,
             format!("{gain:+.1} ± {gain_std:.1}"),
             pick(&|o| o.step_kl).0,
             pick(&|o| o.change_positive).0,
