@@ -266,9 +266,10 @@ fn report_headroom(control_log: &Path, reporter: &mut dyn Reporter) -> Result<()
     Ok(())
 }
 
-/// When both the run and its update-off control have metrics, reports the run's
-/// success and reward against the control's over the last third of their common steps
-/// and plots both curves to `RUN_DIR/rl/plots/rl_vs_control.png`.
+/// Once the update-off control has metrics, reports its pass@G against its success;
+/// when the run has them too, reports the run's success and reward against the
+/// control's over the last third of their common steps and plots both curves to
+/// `RUN_DIR/rl/plots/rl_vs_control.png`.
 fn compare_with_control(
     config: &RunConfig,
     reporter: &mut dyn Reporter,
@@ -282,13 +283,16 @@ fn compare_with_control(
             .join("rl.jsonl")
     };
     let (run_log, control_log) = (log(true), log(false));
-    if !run_log.is_file() || !control_log.is_file() {
+    if !control_log.is_file() {
+        return Ok(());
+    }
+    report_headroom(&control_log, reporter)?;
+    if !run_log.is_file() {
         return Ok(());
     }
     let columns = ["success_all", "reward_all"];
     let run = read_series(&run_log, "step", &columns).map_err(failed("compare"))?;
     let control = read_series(&control_log, "step", &columns).map_err(failed("compare"))?;
-    report_headroom(&control_log, reporter)?;
     for ((name, scale), (run, control)) in [("success %", 100.0), ("reward", 1.0)]
         .into_iter()
         .zip(run.iter().zip(&control))
