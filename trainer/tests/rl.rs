@@ -21,7 +21,7 @@ use sage_trainer::optim::{AdamWConfig, LrSchedule};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{
     chain_rewards, group_outcomes, rollout_chains, update_policy, ChainRollout, GroupOutcomes,
-    RlConfig, RlState, RlStepStats, RlTrainer, UpdateOptions,
+    RlConfig, RlState, RlStepStats, RlTrainer, UpdateOptions, WorldRl,
 };
 use sage_trainer::rollout::RolloutConfig;
 use sage_trainer::sampling::SequenceRng;
@@ -876,4 +876,42 @@ fn a_resumed_run_takes_exactly_the_steps_of_an_uninterrupted_one() {
     assert_eq!(head.len() + tail.len(), all.len());
     assert_eq!([head, tail].concat(), all);
     assert_eq!(resumed.logits, straight.logits);
+}
+
+/// `[rl] templates` narrows the training chains to the named templates' scenarios, and
+/// a name that is no training template is refused by name.
+#[test]
+fn rl_chains_come_from_the_named_templates_only() {
+    let config = |templates: &[&str]| RlConfig {
+        scenario_seeds: 2,
+        templates: templates.iter().map(|t| t.to_string()).collect(),
+        ..RlConfig::default()
+    };
+    let all = WorldRl::new(&config(&[]), false).expect("every template");
+    let named = ["notes_append_line", "coinpay_spent_on_since"];
+    let some = WorldRl::new(&config(&named), false).expect("two templates");
+    let template_of = |chain: &TaskChain| chain.scenario_id.split('/').nth(1).unwrap().to_owned();
+    assert!(!some.chains.is_empty());
+    assert!(some.chains.len() < all.chains.len());
+    assert!(some
+        .chains
+        .iter()
+        .all(|c| named.contains(&template_of(c).as_str())));
+    for name in named {
+        let expected: Vec<&TaskChain> = all
+            .chains
+            .iter()
+            .filter(|c| template_of(c) == name)
+            .collect();
+        let found: Vec<&TaskChain> = some
+            .chains
+            .iter()
+            .filter(|c| template_of(c) == name)
+            .collect();
+        assert_eq!(found, expected, "{name}");
+    }
+    let error = WorldRl::new(&config(&["notes_append_line", "no_such_template"]), false)
+        .err()
+        .expect("an unknown template is refused");
+    assert!(error.to_string().contains("no_such_template"), "{error}");
 }

@@ -78,6 +78,9 @@ pub struct RlConfig {
     /// Seeds per training template of the built-in world whose scenarios give the
     /// training chains.
     pub scenario_seeds: u64,
+    /// Training templates whose scenarios give the chains (empty: every one). A
+    /// narrower set visits each of its templates more often in the same steps.
+    pub templates: Vec<String>,
     /// The reward: kind (`SkillIntegrated`, `OutcomeOnly`, `Chain`) and no-code penalty.
     pub reward: RewardConfig,
     /// The GRPO loss and advantages.
@@ -105,6 +108,7 @@ impl Default for RlConfig {
             minibatches: 1,
             apply_updates: true,
             scenario_seeds: 5,
+            templates: Vec::new(),
             reward: RewardConfig::default(),
             grpo: GrpoConfig::default(),
             rollout: RolloutConfig::default(),

@@ -13,11 +13,18 @@ use super::{RlConfig, RlError, RlStepStats, RlTrainer};
 use crate::chat::ChatTemplate;
 
 /// Every chain of `chain_len` consecutive tasks of every scenario of `split` in
-/// `catalog`, scenario by scenario.
-pub fn world_chains(catalog: &Catalog, split: Split, chain_len: usize) -> Vec<TaskChain> {
+/// `catalog` whose template `templates` names (every scenario when it is empty),
+/// scenario by scenario.
+pub fn world_chains(
+    catalog: &Catalog,
+    split: Split,
+    chain_len: usize,
+    templates: &[String],
+) -> Vec<TaskChain> {
     catalog
         .split(split)
         .iter()
+        .filter(|b| templates.is_empty() || templates.iter().any(|t| t == b.template.name))
         .flat_map(|built| built.scenario.chains(chain_len).collect::<Vec<_>>())
         .collect()
 }
@@ -32,16 +39,25 @@ pub struct WorldRl {
 }
 
 impl WorldRl {
-    /// Builds the training scenarios of `rl.scenario_seeds` seeds per template; the
-    /// system prompt spells out its rules when `prompt_rules` is set (as the policy's
-    /// SFT data did).
+    /// Builds the training scenarios of `rl.scenario_seeds` seeds per template (of
+    /// `rl.templates` where it names any; a name that is no training template is an
+    /// error); the system prompt spells out its rules when `prompt_rules` is set (as the
+    /// policy's SFT data did).
     pub fn new(rl: &RlConfig, prompt_rules: bool) -> Result<WorldRl, ScenarioError> {
         let catalog_config = CatalogConfig {
             seeds: rl.scenario_seeds,
             ..CatalogConfig::default()
         };
         let catalog = Arc::new(Catalog::build_splits(&catalog_config, &[Split::Train])?);
-        let chains = world_chains(&catalog, Split::Train, rl.chain_len);
+        let training = catalog.split(Split::Train);
+        if let Some(unknown) = rl
+            .templates
+            .iter()
+            .find(|name| !training.iter().any(|b| b.template.name == name.as_str()))
+        {
+            return Err(ScenarioError::UnknownTemplate(unknown.clone()));
+        }
+        let chains = world_chains(&catalog, Split::Train, rl.chain_len, &rl.templates);
         Ok(WorldRl {
             catalog,
             env_config: EnvConfig {
