@@ -73,6 +73,22 @@ fn settings() -> Vec<Setting> {
             kl_coef: 0.1,
             ..plain("lr 1e-3 KL 0.1", 1e-3)
         },
+        Setting {
+            adjust: |c| c.grpo.negative_weight = 0.25,
+            ..plain("lr 1e-3 negatives x0.25", 1e-3)
+        },
+        Setting {
+            adjust: |c| c.grpo.negative_weight = 0.0,
+            ..plain("lr 1e-3 successes only", 1e-3)
+        },
+        Setting {
+            adjust: |c| c.grpo.negative_weight = 0.25,
+            ..plain("lr 3e-4 negatives x0.25", 3e-4)
+        },
+        Setting {
+            adjust: |c| c.grpo.negative_weight = 0.0,
+            ..plain("lr 3e-4 successes only", 3e-4)
+        },
     ]
 }
 

@@ -3,8 +3,8 @@
 //! coefficients; masking, the ratio clamp, and input validation.
 
 use sage_core::grpo::{
-    chain_advantages, group_advantages, policy_loss, GrpoConfig, GrpoError, GrpoStats,
-    LossAggregation, TokenBatch,
+    chain_advantages, group_advantages, policy_loss, weight_negative_advantages, GrpoConfig,
+    GrpoError, GrpoStats, LossAggregation, TokenBatch,
 };
 
 /// Asserts `|a - b| <= tol * max(1, |b|)`.
@@ -67,6 +67,7 @@ fn defaults_match_sage() {
     assert_eq!(c.kl_coef, 0.0);
     assert_eq!(c.aggregation, LossAggregation::SeqMeanTokenMean);
     assert!(!c.normalize_std);
+    assert_eq!(c.negative_weight, 1.0);
     c.validate().unwrap();
     let json = serde_json::to_string(&c).unwrap();
     assert_eq!(serde_json::from_str::<GrpoConfig>(&json).unwrap(), c);
@@ -88,6 +89,16 @@ fn advantages_hand_computed() {
     }
     group_advantages(&[2.0, 0.0], true, 1.0, &mut out[..2]).unwrap();
     assert_eq!(&out[..2], &[0.5, -0.5]);
+}
+
+/// Only negative advantages are scaled: a group's successes keep their full weight.
+#[test]
+fn negative_advantages_are_weighted_and_positive_ones_kept() {
+    let mut advantages = [1.5, -0.5, 0.0, -1.0, 0.25];
+    weight_negative_advantages(&mut advantages, 0.25);
+    assert_eq!(advantages, [1.5, -0.125, 0.0, -0.25, 0.25]);
+    weight_negative_advantages(&mut advantages, 0.0);
+    assert_eq!(advantages, [1.5, 0.0, 0.0, 0.0, 0.25]);
 }
 
 #[test]
@@ -476,6 +487,14 @@ fn bad_shapes_and_configs_are_errors() {
         },
         GrpoConfig {
             norm_length: 0,
+            ..config
+        },
+        GrpoConfig {
+            negative_weight: 1.5,
+            ..config
+        },
+        GrpoConfig {
+            negative_weight: f32::NAN,
             ..config
         },
     ];

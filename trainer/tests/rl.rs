@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 use sage_backend_cpu::CpuBackend;
+use sage_core::grpo::GrpoConfig;
 use sage_core::policy::{Generation, Policy, SamplingParams, StopReason, UpdateStats};
 use sage_core::reward::{RewardConfig, RewardKind};
 use sage_core::{Skill, Task, TaskChain};
@@ -434,8 +435,15 @@ fn rewards_of_every_rollout_follow_the_formulas() {
     assert!(outcome_only.iter().zip(&rewards).any(|(o, s)| s > o));
 }
 
+/// With `negative_weight` w, a failed sequence's coefficients are w times GRPO's.
 #[test]
 fn advantages_are_centred_per_chain_position_and_land_on_agent_tokens_only() {
+    for negative_weight in [1.0f32, 0.25] {
+        check_update_coefficients(negative_weight);
+    }
+}
+
+fn check_update_coefficients(negative_weight: f32) {
     let (tasks, chains) = tasks_and_chains();
     let tk = tokenizer(&tasks);
     let mut recorder = ChoicePolicy::new(&tk, tasks);
@@ -476,7 +484,10 @@ fn advantages_are_centred_per_chain_position_and_land_on_agent_tokens_only() {
         inner: &mut recorder,
         seen: Vec::new(),
     };
-    let grpo = RlConfig::default().grpo;
+    let grpo = GrpoConfig {
+        negative_weight,
+        ..RlConfig::default().grpo
+    };
     let report = update_policy(
         &mut policy,
         None,
@@ -500,10 +511,15 @@ fn advantages_are_centred_per_chain_position_and_land_on_agent_tokens_only() {
                 .map(|i| rewards[(rollout.chain * 6 + i) * 2 + position])
                 .collect();
             let mean = group.iter().sum::<f32>() / 6.0;
-            let advantage = rewards[j * 2 + position] - mean;
-            if advantage.abs() < 1e-6 {
+            let centred = rewards[j * 2 + position] - mean;
+            if centred.abs() < 1e-6 {
                 continue;
             }
+            let advantage = if centred < 0.0 {
+                negative_weight * centred
+            } else {
+                centred
+            };
             let chat = &rollout.episodes[position].chat;
             let (tokens, coef) = trained.next().expect("a trained sequence");
             assert_eq!(tokens.as_slice(), chat.tokens());

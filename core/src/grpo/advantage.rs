@@ -81,6 +81,15 @@ pub fn chain_advantages(
     Ok(())
 }
 
+/// Multiplies every negative advantage by `weight` (GRPO's
+/// [`negative_weight`](super::GrpoConfig::negative_weight)), leaving positive ones as
+/// they are.
+pub fn weight_negative_advantages(advantages: &mut [f32], weight: f32) {
+    for a in advantages.iter_mut().filter(|a| **a < 0.0) {
+        *a *= weight;
+    }
+}
+
 /// Writes the advantages of one group of `len` rewards.
 fn centre<'a>(
     group: impl Iterator<Item = &'a f32> + Clone,

@@ -49,6 +49,10 @@ pub struct GrpoConfig {
     pub max_log_ratio: f32,
     /// The constant length `L` of [`LossAggregation::SeqMeanTokenSumNorm`]; `> 0`.
     pub norm_length: u32,
+    /// Weight of negative advantages, applied after centring (and any std
+    /// normalisation), in `[0, 1]`: 1 is GRPO's update, below 1 lowers the failed
+    /// answers less than it raises the successful ones, 0 only reinforces successes.
+    pub negative_weight: f32,
 }
 
 impl Default for GrpoConfig {
@@ -63,6 +67,7 @@ impl Default for GrpoConfig {
             std_eps: 1e-6,
             max_log_ratio: 20.0,
             norm_length: 1500,
+            negative_weight: 1.0,
         }
     }
 }
@@ -93,6 +98,9 @@ impl GrpoConfig {
         }
         if self.norm_length == 0 {
             return invalid("norm_length must be > 0");
+        }
+        if !(0.0..=1.0).contains(&self.negative_weight) {
+            return invalid("negative_weight must be in [0, 1]");
         }
         Ok(())
     }

@@ -22,7 +22,7 @@ mod error;
 mod loss;
 mod token;
 
-pub use advantage::{chain_advantages, group_advantages};
+pub use advantage::{chain_advantages, group_advantages, weight_negative_advantages};
 pub use config::{GrpoConfig, LossAggregation};
 pub use error::GrpoError;
 pub use loss::{policy_loss, GrpoStats, TokenBatch};

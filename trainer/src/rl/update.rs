@@ -22,7 +22,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use sage_core::grpo::{chain_advantages, policy_loss, GrpoConfig, GrpoError, TokenBatch};
+use sage_core::grpo::{
+    chain_advantages, policy_loss, weight_negative_advantages, GrpoConfig, GrpoError, TokenBatch,
+};
 use sage_core::policy::Policy;
 
 use super::{ChainRollout, RlError};
@@ -155,6 +157,7 @@ pub fn update_policy<P: Policy>(
         &mut advantages,
     )
     .map_err(RlError::Grpo)?;
+    weight_negative_advantages(&mut advantages, grpo.negative_weight);
     let sequences: Vec<Sequence<'_>> = rollouts
         .iter()
         .flat_map(|r| &r.episodes)
