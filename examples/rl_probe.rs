@@ -24,12 +24,14 @@ use sage_trainer::pipeline::experiment::mean_std;
 use sage_trainer::probe::{probe_rl, probe_rl_config, probe_sft, ProbeConfig};
 use sage_trainer::rl::{RlConfig, RlStepStats};
 
-/// One RL setting: its name, AdamW's learning rate and eps, and its other changes.
+/// One RL setting: its name, AdamW's learning rate and eps, the KL weight, the weight
+/// of negative advantages, and its other changes.
 struct Setting {
     name: &'static str,
     learning_rate: f32,
     eps: f32,
     kl_coef: f32,
+    negative_weight: f32,
     adjust: fn(&mut RlConfig),
 }
 
@@ -39,6 +41,7 @@ fn settings() -> Vec<Setting> {
         learning_rate,
         eps: 1e-8,
         kl_coef: 0.0,
+        negative_weight: 1.0,
         adjust: |_| {},
     };
     vec![
@@ -74,19 +77,19 @@ fn settings() -> Vec<Setting> {
             ..plain("lr 1e-3 KL 0.1", 1e-3)
         },
         Setting {
-            adjust: |c| c.grpo.negative_weight = 0.25,
+            negative_weight: 0.25,
             ..plain("lr 1e-3 negatives x0.25", 1e-3)
         },
         Setting {
-            adjust: |c| c.grpo.negative_weight = 0.0,
+            negative_weight: 0.0,
             ..plain("lr 1e-3 successes only", 1e-3)
         },
         Setting {
-            adjust: |c| c.grpo.negative_weight = 0.25,
+            negative_weight: 0.25,
             ..plain("lr 3e-4 negatives x0.25", 3e-4)
         },
         Setting {
-            adjust: |c| c.grpo.negative_weight = 0.0,
+            negative_weight: 0.0,
             ..plain("lr 3e-4 successes only", 3e-4)
         },
     ]
@@ -199,6 +202,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             let mut rl = probe_rl_config(steps, rl_seed);
             rl.learning_rate = setting.learning_rate;
             rl.grpo.kl_coef = setting.kl_coef;
+            rl.grpo.negative_weight = setting.negative_weight;
             (setting.adjust)(&mut rl);
             // The RL optimizer as `sage train` makes it (warm-up included).
             let rl_optimizer = rl.optimizer(&optimizer(setting.learning_rate, setting.eps));

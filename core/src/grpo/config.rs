@@ -49,9 +49,11 @@ pub struct GrpoConfig {
     pub max_log_ratio: f32,
     /// The constant length `L` of [`LossAggregation::SeqMeanTokenSumNorm`]; `> 0`.
     pub norm_length: u32,
-    /// Weight of negative advantages, applied after centring (and any std
-    /// normalisation), in `[0, 1]`: 1 is GRPO's update, below 1 lowers the failed
-    /// answers less than it raises the successful ones, 0 only reinforces successes.
+    /// Weight of negative advantages, in `[0, 1]`: 1 is GRPO's update, below 1 lowers
+    /// the failed answers less than it raises the successful ones, 0 only reinforces
+    /// successes. Applied by [`weight_negative_advantages`](super::weight_negative_advantages)
+    /// after centring (and any std normalisation); a caller of
+    /// [`chain_advantages`](super::chain_advantages) calls it next, as the trainer does.
     pub negative_weight: f32,
 }
 

@@ -251,6 +251,8 @@ fn report_headroom(control_log: &Path, reporter: &mut dyn Reporter) -> Result<()
     let [success, solved_any] = &found[..] else {
         return Ok(());
     };
+    // `control_gap` pairs the two series step by step over the last third: here its
+    // "run" is pass@G and its "control" the success of the same steps.
     if let Some(gap) = control_gap(solved_any, success) {
         reporter.info(&format!(
             "steps {}-{}: the control solved {:.1}% of its groups at least once (pass@G) at a \
