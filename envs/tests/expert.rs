@@ -404,3 +404,39 @@ fn mixed_mode_makes_writing_and_reusing_a_skill_a_choice() {
         );
     }
 }
+
+#[test]
+fn the_expert_states_every_value_its_instruction_states_and_a_changed_one_is_named() {
+    let mut checked = 0;
+    for mode in [ExpertMode::Skills, ExpertMode::Direct] {
+        for built in catalog().split(Split::Iid) {
+            let run = solve(ExpertConfig::new(mode), built);
+            for (task, done) in built.tasks.iter().zip(&run.tasks) {
+                let agent: String = done
+                    .messages
+                    .iter()
+                    .filter(|m| m.role == "assistant")
+                    .map(|m| m.content.as_str())
+                    .collect();
+                assert_eq!(
+                    task.miscopied_values(&agent),
+                    Vec::<&str>::new(),
+                    "{}: {}",
+                    task.task.id,
+                    task.task.instruction
+                );
+                for (name, text) in task.stated_values() {
+                    assert!(task.task.instruction.contains(&text));
+                    let changed = agent.replace(&text, "?");
+                    assert!(
+                        task.miscopied_values(&changed).contains(&name),
+                        "{}: {name} = {text:?} taken out of the agent's text",
+                        task.task.id
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} stated values checked");
+}

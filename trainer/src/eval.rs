@@ -53,6 +53,15 @@ pub struct EvalMetrics {
     /// rate.
     #[serde(default)]
     pub skill_writing: f64,
+    /// % of tasks whose agent text states every value the instruction states verbatim
+    /// (names, dates, descriptions; `BuiltTask::stated_values`): how well the policy
+    /// copies.
+    #[serde(default)]
+    pub values_copied: f64,
+    /// % of the failed tasks that left out or miswrote one of those values: the share of
+    /// failures that hinge on copying rather than on the code's logic.
+    #[serde(default)]
+    pub failures_miscopied: f64,
     /// % of tasks that ended on a response without code.
     pub no_code: f64,
     /// Skills in the library at the end (summed over scenarios for same-scenario).
@@ -80,6 +89,10 @@ pub struct TaskOutcome {
     pub used: Vec<String>,
     /// Skills it saved.
     pub saved: Vec<String>,
+    /// Parameters whose value the instruction states but the agent's text does not
+    /// (`BuiltTask::miscopied_values`).
+    #[serde(default)]
+    pub miscopied: Vec<String>,
     /// The agent's turns and what came back, in order.
     pub turns: Vec<TurnText>,
 }
@@ -280,11 +293,22 @@ pub fn evaluate_split<P: Policy>(
             outcomes[s].push(episode);
         }
     }
-    let metrics = summarize(split, mode, &outcomes, libraries.size());
+    let miscopied: Vec<Vec<Vec<String>>> = outcomes
+        .iter()
+        .zip(&scenarios)
+        .map(|(episodes, scenario)| {
+            episodes
+                .iter()
+                .map(|e| miscopied_values(scenario, e))
+                .collect()
+        })
+        .collect();
+    let metrics = summarize(split, mode, &outcomes, &miscopied, libraries.size());
     let tasks = outcomes
         .iter()
         .flatten()
-        .map(|e| TaskOutcome {
+        .zip(miscopied.into_iter().flatten())
+        .map(|(e, miscopied)| TaskOutcome {
             task_id: e.episode.task.id.clone(),
             passed: e.episode.evaluation.passed,
             score: e.episode.evaluation.score,
@@ -303,6 +327,7 @@ pub fn evaluate_split<P: Policy>(
                 .into_iter()
                 .map(|s| s.name.clone())
                 .collect(),
+            miscopied,
             turns: e
                 .episode
                 .turns
@@ -317,11 +342,32 @@ pub fn evaluate_split<P: Policy>(
     Ok((metrics, tasks))
 }
 
-/// The metrics of finished scenarios (each a list of its tasks' episodes).
+/// The names of the values `episode`'s instruction states that its agent turns do not.
+fn miscopied_values(scenario: &BuiltScenario, episode: &RolloutEpisode) -> Vec<String> {
+    let agent: String = episode
+        .episode
+        .turns
+        .iter()
+        .map(|t| t.agent_text.as_str())
+        .collect();
+    scenario
+        .task(&episode.episode.task.id)
+        .map(|task| {
+            task.miscopied_values(&agent)
+                .into_iter()
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The metrics of finished scenarios (each a list of its tasks' episodes, with the
+/// values each miscopied).
 fn summarize(
     split: Split,
     mode: RetrievalMode,
     scenarios: &[Vec<RolloutEpisode>],
+    miscopied: &[Vec<Vec<String>>],
     library_size: usize,
 ) -> EvalMetrics {
     let episodes: Vec<&RolloutEpisode> = scenarios.iter().flatten().collect();
@@ -352,6 +398,16 @@ fn summarize(
         .iter()
         .filter(|e| !e.episode.saved_skills().is_empty())
         .count();
+    let copy_errors: Vec<bool> = miscopied.iter().flatten().map(|m| !m.is_empty()).collect();
+    let failed = episodes
+        .iter()
+        .filter(|e| !e.episode.evaluation.passed)
+        .count();
+    let failed_miscopied = episodes
+        .iter()
+        .zip(&copy_errors)
+        .filter(|(e, &wrong)| wrong && !e.episode.evaluation.passed)
+        .count();
     let mut distinct: Vec<&str> = episodes
         .iter()
         .flat_map(|e| e.episode.used_skills())
@@ -375,6 +431,8 @@ fn summarize(
         skill_usage: percent(using.len(), with_library.len()),
         success_skill_usage: percent(using_passed, using.len()),
         skill_writing: percent(writing, fresh.len()),
+        values_copied: percent(copy_errors.iter().filter(|&&w| !w).count(), tasks),
+        failures_miscopied: percent(failed_miscopied, failed),
         no_code: percent(
             episodes
                 .iter()
@@ -392,7 +450,7 @@ pub fn metrics_table(rows: &[EvalMetrics]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<15} {:<15} {:>6} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9} {:>8} {:>8} {:>8}",
+        "{:<15} {:<15} {:>6} {:>7} {:>7} {:>6} {:>7} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>11}",
         "split",
         "retrieval",
         "tasks",
@@ -404,12 +462,14 @@ pub fn metrics_table(rows: &[EvalMetrics]) -> String {
         "succ.use %",
         "no-code%",
         "library",
-        "write %"
+        "write %",
+        "copied %",
+        "fail.copy %"
     );
     for m in rows {
         let _ = writeln!(
             out,
-            "{:<15} {:<15} {:>6} {:>7.1} {:>7.1} {:>6.2} {:>7.0} {:>7.1} {:>9.1} {:>8.1} {:>8} {:>8.1}",
+            "{:<15} {:<15} {:>6} {:>7.1} {:>7.1} {:>6.2} {:>7.0} {:>7.1} {:>9.1} {:>8.1} {:>8} {:>8.1} {:>8.1} {:>11.1}",
             m.split,
             m.mode,
             m.tasks,
@@ -421,7 +481,9 @@ pub fn metrics_table(rows: &[EvalMetrics]) -> String {
             m.success_skill_usage,
             m.no_code,
             m.library_size,
-            m.skill_writing
+            m.skill_writing,
+            m.values_copied,
+            m.failures_miscopied
         );
     }
     out

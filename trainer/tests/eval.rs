@@ -1,5 +1,6 @@
 //! `eval`: the skill-writing rate of an evaluation counts the tasks that started with
-//! an empty library and saved a skill. A canned policy answers its calls in turn from a
+//! an empty library and saved a skill, and the copying rates count the tasks whose
+//! code states the instruction's values. A canned policy answers its calls in turn from a
 //! list, on one `iid` scenario of three one-turn tasks under same-scenario retrieval
 //! (the tasks run one after the other, so call `i` is task `i + 1`).
 
@@ -8,10 +9,10 @@ use std::path::Path;
 use sage_core::policy::{Generation, SamplingParams, StopReason, UpdateStats};
 use sage_core::retrieval::RetrievalMode;
 use sage_core::Policy;
-use sage_envs::scenarios::Split;
+use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::config::RunConfig;
-use sage_trainer::pipeline::{run_eval, PrintReporter};
+use sage_trainer::pipeline::{run_eval, EvalReport, PrintReporter};
 use sage_trainer::tokenizer::{Tokenizer, TrainConfig};
 
 /// Answers call `i` with `answers[i]` (the last one once they run out) and the end of
@@ -56,9 +57,8 @@ impl Policy for Canned {
     }
 }
 
-/// The skill-writing and skill-usage rates of a policy that answers task `i` with
-/// `answers[i]`.
-fn rates_of(answers: &[&str]) -> (f64, f64) {
+/// The evaluation of a policy that answers task `i` with `answers[i]`.
+fn evaluate(answers: &[&str]) -> EvalReport {
     let mut config = RunConfig::tiny(Path::new("unused"));
     config.eval.splits = vec![Split::Iid];
     config.eval.modes = vec![RetrievalMode::SameScenario];
@@ -92,7 +92,13 @@ fn rates_of(answers: &[&str]) -> (f64, f64) {
     )
     .expect("eval");
     assert_eq!(policy.calls, 3, "three one-turn tasks");
-    let metrics = &reports[0].metrics;
+    reports.into_iter().next().expect("one split, one mode")
+}
+
+/// The skill-writing and skill-usage rates of a policy that answers task `i` with
+/// `answers[i]`.
+fn rates_of(answers: &[&str]) -> (f64, f64) {
+    let metrics = evaluate(answers).metrics;
     (metrics.skill_writing, metrics.skill_usage)
 }
 
@@ -115,4 +121,36 @@ fn skill_writing_counts_the_tasks_that_start_empty_and_save_a_skill() {
     assert_eq!(writing, 100.0);
     let (writing, _) = rates_of(&[PLAIN]);
     assert_eq!(writing, 0.0);
+}
+
+#[test]
+fn copying_rates_count_the_tasks_whose_code_states_the_instructions_values() {
+    let catalog = Catalog::build_splits(&CatalogConfig::default(), &[Split::Iid]).expect("catalog");
+    let scenario = &catalog.split(Split::Iid)[0];
+    let stated: Vec<Vec<(&str, String)>> =
+        scenario.tasks.iter().map(|t| t.stated_values()).collect();
+    assert!(
+        stated.iter().all(|values| !values.is_empty()),
+        "every task of {} states a value: {stated:?}",
+        scenario.scenario.id
+    );
+    // Code that prints task 1's values (and does nothing else, so every task fails).
+    let values: Vec<String> = stated[0]
+        .iter()
+        .map(|(_, text)| format!("{text:?}"))
+        .collect();
+    let copying = format!("Printing.\n\n```python\nprint({})\n```", values.join(", "));
+    // Task 1 states its values, tasks 2 and 3 (other values) state none of theirs.
+    let report = evaluate(&[&copying, PLAIN]);
+    assert!(report.tasks.iter().all(|t| !t.passed));
+    let third = 100.0 / 3.0;
+    assert!((report.metrics.values_copied - third).abs() < 1e-9);
+    assert!((report.metrics.failures_miscopied - 2.0 * third).abs() < 1e-9);
+    assert_eq!(report.tasks[0].miscopied, Vec::<String>::new());
+    let names: Vec<String> = stated[1].iter().map(|(n, _)| (*n).to_owned()).collect();
+    assert_eq!(report.tasks[1].miscopied, names);
+    // Plain code states nothing: every failure is a miscopy.
+    let report = evaluate(&[PLAIN]);
+    assert_eq!(report.metrics.values_copied, 0.0);
+    assert_eq!(report.metrics.failures_miscopied, 100.0);
 }

@@ -21,6 +21,7 @@
 
 mod build;
 mod coinpay;
+mod copying;
 mod cross;
 mod eval;
 mod files;
