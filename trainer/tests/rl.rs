@@ -931,3 +931,34 @@ fn rl_chains_come_from_the_named_templates_only() {
         .expect("an unknown template is refused");
     assert!(error.to_string().contains("no_such_template"), "{error}");
 }
+
+#[test]
+fn a_scenario_seed_offset_draws_the_training_seeds_after_the_skipped_ones() {
+    let config = |seeds: u64, offset: u64| RlConfig {
+        scenario_seeds: seeds,
+        scenario_seed_offset: offset,
+        templates: vec!["notes_append_line".to_owned()],
+        ..RlConfig::default()
+    };
+    let seed_of = |chain: &TaskChain| chain.scenario_id.rsplit('/').next().unwrap().to_owned();
+    let seeds_of = |world: &WorldRl| {
+        let mut seeds: Vec<String> = world.chains.iter().map(seed_of).collect();
+        seeds.dedup();
+        seeds
+    };
+    // Seeds 1000-1004 as the first five, the last two of them as offset 3 with two seeds.
+    let first = WorldRl::new(&config(5, 0), false).expect("five seeds");
+    let after = WorldRl::new(&config(2, 3), false).expect("two seeds after three");
+    assert_eq!(seeds_of(&first), ["1000", "1001", "1002", "1003", "1004"]);
+    assert_eq!(seeds_of(&after), ["1003", "1004"]);
+    let tail: Vec<&TaskChain> = first
+        .chains
+        .iter()
+        .filter(|c| ["1003", "1004"].contains(&seed_of(c).as_str()))
+        .collect();
+    assert_eq!(after.chains.iter().collect::<Vec<_>>(), tail);
+    let error = WorldRl::new(&config(20, 990), false)
+        .err()
+        .expect("seeds past the split's own are refused");
+    assert!(error.to_string().contains("1990..2010"), "{error}");
+}

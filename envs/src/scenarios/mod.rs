@@ -46,7 +46,7 @@ pub use build::{BuiltScenario, BuiltTask, Expected, TASKS_PER_SCENARIO};
 pub use eval::{answer_matches, evaluate, text_matches, values_match, Check, Report};
 pub use pick::Picker;
 pub use reference::Reference;
-pub use splits::{Catalog, CatalogConfig, Split, TaskRef};
+pub use splits::{Catalog, CatalogConfig, Split, TaskRef, SEEDS_PER_SPLIT};
 
 /// A task's parameters: what its instruction names (people, months, titles, ...), as
 /// JSON. The keys a [`Solution`] lists are its skill's arguments.
@@ -178,6 +178,13 @@ pub enum ScenarioError {
         /// Index of the task (0-based).
         index: usize,
     },
+    /// A split's seeds (offset plus count) run past the seeds it owns.
+    SeedRange {
+        /// The split.
+        split: &'static str,
+        /// The seeds asked for.
+        seeds: std::ops::Range<u64>,
+    },
 }
 
 impl fmt::Display for ScenarioError {
@@ -195,6 +202,14 @@ impl fmt::Display for ScenarioError {
                 f,
                 "template {template} found no parameters for task {} with seed {seed}",
                 index + 1
+            ),
+            ScenarioError::SeedRange { split, seeds } => write!(
+                f,
+                "split {split}: seeds {}..{} run past its {} seeds (seed offset plus seed count must be at most {})",
+                seeds.start,
+                seeds.end,
+                splits::SEEDS_PER_SPLIT,
+                splits::SEEDS_PER_SPLIT
             ),
         }
     }

@@ -68,7 +68,7 @@ impl Split {
         }
     }
 
-    /// The first seed of the split.
+    /// The first seed of the split (splits are [`SEEDS_PER_SPLIT`] seeds apart).
     fn first_seed(self) -> u64 {
         match self {
             Split::Train => 1000,
@@ -85,7 +85,8 @@ impl Split {
             Split::Iid => config.iid_seeds,
             _ => config.seeds,
         };
-        self.first_seed()..self.first_seed() + count
+        let first = self.first_seed() + config.seed_offset;
+        first..first + count
     }
 
     /// The id of the scenario of `template` with `seed` in this split.
@@ -154,6 +155,9 @@ const TEST_CHALLENGE: &[&str] = &[
     "cross_request_group_debts",
 ];
 
+/// Seeds each split owns: a split's offset plus its seed count must stay within them.
+pub const SEEDS_PER_SPLIT: u64 = 1000;
+
 /// How many scenarios each template gets, and the worlds they start from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CatalogConfig {
@@ -161,6 +165,10 @@ pub struct CatalogConfig {
     pub seeds: u64,
     /// Held-out seeds per training template in iid.
     pub iid_seeds: u64,
+    /// Seeds skipped at the start of every split (0: the usual scenarios). RL uses it to
+    /// draw training scenarios that an SFT model's data, built from the first seeds, did
+    /// not contain.
+    pub seed_offset: u64,
     /// The generator's settings for every world.
     pub world: WorldConfig,
 }
@@ -170,6 +178,7 @@ impl Default for CatalogConfig {
         CatalogConfig {
             seeds: 5,
             iid_seeds: 2,
+            seed_offset: 0,
             world: WorldConfig::default(),
         }
     }
@@ -224,6 +233,13 @@ impl Catalog {
     ) -> Result<Catalog, ScenarioError> {
         let mut catalog = Catalog::default();
         for &split in splits {
+            let seeds = split.seeds(config);
+            if seeds.end - split.first_seed() > SEEDS_PER_SPLIT {
+                return Err(ScenarioError::SeedRange {
+                    split: split.name(),
+                    seeds,
+                });
+            }
             let templates = split
                 .template_names()
                 .iter()
@@ -231,7 +247,7 @@ impl Catalog {
                     template(name).ok_or_else(|| ScenarioError::UnknownTemplate(name.to_owned()))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            for seed in split.seeds(config) {
+            for seed in seeds {
                 let world = Arc::new(World::generate_with(seed, config.world.clone()));
                 for &template in &templates {
                     let id = split.scenario_id(template.name, seed);

@@ -78,6 +78,12 @@ pub struct RlConfig {
     /// Seeds per training template of the built-in world whose scenarios give the
     /// training chains.
     pub scenario_seeds: u64,
+    /// Training seeds skipped before the first RL scenario (0: RL draws the first
+    /// `scenario_seeds`). An SFT model's expert data covers the first `[data] seeds`
+    /// training seeds, so an offset of at least that gives RL scenarios whose worlds and
+    /// values the model has not memorized, where success must come from reading the
+    /// instruction. At most 1000 together with `scenario_seeds`.
+    pub scenario_seed_offset: u64,
     /// Training templates whose scenarios give the chains (empty: every one). A
     /// narrower set visits each of its templates more often in the same steps.
     pub templates: Vec<String>,
@@ -108,6 +114,7 @@ impl Default for RlConfig {
             minibatches: 1,
             apply_updates: true,
             scenario_seeds: 5,
+            scenario_seed_offset: 0,
             templates: Vec::new(),
             reward: RewardConfig::default(),
             grpo: GrpoConfig::default(),

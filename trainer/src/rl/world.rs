@@ -39,13 +39,15 @@ pub struct WorldRl {
 }
 
 impl WorldRl {
-    /// Builds the training scenarios of `rl.scenario_seeds` seeds per template (of
+    /// Builds the training scenarios of `rl.scenario_seeds` seeds per template, after
+    /// the first `rl.scenario_seed_offset` (of
     /// `rl.templates` where it names any; a name that is no training template is an
     /// error); the system prompt spells out its rules when `prompt_rules` is set (as the
     /// policy's SFT data did).
     pub fn new(rl: &RlConfig, prompt_rules: bool) -> Result<WorldRl, ScenarioError> {
         let catalog_config = CatalogConfig {
             seeds: rl.scenario_seeds,
+            seed_offset: rl.scenario_seed_offset,
             ..CatalogConfig::default()
         };
         let catalog = Arc::new(Catalog::build_splits(&catalog_config, &[Split::Train])?);
