@@ -957,6 +957,12 @@ fn a_scenario_seed_offset_draws_the_training_seeds_after_the_skipped_ones() {
         .filter(|c| ["1003", "1004"].contains(&seed_of(c).as_str()))
         .collect();
     assert_eq!(after.chains.iter().collect::<Vec<_>>(), tail);
+    // The SFT data of 4 seeds holds 1000-1003: the first RL world shares 4 of its 5
+    // seeds with it, the second 1 of 2 (1003), one that starts after it none.
+    assert_eq!(config(5, 0).seeds_in_sft_data(4), 4);
+    assert_eq!(config(2, 3).seeds_in_sft_data(4), 1);
+    assert_eq!(config(2, 4).seeds_in_sft_data(4), 0);
+    assert_eq!(config(2, 3).seeds_in_sft_data(60), 2);
     let error = WorldRl::new(&config(20, 990), false)
         .err()
         .expect("seeds past the split's own are refused");

@@ -10,6 +10,7 @@
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
+use sage_envs::scenarios::Split;
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
@@ -120,6 +121,15 @@ pub(super) fn train<K: Kernels>(
         rl.chains_per_step,
         rl.rollouts
     ));
+    let shared = rl.seeds_in_sft_data(config.data.seeds);
+    if config.data.split == Split::Train && shared > 0 {
+        reporter.info(&format!(
+            "{shared} of RL's {} training seeds are in the SFT data of [data] seeds = {}: \
+             success there includes values the model memorized ([rl] scenario_seed_offset \
+             = {} draws scenarios it has not seen)",
+            rl.scenario_seeds, config.data.seeds, config.data.seeds
+        ));
+    }
     let resumed_at = sources.resume.then_some(state.step);
     let mut trainer =
         RlTrainer::new(rl.clone(), world.chains.clone(), state).map_err(failed("rl"))?;

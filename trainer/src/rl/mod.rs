@@ -158,6 +158,17 @@ impl RlConfig {
         }
     }
 
+    /// How many of RL's training seeds are among the first `data_seeds`, those an SFT
+    /// model's expert data was built from: on those scenarios its success includes
+    /// values it memorized rather than read from the instruction.
+    pub fn seeds_in_sft_data(&self, data_seeds: u64) -> u64 {
+        let end = self
+            .scenario_seed_offset
+            .saturating_add(self.scenario_seeds);
+        end.min(data_seeds)
+            .saturating_sub(self.scenario_seed_offset)
+    }
+
     /// Checks every setting against its documented range.
     pub fn validate(&self) -> Result<(), RlError> {
         let invalid = |what: &str| Err(RlError::Config(what.to_owned()));
