@@ -344,12 +344,13 @@ pub fn evaluate_split<P: Policy>(
 
 /// The names of the values `episode`'s instruction states that its agent turns do not.
 fn miscopied_values(scenario: &BuiltScenario, episode: &RolloutEpisode) -> Vec<String> {
-    let agent: String = episode
+    let agent = episode
         .episode
         .turns
         .iter()
         .map(|t| t.agent_text.as_str())
-        .collect();
+        .collect::<Vec<_>>()
+        .join("\n");
     scenario
         .task(&episode.episode.task.id)
         .map(|task| {
