@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 use sage_envs::environment::{EnvConfig, WorldEnv};
-use sage_envs::expert::{Expert, ExpertConfig, ExpertMode, ScenarioRun};
+use sage_envs::expert::{Expert, ExpertConfig, ExpertMode, ScenarioRun, TaskRun};
 use sage_envs::prompt::OBSERVATION_PREFIX;
 use sage_envs::scenarios::{BuiltScenario, Catalog, CatalogConfig, Split};
 use serde_json::Value;
@@ -25,6 +25,15 @@ fn solve(config: ExpertConfig, scenario: &BuiltScenario) -> ScenarioRun {
     Expert::new(config)
         .solve(&mut env, scenario)
         .unwrap_or_else(|e| panic!("{}: {e}", scenario.scenario.id))
+}
+
+/// What the agent wrote in `task`, turn by turn.
+fn agent_turns(task: &TaskRun) -> Vec<&str> {
+    task.messages
+        .iter()
+        .filter(|m| m.role == "assistant")
+        .map(|m| m.content.as_str())
+        .collect()
 }
 
 #[test]
@@ -181,12 +190,7 @@ fn the_direct_mode_writes_no_functions() {
     for built in catalog().split(Split::Dev) {
         for task in solve(config, built).tasks {
             assert!(task.saved.is_empty() && task.library.is_empty() && task.used.is_empty());
-            let agent: Vec<&str> = task
-                .messages
-                .iter()
-                .filter(|m| m.role == "assistant")
-                .map(|m| m.content.as_str())
-                .collect();
+            let agent = agent_turns(&task);
             assert!(
                 agent.iter().all(|t| !t.contains("\ndef ")),
                 "{}",
@@ -206,11 +210,9 @@ fn variants_word_the_same_scenario_differently() {
                 ..ExpertConfig::new(ExpertMode::Skills)
             };
             let run = solve(config, &built);
-            run.tasks[0]
-                .messages
-                .iter()
-                .filter(|m| m.role == "assistant")
-                .map(|m| m.content.clone())
+            agent_turns(&run.tasks[0])
+                .into_iter()
+                .map(str::to_owned)
                 .collect()
         })
         .collect();
@@ -301,7 +303,7 @@ fn without_docs_the_first_task_skips_the_lookup_turn() {
         },
         &built,
     );
-    let reads_docs = |task: &sage_envs::expert::TaskRun| {
+    let reads_docs = |task: &TaskRun| {
         task.messages
             .iter()
             .any(|m| m.role == "assistant" && m.content.contains("apis.api_docs."))
@@ -412,12 +414,7 @@ fn the_expert_states_every_value_its_instruction_states_and_a_changed_one_is_nam
         for built in catalog().split(Split::Iid) {
             let run = solve(ExpertConfig::new(mode), built);
             for (task, done) in built.tasks.iter().zip(&run.tasks) {
-                let agent: String = done
-                    .messages
-                    .iter()
-                    .filter(|m| m.role == "assistant")
-                    .map(|m| m.content.as_str())
-                    .collect();
+                let agent = agent_turns(done).join("\n");
                 assert_eq!(
                     task.miscopied_values(&agent),
                     Vec::<&str>::new(),

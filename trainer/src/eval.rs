@@ -293,21 +293,17 @@ pub fn evaluate_split<P: Policy>(
             outcomes[s].push(episode);
         }
     }
-    let miscopied: Vec<Vec<Vec<String>>> = outcomes
+    // One entry per task, in the order of `outcomes.iter().flatten()`.
+    let miscopied: Vec<Vec<String>> = outcomes
         .iter()
         .zip(&scenarios)
-        .map(|(episodes, scenario)| {
-            episodes
-                .iter()
-                .map(|e| miscopied_values(scenario, e))
-                .collect()
-        })
+        .flat_map(|(episodes, scenario)| episodes.iter().map(|e| miscopied_values(scenario, e)))
         .collect();
     let metrics = summarize(split, mode, &outcomes, &miscopied, libraries.size());
     let tasks = outcomes
         .iter()
         .flatten()
-        .zip(miscopied.into_iter().flatten())
+        .zip(miscopied)
         .map(|(e, miscopied)| TaskOutcome {
             task_id: e.episode.task.id.clone(),
             passed: e.episode.evaluation.passed,
@@ -362,13 +358,13 @@ fn miscopied_values(scenario: &BuiltScenario, episode: &RolloutEpisode) -> Vec<S
         .unwrap_or_default()
 }
 
-/// The metrics of finished scenarios (each a list of its tasks' episodes, with the
-/// values each miscopied).
+/// The metrics of finished scenarios (each a list of its tasks' episodes), with the
+/// values each task miscopied (in the order of the scenarios' episodes, flattened).
 fn summarize(
     split: Split,
     mode: RetrievalMode,
     scenarios: &[Vec<RolloutEpisode>],
-    miscopied: &[Vec<Vec<String>>],
+    miscopied: &[Vec<String>],
     library_size: usize,
 ) -> EvalMetrics {
     let episodes: Vec<&RolloutEpisode> = scenarios.iter().flatten().collect();
@@ -399,15 +395,11 @@ fn summarize(
         .iter()
         .filter(|e| !e.episode.saved_skills().is_empty())
         .count();
-    let copy_errors: Vec<bool> = miscopied.iter().flatten().map(|m| !m.is_empty()).collect();
-    let failed = episodes
-        .iter()
-        .filter(|e| !e.episode.evaluation.passed)
-        .count();
+    let copied = miscopied.iter().filter(|m| m.is_empty()).count();
     let failed_miscopied = episodes
         .iter()
-        .zip(&copy_errors)
-        .filter(|(e, &wrong)| wrong && !e.episode.evaluation.passed)
+        .zip(miscopied)
+        .filter(|(e, m)| !e.episode.evaluation.passed && !m.is_empty())
         .count();
     let mut distinct: Vec<&str> = episodes
         .iter()
@@ -432,8 +424,8 @@ fn summarize(
         skill_usage: percent(using.len(), with_library.len()),
         success_skill_usage: percent(using_passed, using.len()),
         skill_writing: percent(writing, fresh.len()),
-        values_copied: percent(copy_errors.iter().filter(|&&w| !w).count(), tasks),
-        failures_miscopied: percent(failed_miscopied, failed),
+        values_copied: percent(copied, tasks),
+        failures_miscopied: percent(failed_miscopied, tasks - passed),
         no_code: percent(
             episodes
                 .iter()

@@ -205,11 +205,11 @@ impl fmt::Display for ScenarioError {
             ),
             ScenarioError::SeedRange { split, seeds } => write!(
                 f,
-                "split {split}: seeds {}..{} run past its {} seeds (seed offset plus seed count must be at most {})",
+                "split {split}: seeds {}..{} run past its {owned} seeds (seed offset plus seed \
+                 count must be at most {owned})",
                 seeds.start,
                 seeds.end,
-                splits::SEEDS_PER_SPLIT,
-                splits::SEEDS_PER_SPLIT
+                owned = splits::SEEDS_PER_SPLIT
             ),
         }
     }
