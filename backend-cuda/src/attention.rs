@@ -1,9 +1,11 @@
-//! Causal grouped-query attention for training over packed sequences, flash-style
-//! (kernels in `kernels/attention.cu`): the forward pass walks keys in tiles with an
-//! online softmax and saves the log-sum-exp; the backward pass computes
-//! delta = rowsum(dout * out), then dq from query blocks and dk, dv from key blocks,
-//! recomputing the probabilities from the saved log-sum-exp, so every output element
-//! has one writer. Decoding against a KV cache is in `decode`.
+//! Causal grouped-query attention for training over packed sequences, flash-style: the
+//! forward pass walks keys in tiles with an online softmax and saves the log-sum-exp;
+//! the backward pass computes delta = rowsum(dout * out), then dq from query blocks and
+//! dk, dv from key blocks, recomputing the probabilities from the saved log-sum-exp, so
+//! every output element has one writer. Two kernel sets share these layouts and this
+//! schedule: the exact f32 one on CUDA cores (`kernels/attention.cu`, [`Precision::F32`])
+//! and the tensor-core one with bf16 operands and f32 accumulation (`kernels/flash.cu`,
+//! [`Precision::Bf16`]). Decoding against a KV cache is in `decode`.
 //!
 //! Query head h reads key/value head h / (H / KV). Layouts: q, out, dq [N, H*hd];
 //! k, v, dk, dv [N, KV*hd]; lse [N, H].
@@ -14,21 +16,55 @@ use sage_transformer::Tensor;
 
 use crate::error::CudaError;
 use crate::launch::Arg;
+use crate::matmul::Precision;
 use crate::scratch::{IndexScratch, Scratch};
 use crate::CudaBackend;
 use sage_transformer::contract::to_u32;
 
 /// Widest head the kernels hold in shared memory (MAX_HEAD_DIM in attention.cu and
-/// decode.cu).
+/// decode.cu, FLASH_MAX_HEAD_DIM in flash.cu).
 pub(crate) const MAX_HEAD_DIM: usize = 128;
-/// Query rows per block of the forward kernel (FORWARD_ROWS in attention.cu).
-const FORWARD_ROWS: usize = 16;
-/// Query or key rows per block of the backward kernels (BACKWARD_ROWS).
-const BACKWARD_ROWS: usize = 8;
-/// Threads per block of the attention kernels (ATTN_THREADS): 4 warps.
+/// Threads per block of the attention kernels (ATTN_THREADS, FLASH_THREADS): 4 warps.
 const ATTENTION_THREADS: u32 = 128;
 /// (row, head) tasks per block of the delta kernel: one per warp.
 const DELTA_TASKS: usize = 4;
+
+/// The kernels of one precision and the rows each block of them owns.
+struct AttentionKernels {
+    forward: &'static str,
+    backward_dq: &'static str,
+    backward_dkv: &'static str,
+    /// Query rows per block of the forward kernel.
+    forward_rows: usize,
+    /// Query rows per block of the dq kernel, key rows per block of the dk/dv kernel.
+    backward_rows: usize,
+}
+
+/// attention.cu: FORWARD_ROWS 16, BACKWARD_ROWS 8.
+const EXACT: AttentionKernels = AttentionKernels {
+    forward: "attention_forward",
+    backward_dq: "attention_backward_dq",
+    backward_dkv: "attention_backward_dkv",
+    forward_rows: 16,
+    backward_rows: 8,
+};
+
+/// flash.cu: FLASH_ROWS 64 for every kernel.
+const TENSOR_CORE: AttentionKernels = AttentionKernels {
+    forward: "flash_forward",
+    backward_dq: "flash_backward_dq",
+    backward_dkv: "flash_backward_dkv",
+    forward_rows: 64,
+    backward_rows: 64,
+};
+
+/// The kernel set the backend's precision runs.
+fn kernels(b: &CudaBackend) -> &'static AttentionKernels {
+    match b.precision {
+        Precision::F32 => &EXACT,
+        Precision::Bf16 => &TENSOR_CORE,
+    }
+}
 
 /// Fails unless the kernels can hold the heads: no wider than [`MAX_HEAD_DIM`], and
 /// few enough for the grid.
@@ -110,8 +146,9 @@ pub(crate) fn attention_forward(
     let mut args = pointers.to_vec();
     args.push(Arg::Ptr(spans));
     args.extend(kernel_args(op, &dims, n)?);
-    let grid = (row_blocks(op, n, FORWARD_ROWS)?, dims.heads as u32);
-    b.launch(op, grid, ATTENTION_THREADS, &args)
+    let set = kernels(b);
+    let grid = (row_blocks(op, n, set.forward_rows)?, dims.heads as u32);
+    b.launch(set.forward, grid, ATTENTION_THREADS, &args)
 }
 
 /// dq, dk, dv of [`attention_forward`]: delta[N, H], then the query gradient and the
@@ -178,9 +215,10 @@ pub(crate) fn attention_backward(
         Arg::Ptr(spans),
     ];
     args.extend(sizes);
-    let blocks = row_blocks(op, n, BACKWARD_ROWS)?;
+    let set = kernels(b);
+    let blocks = row_blocks(op, n, set.backward_rows)?;
     b.launch(
-        "attention_backward_dq",
+        set.backward_dq,
         (blocks, dims.heads as u32),
         ATTENTION_THREADS,
         &args,
@@ -198,7 +236,7 @@ pub(crate) fn attention_backward(
     ];
     args.extend(sizes);
     b.launch(
-        "attention_backward_dkv",
+        set.backward_dkv,
         (blocks, dims.kv_heads as u32),
         ATTENTION_THREADS,
         &args,

@@ -29,6 +29,8 @@ pub(crate) enum Family {
     Rope,
     /// Training attention: forward, delta, dq, dk/dv.
     Attention,
+    /// Training attention on tensor cores (the bf16 mode): forward, dq, dk/dv.
+    Flash,
     /// KV-cache append and decoding attention.
     Decode,
     /// SwiGLU forward and backward.
@@ -41,12 +43,13 @@ pub(crate) enum Family {
 
 impl Family {
     /// Every family, in the order the backend loads them.
-    pub(crate) const ALL: [Family; 9] = [
+    pub(crate) const ALL: [Family; 10] = [
         Family::Elementwise,
         Family::Embedding,
         Family::Norm,
         Family::Rope,
         Family::Attention,
+        Family::Flash,
         Family::Decode,
         Family::Swiglu,
         Family::Logprob,
@@ -61,6 +64,7 @@ impl Family {
             Family::Norm => "norm.cu",
             Family::Rope => "rope.cu",
             Family::Attention => "attention.cu",
+            Family::Flash => "flash.cu",
             Family::Decode => "decode.cu",
             Family::Swiglu => "swiglu.cu",
             Family::Logprob => "logprob.cu",
@@ -94,6 +98,7 @@ impl Family {
                 "attention_backward_dq",
                 "attention_backward_dkv",
             ],
+            Family::Flash => &["flash_forward", "flash_backward_dq", "flash_backward_dkv"],
             Family::Decode => &["kv_cache_append", "attention_decode"],
             Family::Swiglu => &["swiglu_forward", "swiglu_backward"],
             Family::Logprob => &["logprob_rows", "logprob_dlogits"],
@@ -109,6 +114,11 @@ impl Family {
             Family::Norm => include_str!("kernels/norm.cu"),
             Family::Rope => include_str!("kernels/rope.cu"),
             Family::Attention => include_str!("kernels/attention.cu"),
+            // The mma wrapper first: the emulator supplies its own.
+            Family::Flash => concat!(
+                include_str!("kernels/tensor_core.cuh"),
+                include_str!("kernels/flash.cu")
+            ),
             Family::Decode => include_str!("kernels/decode.cu"),
             Family::Swiglu => include_str!("kernels/swiglu.cu"),
             Family::Logprob => include_str!("kernels/logprob.cu"),
@@ -177,8 +187,64 @@ fn options(arch: &str) -> Vec<String> {
     ]
 }
 
-/// Compiles one family with NVRTC, keeping the log.
+/// Compiles one family to PTX with NVRTC, keeping the log.
 fn compile(family: Family, arch: &str) -> Result<CompiledFamily, CudaError> {
+    let (ptx, log) = run_nvrtc(family, &options(arch), Output::Ptx)?;
+    Ok(CompiledFamily {
+        file: family.file(),
+        entries: family.entries(),
+        ptx: text_of(&ptx),
+        log,
+    })
+}
+
+/// One family compiled and assembled to machine code for a real architecture.
+#[derive(Clone, Debug)]
+pub struct AssembledFamily {
+    /// The `.cu` file.
+    pub file: &'static str,
+    /// The size of its cubin.
+    pub cubin_bytes: usize,
+    /// What NVRTC and ptxas printed: per kernel, registers, shared memory and spills.
+    pub report: String,
+}
+
+/// Compiles every kernel family for `arch` (a real architecture such as `"sm_90"`) and
+/// assembles it to a cubin, through NVRTC's built-in ptxas, with its resource report.
+/// Unlike a compile to PTX this reads inline PTX (the tensor-core `mma` of `flash.cu`),
+/// so a malformed instruction fails here; no GPU or driver is needed.
+pub fn assemble_kernels(arch: &str) -> Result<Vec<AssembledFamily>, CudaError> {
+    let mut options = options(arch);
+    options.push("--ptxas-options=-v".into());
+    Family::ALL
+        .iter()
+        .map(|&family| {
+            let (cubin, report) = run_nvrtc(family, &options, Output::Cubin)?;
+            Ok(AssembledFamily {
+                file: family.file(),
+                cubin_bytes: cubin.len(),
+                report,
+            })
+        })
+        .collect()
+}
+
+/// What an NVRTC run hands back.
+#[derive(Clone, Copy)]
+enum Output {
+    /// PTX text (for a virtual architecture).
+    Ptx,
+    /// Machine code (for a real architecture).
+    Cubin,
+}
+
+/// Compiles `family` with `options`, returning the requested output and NVRTC's log
+/// (trimmed; empty when clean).
+fn run_nvrtc(
+    family: Family,
+    options: &[String],
+    output: Output,
+) -> Result<(Vec<c_char>, String), CudaError> {
     if !nvrtc_available() {
         return Err(CudaError::NoLibrary(
             "no NVRTC found (libnvrtc.so.13): the library could not be loaded; install CUDA \
@@ -198,32 +264,41 @@ fn compile(family: Family, arch: &str) -> Result<CompiledFamily, CudaError> {
     };
     let program = result::create_program(&source, Some(&name)).map_err(|e| nvrtc("create", e))?;
     // SAFETY: `program` is a live program from `create_program`; it is destroyed once,
-    // below, after its log and PTX are copied out.
+    // below, after its log and output are copied out.
     let outcome = unsafe {
-        let compiled = result::compile_program(program, &options(arch));
+        let compiled = result::compile_program(program, options);
         let log = result::get_program_log(program)
             .map(|raw| text_of(&raw))
             .unwrap_or_default();
-        let ptx = match compiled {
-            Ok(()) => result::get_ptx(program).map(|raw| text_of(&raw)),
-            Err(e) => Err(e),
+        let produced = match (compiled, output) {
+            (Ok(()), Output::Ptx) => result::get_ptx(program),
+            (Ok(()), Output::Cubin) => cubin_of(program),
+            (Err(e), _) => Err(e),
         };
         let destroyed = result::destroy_program(program);
-        (ptx, log, destroyed)
+        (produced, log, destroyed)
     };
     match outcome {
-        (Ok(ptx), log, Ok(())) => Ok(CompiledFamily {
-            file,
-            entries: family.entries(),
-            ptx,
-            log: log.trim().to_owned(),
-        }),
+        (Ok(bytes), log, Ok(())) => Ok((bytes, log.trim().to_owned())),
         (Err(e), log, _) => Err(CudaError::Compile(format!(
-            "{file} for {arch}: {e:?}\n{}",
+            "{file} with {}: {e:?}\n{}",
+            options.join(" "),
             log.trim()
         ))),
         (Ok(_), _, Err(e)) => Err(nvrtc("destroy", e)),
     }
+}
+
+/// The cubin of a program compiled for a real architecture.
+///
+/// # Safety
+/// `program` is live and compiled.
+unsafe fn cubin_of(program: sys::nvrtcProgram) -> Result<Vec<c_char>, result::NvrtcError> {
+    let mut size = 0usize;
+    sys::nvrtcGetCUBINSize(program, &mut size).result()?;
+    let mut cubin: Vec<c_char> = vec![0; size];
+    sys::nvrtcGetCUBIN(program, cubin.as_mut_ptr()).result()?;
+    Ok(cubin)
 }
 
 /// A NUL-terminated C buffer as text.

@@ -46,8 +46,11 @@
 //! [`Precision::F32`] (the default, and what the parity tests use) computes everything
 //! in f32, GEMMs included (`cublasSgemm`, no TF32). [`Precision::Bf16`] casts both
 //! operands of each GEMM to bf16 and multiplies them on tensor cores with f32
-//! accumulation and f32 output; everything else (weights, activations, gradients,
-//! AdamW's master weights and moments) stays f32 in memory. Storing weights and
+//! accumulation and f32 output, and runs training attention on tensor cores
+//! (`kernels/flash.cu`: `mma.sync` m16n8k16, tiles rounded to bf16 as they are staged,
+//! softmax statistics and accumulators in f32); everything else (weights, activations,
+//! gradients, AdamW's master weights and moments) stays f32 in memory. Decoding
+//! attention is f32 in both modes. Storing weights and
 //! activations in bf16 is not done: the `Kernels` contract addresses f32 elements, so it
 //! needs either a dtype in the contract or a backend-side shadow copy of the weights.
 //!
@@ -81,7 +84,9 @@ mod scratch;
 mod store;
 mod swiglu;
 
-pub use compile::{compile_kernels, nvrtc_available, CompiledFamily};
+pub use compile::{
+    assemble_kernels, compile_kernels, nvrtc_available, AssembledFamily, CompiledFamily,
+};
 pub use device::driver_available;
 pub use error::CudaError;
 pub use matmul::Precision;

@@ -16,14 +16,16 @@ use crate::error::{to_i32, CudaError};
 use crate::scratch::Scratch;
 use crate::CudaBackend;
 
-/// The arithmetic of the backend's GEMMs (every other kernel computes in f32).
+/// The arithmetic of the backend's GEMMs and training attention (every other kernel
+/// computes in f32).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Precision {
     /// f32 operands, f32 arithmetic: the mode the parity tests run in.
     #[default]
     F32,
-    /// bf16 copies of both GEMM operands, f32 accumulation and f32 output; weights,
-    /// activations, gradients and optimizer state stay f32 in memory.
+    /// bf16 copies of both GEMM operands, and attention's products of tiles on tensor
+    /// cores with bf16 operands (`kernels/flash.cu`), all with f32 accumulation and f32
+    /// output; weights, activations, gradients and optimizer state stay f32 in memory.
     Bf16,
 }
 

@@ -3,7 +3,7 @@
 //! loader's path, e.g. from the `nvidia-cuda-nvrtc` wheel (see `.ci/run`). Without NVRTC
 //! the test says so and passes; with `SAGE_REQUIRE_NVRTC=1` it fails instead.
 
-use sage_backend_cuda::{compile_kernels, nvrtc_available};
+use sage_backend_cuda::{assemble_kernels, compile_kernels, nvrtc_available};
 
 #[test]
 fn every_kernel_compiles_for_hopper() {
@@ -32,7 +32,41 @@ fn every_kernel_compiles_for_hopper() {
             family.log
         );
     }
-    assert_eq!(families.len(), 9, "every family compiled");
+    assert_eq!(families.len(), 10, "every family compiled");
+}
+
+/// Every family assembles to Hopper machine code (NVRTC's ptxas reads the inline
+/// tensor-core PTX that a compile to PTX passes through unread), and every kernel
+/// keeps its values in registers: ptxas reports no spills.
+#[test]
+fn every_kernel_assembles_for_hopper_without_spills() {
+    if !nvrtc_available() {
+        return;
+    }
+    let families = assemble_kernels("sm_90").unwrap_or_else(|e| panic!("{e}"));
+    let compiled = compile_kernels("compute_90").expect("compiles");
+    for (family, entries) in families.iter().zip(compiled.iter().map(|c| c.entries)) {
+        assert!(family.cubin_bytes > 0, "{}: an empty cubin", family.file);
+        for entry in entries {
+            assert!(
+                family.report.contains(&format!("entry function '{entry}'")),
+                "{}: ptxas did not report `{entry}`:\n{}",
+                family.file,
+                family.report
+            );
+        }
+        let reports = family.report.matches("bytes spill stores").count();
+        let clean = family
+            .report
+            .matches(" 0 bytes spill stores, 0 bytes spill loads")
+            .count();
+        assert!(
+            reports >= entries.len() && clean == reports,
+            "{}: a kernel spills registers:\n{}",
+            family.file,
+            family.report
+        );
+    }
 }
 
 /// Every kernel the backend loads by name is an entry point of its family's PTX.

@@ -15,6 +15,16 @@ typedef unsigned long long u64;
 // A quiet NaN, for results that have no value (a target outside the vocabulary).
 __device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fffffff); }
 
+// bf16 bits of x, rounded to nearest even (NaN stays NaN).
+__device__ __forceinline__ unsigned short to_bf16(float x) {
+    u32 bits = __float_as_uint(x);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {
+        return (unsigned short)((bits >> 16) | 0x40u);
+    }
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return (unsigned short)(bits >> 16);
+}
+
 // The index of this thread in a one-dimensional grid, and the grid's width, in 64 bits
 // (tensors may exceed 2^32 elements).
 __device__ __forceinline__ u64 global_index() {

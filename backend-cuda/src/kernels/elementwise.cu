@@ -69,16 +69,6 @@ sum_squares_finish(float* out, const double* partial, u32 blocks) {
     }
 }
 
-// bf16 bits of x, rounded to nearest even (NaN stays NaN).
-__device__ __forceinline__ unsigned short to_bf16(float x) {
-    u32 bits = __float_as_uint(x);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) {
-        return (unsigned short)((bits >> 16) | 0x40u);
-    }
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    return (unsigned short)(bits >> 16);
-}
-
 // dst[n] = bf16(src[n]): the GEMM operands of the bf16 mode.
 extern "C" __global__ void cast_bf16(unsigned short* dst, const float* src, u64 n) {
     for (u64 i = global_index(); i < n; i += grid_stride()) {

@@ -1,0 +1,71 @@
+// C entry points that run the training-attention kernels of ../src/kernels (the exact
+// f32 ones of attention.cu and the tensor-core ones of flash.cu) on the emulator of
+// device.hpp, with the grids attention.rs launches them on. The e2e test
+// `emulated_kernels` builds this file into a shared library and compares what it
+// computes with the CPU backend's attention.
+#include "device.hpp"
+
+#include "../src/kernels/common.cuh"
+#include "../src/kernels/attention.cu"
+#include "../src/kernels/flash.cu"
+
+namespace {
+
+// Rows per block of each kernel (attention.rs: FORWARD_ROWS, BACKWARD_ROWS, FLASH_ROWS).
+constexpr unsigned kExactForwardRows = FORWARD_ROWS;
+constexpr unsigned kExactBackwardRows = BACKWARD_ROWS;
+constexpr unsigned kFlashRows = FLASH_ROWS;
+constexpr unsigned kThreads = 128;
+
+unsigned blocks(unsigned rows, unsigned per_block) { return (rows + per_block - 1) / per_block; }
+
+}  // namespace
+
+// out[N, H*hd] and lse[N, H] from q[N, H*hd], k, v[N, KV*hd]; spans[N, 2] as in
+// attention.cu. `tensor_cores` picks flash_forward over attention_forward.
+extern "C" void emulate_attention_forward(int tensor_cores, float* out, float* lse,
+                                          const float* q, const float* k, const float* v,
+                                          const unsigned* spans, unsigned rows,
+                                          unsigned heads, unsigned group, unsigned head_dim,
+                                          float scale) {
+    if (tensor_cores) {
+        emulator::launch(blocks(rows, kFlashRows), heads, kThreads, [&] {
+            flash_forward(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
+        });
+    } else {
+        emulator::launch(blocks(rows, kExactForwardRows), heads, kThreads, [&] {
+            attention_forward(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
+        });
+    }
+}
+
+// dq, dk, dv of the forward above, given dout, out and lse; delta[N, H] is scratch.
+extern "C" void emulate_attention_backward(int tensor_cores, float* dq, float* dk, float* dv,
+                                           float* delta, const float* q, const float* k,
+                                           const float* v, const float* dout,
+                                           const float* out, const float* lse,
+                                           const unsigned* spans, unsigned rows,
+                                           unsigned heads, unsigned group, unsigned head_dim,
+                                           float scale) {
+    emulator::launch(blocks(rows * heads, ATTN_WARPS), 1, kThreads,
+                     [&] { attention_delta(delta, dout, out, rows, heads, head_dim); });
+    const unsigned per_block = tensor_cores ? kFlashRows : kExactBackwardRows;
+    emulator::launch(blocks(rows, per_block), heads, kThreads, [&] {
+        if (tensor_cores) {
+            flash_backward_dq(dq, q, k, v, dout, lse, delta, spans, rows, heads, group,
+                              head_dim, scale);
+        } else {
+            attention_backward_dq(dq, q, k, v, dout, lse, delta, spans, rows, heads, group,
+                                  head_dim, scale);
+        }
+    });
+    emulator::launch(blocks(rows, per_block), heads / group, kThreads, [&] {
+        if (tensor_cores) {
+            flash_backward_dkv(dk, dv, q, k, v, dout, lse, delta, spans, rows, heads, group,
+                               head_dim, scale);
+        } else {
+            attention_backward_dkv(dk, dv, q, k, v, dout, lse, delta, spans, rows, heads,
+                                   group, head_dim, scale);
+        }
+    });
+}

@@ -1,0 +1,584 @@
+// Causal grouped-query attention on tensor cores, for the bf16 precision mode. The
+// mathematics, layouts and work split are attention.cu's (a forward pass with an online
+// softmax that saves the log-sum-exp; dq from query blocks and dk, dv from key blocks,
+// recomputing the probabilities, so every output element has one writer), but each
+// product of two tiles is a warp-wide mma.sync m16n8k16 with bf16 operands and f32
+// accumulation. Tensors stay f32 in global memory (the Kernels contract addresses f32
+// elements); tiles are rounded to bf16 as they are staged in shared memory, softmax
+// statistics and accumulators stay f32.
+//
+// Layouts: q, out, dout, dq [N, H*hd]; k, v, dk, dv [N, KV*hd]; lse, delta [N, H]; spans
+// [N, 2] (start, end) of each row's sequence, as in attention.cu. Query head h reads
+// key/value head h / group in place (no copies per query head).
+//
+// Fragments of mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (PTX ISA), for lane =
+// 4 * g + t, with r = g and c = 2 * t; each 32-bit register holds two bf16, the one of
+// lower column (or row) index in its low half:
+//   A (16 x 16, 4 registers): A[r][c..c+1], A[r+8][c..c+1], A[r][c+8..c+9], A[r+8][c+8..c+9]
+//   B (16 x 8, 2 registers):  B[c..c+1][r], B[c+8..c+9][r]
+//   C (16 x 8, 4 floats):     C[r][c], C[r][c+1], C[r+8][c], C[r+8][c+1]
+// Head dimensions are padded with zeros to a multiple of 16 (the k of one mma). The mma
+// itself, `mma_bf16`, is in tensor_core.cuh, which the backend prepends to this file.
+
+#define FLASH_WARPS 4
+#define FLASH_THREADS (FLASH_WARPS * WARP_SIZE)
+// Rows of a warp's tile: the m of one mma.
+#define WARP_ROWS 16
+// Query rows per block of the forward and dq kernels, key rows per block of dk/dv.
+#define FLASH_ROWS (FLASH_WARPS * WARP_ROWS)
+// Keys per tile of the forward pass and of the dq kernel; queries per tile of dk/dv.
+#define FORWARD_KEYS 64
+#define DQ_KEYS 32
+#define DKV_QUERIES 16
+#define FLASH_MAX_HEAD_DIM 128
+// Row stride of a staged bf16 tile: 8 elements of padding put the 8 rows one fragment
+// load touches in different banks.
+#define FLASH_STRIDE (FLASH_MAX_HEAD_DIM + 8)
+// Most k-steps of 16 over a head, and most n-tiles of 8 across one.
+#define HEAD_STEPS (FLASH_MAX_HEAD_DIM / 16)
+#define HEAD_TILES (FLASH_MAX_HEAD_DIM / 8)
+
+typedef unsigned short bf16;
+
+// Two bf16 in one register, `low` in the low half.
+__device__ __forceinline__ u32 pack_bf16(bf16 low, bf16 high) {
+    return (u32)low | ((u32)high << 16);
+}
+__device__ __forceinline__ u32 pack_f32(float low, float high) {
+    return pack_bf16(to_bf16(low), to_bf16(high));
+}
+// The two adjacent bf16 at `at` (an even element offset of a 16-byte-aligned tile).
+__device__ __forceinline__ u32 pair_at(const bf16* at) { return *(const u32*)at; }
+
+// Stages rows first .. first + count of the `width`-strided f32 matrix `src`, columns
+// col .. col + head_dim, as bf16 into tile[count][FLASH_STRIDE]; rows at or past
+// `limit` and columns head_dim .. padded are zero.
+__device__ __forceinline__ void stage_rows(bf16* tile, const float* src, u32 first, u32 count,
+                                           u32 limit, u64 width, u32 col, u32 head_dim,
+                                           u32 padded) {
+    for (u32 idx = threadIdx.x; idx < count * padded; idx += FLASH_THREADS) {
+        const u32 r = idx / padded;
+        const u32 d = idx % padded;
+        const u32 row = first + r;
+        const float x = row < limit && d < head_dim ? src[(u64)row * width + col + d] : 0.0f;
+        tile[r * FLASH_STRIDE + d] = to_bf16(x);
+    }
+}
+
+// The A fragment of the 16 x 16 block at (row0, k0) of a staged tile T[m][k].
+__device__ __forceinline__ void load_a(u32 a[4], const bf16* tile, u32 row0, u32 k0) {
+    const u32 lane = threadIdx.x % WARP_SIZE;
+    const bf16* at = tile + (row0 + lane / 4) * FLASH_STRIDE + k0 + 2 * (lane % 4);
+    a[0] = pair_at(at);
+    a[1] = pair_at(at + 8 * FLASH_STRIDE);
+    a[2] = pair_at(at + 8);
+    a[3] = pair_at(at + 8 * FLASH_STRIDE + 8);
+}
+
+// The B fragment of the 16 x 8 block at (k0, n0) of B = T^T, for a staged tile T[n][k]
+// (B's columns are the tile's rows: keys against a query's dimensions).
+__device__ __forceinline__ void load_b_transposed(u32 b[2], const bf16* tile, u32 k0, u32 n0) {
+    const u32 lane = threadIdx.x % WARP_SIZE;
+    const bf16* at = tile + (n0 + lane / 4) * FLASH_STRIDE + k0 + 2 * (lane % 4);
+    b[0] = pair_at(at);
+    b[1] = pair_at(at + 8);
+}
+
+// The B fragment of the 16 x 8 block at (k0, n0) of B = T, for a staged tile T[k][n]
+// (values against the output's dimensions): two 16-bit reads per register.
+__device__ __forceinline__ void load_b(u32 b[2], const bf16* tile, u32 k0, u32 n0) {
+    const u32 lane = threadIdx.x % WARP_SIZE;
+    const bf16* at = tile + (k0 + 2 * (lane % 4)) * FLASH_STRIDE + n0 + lane / 4;
+    b[0] = pack_bf16(at[0], at[FLASH_STRIDE]);
+    b[1] = pack_bf16(at[8 * FLASH_STRIDE], at[9 * FLASH_STRIDE]);
+}
+
+// The A fragment of k-step `step` (columns 16 step .. 16 step + 15) of a 16-row matrix
+// held as C fragments, one per 8 columns: probabilities or score gradients fed back in.
+__device__ __forceinline__ void c_to_a(u32 a[4], const float left[4], const float right[4]) {
+    a[0] = pack_f32(left[0], left[1]);
+    a[1] = pack_f32(left[2], left[3]);
+    a[2] = pack_f32(right[0], right[1]);
+    a[3] = pack_f32(right[2], right[3]);
+}
+
+// The sum and maximum over the 4 lanes that hold one row of a C fragment.
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(FULL_MASK, v, 1);
+    return v + __shfl_xor_sync(FULL_MASK, v, 2);
+}
+__device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, 1));
+    return fmaxf(v, __shfl_xor_sync(FULL_MASK, v, 2));
+}
+
+// Forward. Grid (ceil(N / 64), H); block 4 warps, each owning 16 query rows of head h.
+// out[n, h] = softmax_j(scale q[n, h] . k[j, g]) . v[j, g] over the visible keys j,
+// lse[n, h] = the log-sum-exp of those scaled scores. Each lane holds two rows of the
+// warp (r and r + 8) and, of every 8 keys or dimensions, columns c and c + 1.
+extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
+flash_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+              const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
+    __shared__ __align__(16) bf16 ks[FORWARD_KEYS * FLASH_STRIDE];
+    __shared__ __align__(16) bf16 vs[FORWARD_KEYS * FLASH_STRIDE];
+    const u32 head = blockIdx.y;
+    const u32 first = blockIdx.x * FLASH_ROWS;
+    if (first >= rows) {
+        return;
+    }
+    const u32 end = min(first + FLASH_ROWS, rows);
+    const u64 q_width = (u64)heads * head_dim;
+    const u64 kv_width = (u64)(heads / group) * head_dim;
+    const u32 kv_col = (head / group) * head_dim;
+    const u32 padded = (head_dim + 15) / 16 * 16;
+    const u32 steps = padded / 16;
+    const u32 tiles = padded / 8;
+    const u32 warp = threadIdx.x / WARP_SIZE;
+    const u32 lane = threadIdx.x % WARP_SIZE;
+    const u32 c = 2 * (lane % 4);
+
+    // This warp's query rows as A fragments, staged through the key buffer.
+    stage_rows(ks, q, first, FLASH_ROWS, end, q_width, head * head_dim, head_dim, padded);
+    __syncthreads();
+    u32 qa[HEAD_STEPS][4];
+#pragma unroll
+    for (u32 s = 0; s < HEAD_STEPS; s++) {
+        qa[s][0] = qa[s][1] = qa[s][2] = qa[s][3] = 0;
+        if (s < steps) {
+            load_a(qa[s], ks, warp * WARP_ROWS, 16 * s);
+        }
+    }
+
+    // The lane's two rows; a row outside the batch sees no key (lo > hi).
+    const u32 warp_first = first + warp * WARP_ROWS;
+    u32 row[2], lo[2], hi[2];
+    float m[2], l[2];
+#pragma unroll
+    for (u32 half = 0; half < 2; half++) {
+        row[half] = warp_first + lane / 4 + 8 * half;
+        const bool valid = row[half] < end;
+        lo[half] = valid ? spans[2 * row[half]] : 1;
+        hi[half] = valid ? row[half] : 0;
+        m[half] = NEG_BIG;
+        l[half] = 0.0f;
+    }
+    const bool warp_has_rows = warp_first < end;
+    const u32 warp_last = min(warp_first + WARP_ROWS, end) - 1;
+    const u32 warp_start = warp_has_rows ? spans[2 * warp_first] : 0;
+    float o[HEAD_TILES][4];
+#pragma unroll
+    for (u32 t = 0; t < HEAD_TILES; t++) {
+        o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+    }
+
+    // Keys from the first row's sequence start to the last row (inclusive).
+    for (u32 tile = spans[2 * first]; tile < end; tile += FORWARD_KEYS) {
+        __syncthreads();
+        stage_rows(ks, k, tile, FORWARD_KEYS, end, kv_width, kv_col, head_dim, padded);
+        stage_rows(vs, v, tile, FORWARD_KEYS, end, kv_width, kv_col, head_dim, padded);
+        __syncthreads();
+        // Warp-uniform: some row of the warp sees some key of the tile.
+        if (!warp_has_rows || tile > warp_last || tile + FORWARD_KEYS <= warp_start) {
+            continue;
+        }
+        // s[16 rows][64 keys] = q . k^T, as 8 C fragments of 8 keys.
+        float s[FORWARD_KEYS / 8][4];
+#pragma unroll
+        for (u32 j = 0; j < FORWARD_KEYS / 8; j++) {
+            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+            for (u32 st = 0; st < HEAD_STEPS; st++) {
+                if (st < steps) {
+                    u32 b[2];
+                    load_b_transposed(b, ks, 16 * st, 8 * j);
+                    mma_bf16(s[j], qa[st], b);
+                }
+            }
+        }
+        // Scale and mask, then the online softmax update per row.
+        float tile_max[2] = {NEG_BIG, NEG_BIG};
+#pragma unroll
+        for (u32 j = 0; j < FORWARD_KEYS / 8; j++) {
+#pragma unroll
+            for (u32 e = 0; e < 4; e++) {
+                const u32 half = e / 2;
+                const u32 key = tile + 8 * j + c + e % 2;
+                const bool visible = key >= lo[half] && key <= hi[half];
+                s[j][e] = visible ? s[j][e] * scale : NEG_BIG;
+                tile_max[half] = fmaxf(tile_max[half], s[j][e]);
+            }
+        }
+        float correction[2];
+        float m_new[2];
+#pragma unroll
+        for (u32 half = 0; half < 2; half++) {
+            m_new[half] = fmaxf(m[half], quad_max(tile_max[half]));
+            correction[half] = __expf(m[half] - m_new[half]);
+        }
+        float tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (u32 j = 0; j < FORWARD_KEYS / 8; j++) {
+#pragma unroll
+            for (u32 e = 0; e < 4; e++) {
+                const u32 half = e / 2;
+                const float p = s[j][e] == NEG_BIG ? 0.0f : __expf(s[j][e] - m_new[half]);
+                s[j][e] = p;
+                tile_sum[half] += p;
+            }
+        }
+#pragma unroll
+        for (u32 half = 0; half < 2; half++) {
+            l[half] = l[half] * correction[half] + quad_sum(tile_sum[half]);
+            m[half] = m_new[half];
+        }
+#pragma unroll
+        for (u32 t = 0; t < HEAD_TILES; t++) {
+            o[t][0] *= correction[0];
+            o[t][1] *= correction[0];
+            o[t][2] *= correction[1];
+            o[t][3] *= correction[1];
+        }
+        // o[16 rows][hd] += p . v, 16 keys per k-step.
+#pragma unroll
+        for (u32 kk = 0; kk < FORWARD_KEYS / 16; kk++) {
+            u32 pa[4];
+            c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+            for (u32 t = 0; t < HEAD_TILES; t++) {
+                if (t < tiles) {
+                    u32 b[2];
+                    load_b(b, vs, 16 * kk, 8 * t);
+                    mma_bf16(o[t], pa, b);
+                }
+            }
+        }
+    }
+
+#pragma unroll
+    for (u32 half = 0; half < 2; half++) {
+        if (row[half] >= end) {
+            continue;
+        }
+        const float inverse = 1.0f / l[half];
+        float* out_row = out + (u64)row[half] * q_width + head * head_dim;
+#pragma unroll
+        for (u32 t = 0; t < HEAD_TILES; t++) {
+            const u32 d = 8 * t + c;
+            if (d < head_dim) {
+                out_row[d] = o[t][2 * half] * inverse;
+            }
+            if (d + 1 < head_dim) {
+                out_row[d + 1] = o[t][2 * half + 1] * inverse;
+            }
+        }
+        if (lane % 4 == 0) {
+            lse[(u64)row[half] * heads + head] = m[half] + logf(l[half]);
+        }
+    }
+}
+
+// Query gradient. Grid (ceil(N / 64), H); block 4 warps, each owning 16 query rows. With
+// P = exp(scale q.k - lse) and dS = P (dout.v - delta): dq = scale * sum_j dS_j k_j.
+// dq[N, H*hd] (overwritten).
+extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
+flash_backward_dq(float* dq, const float* q, const float* k, const float* v, const float* dout,
+                  const float* lse, const float* delta, const u32* spans, u32 rows, u32 heads,
+                  u32 group, u32 head_dim, float scale) {
+    __shared__ __align__(16) bf16 rows_tile[FLASH_ROWS * FLASH_STRIDE];
+    __shared__ __align__(16) bf16 ks[DQ_KEYS * FLASH_STRIDE];
+    __shared__ __align__(16) bf16 vs[DQ_KEYS * FLASH_STRIDE];
+    const u32 head = blockIdx.y;
+    const u32 first = blockIdx.x * FLASH_ROWS;
+    if (first >= rows) {
+        return;
+    }
+    const u32 end = min(first + FLASH_ROWS, rows);
+    const u64 q_width = (u64)heads * head_dim;
+    const u64 kv_width = (u64)(heads / group) * head_dim;
+    const u32 kv_col = (head / group) * head_dim;
+    const u32 padded = (head_dim + 15) / 16 * 16;
+    const u32 steps = padded / 16;
+    const u32 tiles = padded / 8;
+    const u32 warp = threadIdx.x / WARP_SIZE;
+    const u32 lane = threadIdx.x % WARP_SIZE;
+    const u32 c = 2 * (lane % 4);
+
+    // This warp's rows of q and of dout as A fragments.
+    u32 qa[HEAD_STEPS][4];
+    u32 da[HEAD_STEPS][4];
+    stage_rows(rows_tile, q, first, FLASH_ROWS, end, q_width, head * head_dim, head_dim, padded);
+    __syncthreads();
+#pragma unroll
+    for (u32 s = 0; s < HEAD_STEPS; s++) {
+        qa[s][0] = qa[s][1] = qa[s][2] = qa[s][3] = 0;
+        if (s < steps) {
+            load_a(qa[s], rows_tile, warp * WARP_ROWS, 16 * s);
+        }
+    }
+    __syncthreads();
+    stage_rows(rows_tile, dout, first, FLASH_ROWS, end, q_width, head * head_dim, head_dim,
+               padded);
+    __syncthreads();
+#pragma unroll
+    for (u32 s = 0; s < HEAD_STEPS; s++) {
+        da[s][0] = da[s][1] = da[s][2] = da[s][3] = 0;
+        if (s < steps) {
+            load_a(da[s], rows_tile, warp * WARP_ROWS, 16 * s);
+        }
+    }
+
+    const u32 warp_first = first + warp * WARP_ROWS;
+    u32 lo[2], hi[2];
+    float row_lse[2], row_delta[2];
+#pragma unroll
+    for (u32 half = 0; half < 2; half++) {
+        const u32 row = warp_first + lane / 4 + 8 * half;
+        const bool valid = row < end;
+        lo[half] = valid ? spans[2 * row] : 1;
+        hi[half] = valid ? row : 0;
+        row_lse[half] = valid ? lse[(u64)row * heads + head] : 0.0f;
+        row_delta[half] = valid ? delta[(u64)row * heads + head] : 0.0f;
+    }
+    const bool warp_has_rows = warp_first < end;
+    const u32 warp_last = min(warp_first + WARP_ROWS, end) - 1;
+    const u32 warp_start = warp_has_rows ? spans[2 * warp_first] : 0;
+    float acc[HEAD_TILES][4];
+#pragma unroll
+    for (u32 t = 0; t < HEAD_TILES; t++) {
+        acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+    }
+
+    for (u32 tile = spans[2 * first]; tile < end; tile += DQ_KEYS) {
+        __syncthreads();
+        stage_rows(ks, k, tile, DQ_KEYS, end, kv_width, kv_col, head_dim, padded);
+        stage_rows(vs, v, tile, DQ_KEYS, end, kv_width, kv_col, head_dim, padded);
+        __syncthreads();
+        if (!warp_has_rows || tile > warp_last || tile + DQ_KEYS <= warp_start) {
+            continue;
+        }
+        // s = q . k^T and dp = dout . v^T, [16 rows][32 keys] each.
+        float s[DQ_KEYS / 8][4];
+        float dp[DQ_KEYS / 8][4];
+#pragma unroll
+        for (u32 j = 0; j < DQ_KEYS / 8; j++) {
+#pragma unroll
+            for (u32 e = 0; e < 4; e++) {
+                s[j][e] = 0.0f;
+                dp[j][e] = 0.0f;
+            }
+#pragma unroll
+            for (u32 st = 0; st < HEAD_STEPS; st++) {
+                if (st < steps) {
+                    u32 b[2];
+                    load_b_transposed(b, ks, 16 * st, 8 * j);
+                    mma_bf16(s[j], qa[st], b);
+                    load_b_transposed(b, vs, 16 * st, 8 * j);
+                    mma_bf16(dp[j], da[st], b);
+                }
+            }
+        }
+        // s becomes dS = P (dp - delta).
+#pragma unroll
+        for (u32 j = 0; j < DQ_KEYS / 8; j++) {
+#pragma unroll
+            for (u32 e = 0; e < 4; e++) {
+                const u32 half = e / 2;
+                const u32 key = tile + 8 * j + c + e % 2;
+                const bool visible = key >= lo[half] && key <= hi[half];
+                const float p = visible ? __expf(s[j][e] * scale - row_lse[half]) : 0.0f;
+                s[j][e] = p * (dp[j][e] - row_delta[half]);
+            }
+        }
+        // acc[16 rows][hd] += dS . k, 16 keys per k-step.
+#pragma unroll
+        for (u32 kk = 0; kk < DQ_KEYS / 16; kk++) {
+            u32 dsa[4];
+            c_to_a(dsa, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+            for (u32 t = 0; t < HEAD_TILES; t++) {
+                if (t < tiles) {
+                    u32 b[2];
+                    load_b(b, ks, 16 * kk, 8 * t);
+                    mma_bf16(acc[t], dsa, b);
+                }
+            }
+        }
+    }
+
+#pragma unroll
+    for (u32 half = 0; half < 2; half++) {
+        const u32 row = warp_first + lane / 4 + 8 * half;
+        if (row >= end) {
+            continue;
+        }
+        float* dq_row = dq + (u64)row * q_width + head * head_dim;
+#pragma unroll
+        for (u32 t = 0; t < HEAD_TILES; t++) {
+            const u32 d = 8 * t + c;
+            if (d < head_dim) {
+                dq_row[d] = acc[t][2 * half] * scale;
+            }
+            if (d + 1 < head_dim) {
+                dq_row[d + 1] = acc[t][2 * half + 1] * scale;
+            }
+        }
+    }
+}
+
+// Key and value gradients. Grid (ceil(N / 64), KV); block 4 warps, each owning 16 key rows
+// of key/value head g, walking 16 queries at a time over those that see them, in every
+// query head of the group: dv = sum_i P_i dout_i, dk = scale * sum_i dS_i q_i. Here the
+// C fragments are transposed scores: rows are keys, columns queries.
+// dk, dv [N, KV*hd] (overwritten).
+extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
+flash_backward_dkv(float* dk, float* dv, const float* q, const float* k, const float* v,
+                   const float* dout, const float* lse, const float* delta, const u32* spans,
+                   u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
+    __shared__ __align__(16) bf16 ks[FLASH_ROWS * FLASH_STRIDE];
+    __shared__ __align__(16) bf16 vs[FLASH_ROWS * FLASH_STRIDE];
+    __shared__ __align__(16) bf16 qs[DKV_QUERIES * FLASH_STRIDE];
+    __shared__ __align__(16) bf16 dos[DKV_QUERIES * FLASH_STRIDE];
+    __shared__ float tile_lse[DKV_QUERIES];
+    __shared__ float tile_delta[DKV_QUERIES];
+    const u32 g = blockIdx.y;
+    const u32 first = blockIdx.x * FLASH_ROWS;
+    if (first >= rows) {
+        return;
+    }
+    const u32 end = min(first + FLASH_ROWS, rows);
+    const u64 q_width = (u64)heads * head_dim;
+    const u64 kv_width = (u64)(heads / group) * head_dim;
+    const u32 kv_col = g * head_dim;
+    const u32 padded = (head_dim + 15) / 16 * 16;
+    const u32 steps = padded / 16;
+    const u32 tiles = padded / 8;
+    const u32 warp = threadIdx.x / WARP_SIZE;
+    const u32 lane = threadIdx.x % WARP_SIZE;
+    const u32 c = 2 * (lane % 4);
+    stage_rows(ks, k, first, FLASH_ROWS, end, kv_width, kv_col, head_dim, padded);
+    stage_rows(vs, v, first, FLASH_ROWS, end, kv_width, kv_col, head_dim, padded);
+
+    // The lane's two key rows and the end of each one's sequence; a key outside the
+    // batch is seen by no query.
+    const u32 warp_first = first + warp * WARP_ROWS;
+    u32 key[2], stop[2];
+#pragma unroll
+    for (u32 half = 0; half < 2; half++) {
+        key[half] = warp_first + lane / 4 + 8 * half;
+        stop[half] = key[half] < end ? spans[2 * key[half] + 1] : 0;
+    }
+    const bool warp_has_rows = warp_first < end;
+    const u32 warp_stop = warp_has_rows ? spans[2 * (min(warp_first + WARP_ROWS, end) - 1) + 1] : 0;
+    float dk_acc[HEAD_TILES][4];
+    float dv_acc[HEAD_TILES][4];
+#pragma unroll
+    for (u32 t = 0; t < HEAD_TILES; t++) {
+#pragma unroll
+        for (u32 e = 0; e < 4; e++) {
+            dk_acc[t][e] = 0.0f;
+            dv_acc[t][e] = 0.0f;
+        }
+    }
+    // Queries from the first key row to the end of the last key row's sequence.
+    const u32 query_end = spans[2 * (end - 1) + 1];
+
+    for (u32 hh = 0; hh < group; hh++) {
+        const u32 head = g * group + hh;
+        for (u32 tile = first; tile < query_end; tile += DKV_QUERIES) {
+            __syncthreads();
+            stage_rows(qs, q, tile, DKV_QUERIES, query_end, q_width, head * head_dim, head_dim,
+                       padded);
+            stage_rows(dos, dout, tile, DKV_QUERIES, query_end, q_width, head * head_dim,
+                       head_dim, padded);
+            if (threadIdx.x < DKV_QUERIES) {
+                const u32 query = tile + threadIdx.x;
+                const bool inside = query < query_end;
+                tile_lse[threadIdx.x] = inside ? lse[(u64)query * heads + head] : 0.0f;
+                tile_delta[threadIdx.x] = inside ? delta[(u64)query * heads + head] : 0.0f;
+            }
+            __syncthreads();
+            // Warp-uniform: some key of the warp is seen by some query of the tile.
+            if (!warp_has_rows || tile >= warp_stop || tile + DKV_QUERIES <= warp_first) {
+                continue;
+            }
+            // s = k . q^T and dp = v . dout^T, [16 keys][16 queries] each.
+            float s[DKV_QUERIES / 8][4];
+            float dp[DKV_QUERIES / 8][4];
+#pragma unroll
+            for (u32 j = 0; j < DKV_QUERIES / 8; j++) {
+#pragma unroll
+                for (u32 e = 0; e < 4; e++) {
+                    s[j][e] = 0.0f;
+                    dp[j][e] = 0.0f;
+                }
+            }
+#pragma unroll
+            for (u32 st = 0; st < HEAD_STEPS; st++) {
+                if (st < steps) {
+                    u32 ka[4];
+                    u32 va[4];
+                    load_a(ka, ks, warp * WARP_ROWS, 16 * st);
+                    load_a(va, vs, warp * WARP_ROWS, 16 * st);
+#pragma unroll
+                    for (u32 j = 0; j < DKV_QUERIES / 8; j++) {
+                        u32 b[2];
+                        load_b_transposed(b, qs, 16 * st, 8 * j);
+                        mma_bf16(s[j], ka, b);
+                        load_b_transposed(b, dos, 16 * st, 8 * j);
+                        mma_bf16(dp[j], va, b);
+                    }
+                }
+            }
+            // s becomes P and dp becomes dS = P (dp - delta).
+#pragma unroll
+            for (u32 j = 0; j < DKV_QUERIES / 8; j++) {
+#pragma unroll
+                for (u32 e = 0; e < 4; e++) {
+                    const u32 half = e / 2;
+                    const u32 column = 8 * j + c + e % 2;
+                    const u32 query = tile + column;
+                    const bool visible = query >= key[half] && query < stop[half];
+                    const float p =
+                        visible ? __expf(s[j][e] * scale - tile_lse[column]) : 0.0f;
+                    s[j][e] = p;
+                    dp[j][e] = p * (dp[j][e] - tile_delta[column]);
+                }
+            }
+            // dv += P . dout and dk += dS . q over the tile's 16 queries (one k-step).
+            u32 pa[4];
+            u32 dsa[4];
+            c_to_a(pa, s[0], s[1]);
+            c_to_a(dsa, dp[0], dp[1]);
+#pragma unroll
+            for (u32 t = 0; t < HEAD_TILES; t++) {
+                if (t < tiles) {
+                    u32 b[2];
+                    load_b(b, dos, 0, 8 * t);
+                    mma_bf16(dv_acc[t], pa, b);
+                    load_b(b, qs, 0, 8 * t);
+                    mma_bf16(dk_acc[t], dsa, b);
+                }
+            }
+        }
+    }
+
+#pragma unroll
+    for (u32 half = 0; half < 2; half++) {
+        if (key[half] >= end) {
+            continue;
+        }
+        const u64 at = (u64)key[half] * kv_width + kv_col;
+#pragma unroll
+        for (u32 t = 0; t < HEAD_TILES; t++) {
+            const u32 d = 8 * t + c;
+            if (d < head_dim) {
+                dk[at + d] = dk_acc[t][2 * half] * scale;
+                dv[at + d] = dv_acc[t][2 * half];
+            }
+            if (d + 1 < head_dim) {
+                dk[at + d + 1] = dk_acc[t][2 * half + 1] * scale;
+                dv[at + d + 1] = dv_acc[t][2 * half + 1];
+            }
+        }
+    }
+}

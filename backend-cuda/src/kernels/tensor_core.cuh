@@ -1,0 +1,14 @@
+// The tensor-core instruction of the kernels that use one (flash.cu), prepended to their
+// source after common.cuh; the kernel emulator (../../emulator) defines the same
+// function on CPU threads.
+
+// d += a . b for one warp, every lane taking part: a 16 x 16 bf16 A fragment (4
+// registers), a 16 x 8 bf16 B fragment (2 registers), a 16 x 8 f32 accumulator (4 floats);
+// the layouts are in flash.cu's header.
+__device__ __forceinline__ void mma_bf16(float d[4], const u32 a[4], const u32 b[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
