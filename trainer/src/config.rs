@@ -290,6 +290,14 @@ impl RunConfig {
     /// Parses TOML text and checks it. A field the text leaves out keeps its value in
     /// [`RunConfig::default`], also inside a section the text does give.
     pub fn from_toml(text: &str) -> Result<RunConfig, ConfigFileError> {
+        let config = RunConfig::from_toml_unchecked(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses TOML text over the defaults as [`RunConfig::from_toml`] does, without
+    /// checking the values: for settings a run recorded, which leave some out.
+    pub(crate) fn from_toml_unchecked(text: &str) -> Result<RunConfig, ConfigFileError> {
         let problem = |problem: String| ConfigFileError {
             path: PathBuf::new(),
             problem,
@@ -298,9 +306,7 @@ impl RunConfig {
         let mut merged =
             toml::Table::try_from(RunConfig::default()).map_err(|e| problem(e.to_string()))?;
         merge_into(&mut merged, given);
-        let config = RunConfig::deserialize(merged).map_err(|e| problem(e.to_string()))?;
-        config.validate()?;
-        Ok(config)
+        RunConfig::deserialize(merged).map_err(|e| problem(e.to_string()))
     }
 
     /// The configuration as TOML, every field written out.

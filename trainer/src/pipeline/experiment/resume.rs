@@ -7,7 +7,9 @@
 //! id: `sft-MODE/finished.json` once that SFT model is saved whole, and
 //! `seed-S/ARM/run.json` (the arm's result) once its evaluation is done. A resumed run
 //! reuses only markers of the run it continues; a fresh run in the same directory gets a
-//! new id, so what an earlier run left there is never mistaken for its own.
+//! new id, so what an earlier run left there is never mistaken for its own. Recorded
+//! settings are read back over today's defaults before they are compared, so a setting
+//! added since (at its default) does not stop a run from resuming.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -75,7 +77,7 @@ impl RunRecord {
             })?;
             let saved: RunSettings = serde_json::from_str(&text)
                 .map_err(|e| resume_error(format!("{}: {e}", path.display())))?;
-            if let Some((line, was, now)) = first_difference(&saved.settings, &settings) {
+            if let Some((line, was, now)) = settings_difference(&saved.settings, &settings) {
                 return Err(resume_error(format!(
                     "the run in {} used other settings, so its results cannot be reused \
                      (settings line {line}: was `{was}`, now `{now}`); run with those \
@@ -155,6 +157,18 @@ fn comparable_settings(config: &RunConfig) -> String {
     comparable.to_toml()
 }
 
+/// Where the recorded settings `saved` differ from `now` (see [`first_difference`]),
+/// after reading `saved` back over today's defaults and printing it again: a setting
+/// added since the run started takes its default, as it would in a config file that
+/// leaves it out. Text that no longer parses (a setting removed or renamed) is compared
+/// as it is.
+fn settings_difference(saved: &str, now: &str) -> Option<(usize, String, String)> {
+    match RunConfig::from_toml_unchecked(saved) {
+        Ok(recorded) => first_difference(&comparable_settings(&recorded), now),
+        Err(_) => first_difference(saved, now),
+    }
+}
+
 /// The first line (1-based) where `was` and `now` differ, with both lines.
 fn first_difference(was: &str, now: &str) -> Option<(usize, String, String)> {
     let (mut was_lines, mut now_lines) = (was.lines(), now.lines());
@@ -196,6 +210,36 @@ fn resume_error(message: String) -> PipelineError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Settings recorded before a setting with a default existed still match a run at
+    /// that default, and not one that changes it.
+    #[test]
+    fn a_setting_added_since_the_record_takes_its_default() {
+        let config = RunConfig::default();
+        let now = comparable_settings(&config);
+        let line = "scenario_seed_offset = 0";
+        assert!(now.lines().any(|l| l == line), "{now}");
+        let recorded: String = now
+            .lines()
+            .filter(|l| *l != line)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(settings_difference(&recorded, &now), None);
+        // Compared as raw text, the two differ.
+        assert!(first_difference(&recorded, &now).is_some());
+
+        let mut offset = config.clone();
+        offset.rl.scenario_seed_offset = 60;
+        let (_, was, changed) =
+            settings_difference(&recorded, &comparable_settings(&offset)).expect("differs");
+        assert_eq!(
+            (was.as_str(), changed.as_str()),
+            (line, "scenario_seed_offset = 60")
+        );
+
+        let unknown = format!("{recorded}[retired]\nsetting = 1\n");
+        assert!(settings_difference(&unknown, &now).is_some());
+    }
 
     #[test]
     fn the_first_difference_names_its_line_and_both_texts() {
