@@ -40,7 +40,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     };
     config.run.backend = backend;
     config.validate()?;
-    let runs = run_on_backend(config.run.backend, Experiment { config: &config })?;
+    let runs = run_on_backend(
+        config.run.backend,
+        config.run.precision,
+        Experiment { config: &config },
+    )?;
 
     // The same table, rebuilt from the runs: one row per split and arm.
     println!("{}", experiment_table(&runs, &config.experiment.arms));

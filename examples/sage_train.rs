@@ -55,7 +55,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     };
     config.run.backend = backend;
     config.validate()?;
-    run_on_backend(config.run.backend, TrainExample { config: &config })?;
+    run_on_backend(
+        config.run.backend,
+        config.run.precision,
+        TrainExample { config: &config },
+    )?;
     Ok(())
 }
 

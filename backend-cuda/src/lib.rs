@@ -155,7 +155,10 @@ impl CudaBackend {
 
     /// One line naming the device, its compute capability, memory and driver.
     pub fn description(&self) -> String {
-        format!("{}, {:?} GEMMs", self.gpu.description, self.precision)
+        format!(
+            "{}, {:?} GEMMs and training attention",
+            self.gpu.description, self.precision
+        )
     }
 
     /// The GEMM precision.

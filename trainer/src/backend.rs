@@ -1,5 +1,6 @@
 //! [`Backend`]: the compute backends a run can name (`[run] backend`, `--backend`), and
-//! which of them cargo features compiled into this build.
+//! which of them cargo features compiled into this build; [`Precision`]: the arithmetic
+//! a backend runs in (`[run] precision`, `--precision`).
 
 use sage_envs::names::Named;
 
@@ -53,3 +54,28 @@ impl Named for Backend {
 }
 
 sage_envs::impl_named_text!(Backend);
+
+/// The arithmetic of a run's GEMMs and training attention, named `f32` or `bf16` in
+/// settings. Only the CUDA backend has a bf16 mode; the others compute in f32.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// f32 everywhere: the reference arithmetic, the default.
+    #[default]
+    F32,
+    /// bf16 operands on tensor cores with f32 accumulation for the GEMMs and training
+    /// attention (CUDA); weights, gradients and optimizer state stay f32.
+    Bf16,
+}
+
+impl Named for Precision {
+    const WHAT: &'static str = "precision";
+    const ALL: &'static [Precision] = &[Precision::F32, Precision::Bf16];
+    fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+        }
+    }
+}
+
+sage_envs::impl_named_text!(Precision);

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use sage_transformer::ModelConfig;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Precision};
 use crate::data::ExpertDataConfig;
 use crate::eval::EvalConfig;
 use crate::experiment::ExperimentConfig;
@@ -56,6 +56,10 @@ pub struct RunSection {
     /// The compute backend: `cpu`, `cuda` or `wgpu` (compiled in by cargo feature).
     #[serde(with = "text")]
     pub backend: Backend,
+    /// The arithmetic of the GEMMs and training attention: `f32`, or `bf16` (tensor
+    /// cores; `backend = "cuda"` only).
+    #[serde(with = "text")]
+    pub precision: Precision,
     /// Seed of model initialisation.
     pub seed: u64,
     /// Save a checkpoint every this many optimizer steps (0: only at the end).
@@ -71,6 +75,7 @@ impl Default for RunSection {
         RunSection {
             dir: PathBuf::from("runs/demo"),
             backend: Backend::Cpu,
+            precision: Precision::F32,
             seed: 0,
             checkpoint_every: 100,
             keep_checkpoints: 2,
@@ -368,6 +373,12 @@ impl RunConfig {
                  others need `--features cuda` or `--features wgpu`)",
                 self.run.backend.name(),
                 compiled.join(", ")
+            ));
+        }
+        if self.run.precision == Precision::Bf16 && self.run.backend != Backend::Cuda {
+            return bad(format!(
+                "[run] precision \"bf16\" needs backend \"cuda\" (the {} backend computes in f32)",
+                self.run.backend.name()
             ));
         }
         Ok(())

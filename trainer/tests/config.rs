@@ -49,6 +49,9 @@ fn bad_configurations_name_their_field() {
     assert!(problem("[run]\nkeep_checkpoints = 0\n").contains("keep_checkpoints"));
     assert!(problem("[run]\nbackend = \"tpu\"\n").contains("unknown backend \"tpu\""));
     assert!(problem("[run]\nbackend = \"cuda\"\n").contains("not compiled"));
+    assert!(problem("[run]\nprecision = \"fp8\"\n").contains("unknown precision \"fp8\""));
+    let bf16 = problem("[run]\nprecision = \"bf16\"\n");
+    assert!(bf16.contains("needs backend \"cuda\""), "{bf16}");
     let split = problem("[data]\nsplit = \"nowhere\"\n");
     assert!(
         split.contains("data.split") && split.contains("unknown split \"nowhere\""),

@@ -57,7 +57,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
     match cli.command {
         Command::Demo { common, tiny } => {
             let config = load_config_over(&common, tiny_or(tiny, RunConfig::default()))?;
-            run_on_backend(config.run.backend, Job::Demo(&config))
+            run_on_backend(config.run.backend, config.run.precision, Job::Demo(&config))
         }
         Command::Data {
             common,
@@ -99,7 +99,11 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
                 init,
                 resume,
             };
-            run_on_backend(config.run.backend, Job::Sft(&config, &sources))
+            run_on_backend(
+                config.run.backend,
+                config.run.precision,
+                Job::Sft(&config, &sources),
+            )
         }
         Command::Train {
             common,
@@ -114,7 +118,11 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.rl.apply_updates &= !control;
             let config = checked(config)?;
             let sources = TrainSources { init, resume };
-            run_on_backend(config.run.backend, Job::Train(&config, &sources))
+            run_on_backend(
+                config.run.backend,
+                config.run.precision,
+                Job::Train(&config, &sources),
+            )
         }
         Command::Experiment {
             common,
@@ -133,7 +141,11 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.experiment.arms = arms.unwrap_or(config.experiment.arms);
             config.experiment.skill_data = skill_data.unwrap_or(config.experiment.skill_data);
             let config = checked(config)?;
-            run_on_backend(config.run.backend, Job::Experiment(&config, resume))
+            run_on_backend(
+                config.run.backend,
+                config.run.precision,
+                Job::Experiment(&config, resume),
+            )
         }
         Command::Eval {
             common,
@@ -147,7 +159,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.eval.modes = modes.unwrap_or(config.eval.modes);
             let config = checked(config)?;
             let job = Job::Eval(&config, checkpoint.as_deref(), out.as_deref());
-            run_on_backend(config.run.backend, job)
+            run_on_backend(config.run.backend, config.run.precision, job)
         }
         Command::Config { print, config } => {
             let config = match config {

@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand};
 use sage_core::retrieval::RetrievalMode;
 use sage_envs::expert::ExpertMode;
 use sage_envs::scenarios::Split;
-use sage_trainer::backend::Backend;
+use sage_trainer::backend::{Backend, Precision};
 use sage_trainer::config::RunConfig;
 use sage_trainer::experiment::Arm;
 use sage_trainer::pipeline::PipelineError;
@@ -40,6 +40,10 @@ struct Common {
     /// The compute backend (overrides `[run] backend`): cpu, cuda or wgpu.
     #[arg(long)]
     backend: Option<Backend>,
+    /// The arithmetic of the GEMMs and training attention (overrides `[run]
+    /// precision`): f32, or bf16 on tensor cores (cuda only).
+    #[arg(long)]
+    precision: Option<Precision>,
 }
 
 #[derive(Subcommand)]
@@ -201,6 +205,9 @@ fn load_config_over(common: &Common, defaults: RunConfig) -> Result<RunConfig, P
     }
     if let Some(backend) = common.backend {
         config.run.backend = backend;
+    }
+    if let Some(precision) = common.precision {
+        config.run.precision = precision;
     }
     checked(config)
 }

@@ -1,12 +1,13 @@
 //! Running a job on the backend a run names: [`run_on_backend`] opens the backend
-//! ([`Backend`], compiled in by cargo feature) and hands it to a [`BackendJob`], whose
+//! ([`Backend`], compiled in by cargo feature) in the run's [`Precision`] and hands it
+//! to a [`BackendJob`], whose
 //! `run` is generic over the backend, so the job is compiled once per backend. The CLI
 //! and the example programs pick their backend here and nowhere else.
 
 use sage_transformer::Kernels;
 
 use super::PipelineError;
-use crate::backend::Backend;
+use crate::backend::{Backend, Precision};
 
 /// Work that runs on any backend.
 pub trait BackendJob {
@@ -22,9 +23,20 @@ pub trait BackendJob {
     ) -> Result<Self::Output, PipelineError>;
 }
 
-/// Opens `backend` and runs `job` on it; fails naming the backend when this build does
-/// not have it or it cannot start (no driver, no adapter).
-pub fn run_on_backend<J: BackendJob>(backend: Backend, job: J) -> Result<J::Output, PipelineError> {
+/// Opens `backend` in `precision` and runs `job` on it; fails naming the backend when
+/// this build does not have it or it cannot start (no driver, no adapter), and when it
+/// has no such precision (bf16 is CUDA's alone).
+pub fn run_on_backend<J: BackendJob>(
+    backend: Backend,
+    precision: Precision,
+    job: J,
+) -> Result<J::Output, PipelineError> {
+    if precision != Precision::F32 && backend != Backend::Cuda {
+        return Err(PipelineError::new(
+            "backend",
+            format!("the {backend} backend computes in f32 only, not {precision}"),
+        ));
+    }
     match backend {
         #[cfg(feature = "cpu")]
         Backend::Cpu => {
@@ -33,7 +45,14 @@ pub fn run_on_backend<J: BackendJob>(backend: Backend, job: J) -> Result<J::Outp
         }
         #[cfg(feature = "cuda")]
         Backend::Cuda => {
-            let open = || sage_backend_cuda::CudaBackend::new().map_err(super::failed("backend"));
+            let precision = match precision {
+                Precision::F32 => sage_backend_cuda::Precision::F32,
+                Precision::Bf16 => sage_backend_cuda::Precision::Bf16,
+            };
+            let open = || {
+                sage_backend_cuda::CudaBackend::with_precision(precision)
+                    .map_err(super::failed("backend"))
+            };
             let kernels = open()?;
             tracing::info!("cuda device: {}", kernels.description());
             job.run(kernels, &open)
@@ -95,11 +114,13 @@ mod tests {
     #[test]
     fn a_job_runs_on_the_cpu_and_a_missing_backend_is_named() {
         assert_eq!(
-            run_on_backend(Backend::Cpu, RoundTrip).unwrap(),
+            run_on_backend(Backend::Cpu, Precision::F32, RoundTrip).unwrap(),
             vec![1.0, 2.0, 3.0]
         );
+        let error = run_on_backend(Backend::Cpu, Precision::Bf16, RoundTrip).unwrap_err();
+        assert!(error.to_string().contains("f32 only, not bf16"), "{error}");
         if !Backend::Cuda.is_compiled() {
-            let error = run_on_backend(Backend::Cuda, RoundTrip).unwrap_err();
+            let error = run_on_backend(Backend::Cuda, Precision::F32, RoundTrip).unwrap_err();
             assert!(
                 error.to_string().contains("not compiled into this build"),
                 "{error}"
