@@ -165,7 +165,9 @@ where
 }
 
 /// Greedy decoding of `batch` sequences: a `prompt`-token prefill, then `new_tokens`
-/// decoding steps. Returns generated tokens per second (prefill included in the time).
+/// decoding steps, each token picked on the backend as the trainer's generation picks
+/// it (`decode_step_choosing`: only the choices are copied back, not the logits).
+/// Returns generated tokens per second (prefill included in the time).
 fn decode<K: Kernels>(
     k: &mut K,
     config: ModelConfig,
@@ -182,25 +184,17 @@ where
         .map(|b| tokens(prompt, vocab, 10 + b as u64))
         .collect();
     let prompt_refs: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
-    let argmax = |row: &[f32]| {
-        row.iter()
-            .enumerate()
-            .fold((0, f32::NEG_INFINITY), |best, (i, &x)| {
-                if x > best.1 {
-                    (i, x)
-                } else {
-                    best
-                }
-            })
-            .0 as u32
-    };
     settle(k, model.params())?;
     let start = Instant::now();
     let mut cache = KvCache::new(k, &model, batch, prompt + new_tokens)?;
-    let mut logits = model.prefill(k, &mut cache, &prompt_refs)?;
+    let mut choices = model.prefill_choosing(k, &mut cache, &prompt_refs, 0.0, &[])?;
     for _ in 1..new_tokens {
-        let next: Vec<u32> = logits.chunks(vocab).map(argmax).collect();
-        logits = model.decode_step(k, &mut cache, &next)?;
+        let next = choices
+            .iter()
+            .map(|choice| choice.map(|c| c.token))
+            .collect::<Option<Vec<u32>>>()
+            .ok_or("logits that are not finite")?;
+        choices = model.decode_step_choosing(k, &mut cache, &next, 0.0, &[])?;
     }
     Ok((batch * new_tokens) as f64 / start.elapsed().as_secs_f64())
 }

@@ -25,7 +25,7 @@ macro_rules! backend_parity_tests {
         $crate::backend_parity_tests!(@tests $make;
             elementwise_ops, sum_squares, embedding, rmsnorm, matmul_all_layouts,
             bias, rope, attention_training, attention_decoding, swiglu, output_head,
-            adamw, errors_are_returned, freed_buffers_come_back_zeroed,
+            token_choice, adamw, errors_are_returned, freed_buffers_come_back_zeroed,
             model_forward_backward, decoding_matches_cpu,
             ten_training_steps);
     };
@@ -380,6 +380,63 @@ pub fn attention_training<K: Kernels>(make: impl FnOnce() -> Option<K>) {
     b.check("attention dv", dv, 1e-4);
 }
 
+/// Token choice on the backend against the host's rule (`sampling::choose`), greedy and
+/// sampled, on 6 rows of 1,000 and 5,003 logits: the same tokens, the log-probabilities
+/// to 1e-5 of their size (sums of thousands of terms in f32 against f64). The uniform
+/// numbers are exact in f32. Row 1 holds two equal maxima, row 5 a NaN (token -1, NaN).
+/// Bad arguments are refused: a uniform number of 1, a negative temperature, a missing
+/// uniform number when sampling, logits that are not whole rows.
+pub fn token_choice<K: Kernels>(make: impl FnOnce() -> Option<K>) {
+    use sage_transformer::sampling;
+
+    let Some(mut k) = make() else { return };
+    let mut rng = Rng::new(29);
+    let rows = 6;
+    for (vocab, temperature) in [(1000, 0.0), (1000, 1.0), (5003, 0.7)] {
+        let mut logits = rng.vec(rows * vocab, 4.0);
+        logits[vocab + 3] = 9.0;
+        logits[vocab + 7] = 9.0;
+        logits[5 * vocab + 2] = f32::NAN;
+        let uniforms: Vec<f64> = (0..rows).map(|_| f64::from(rng.value(0.5) + 0.5)).collect();
+        let on_device = upload(&mut k, &logits);
+        let choices = upload(&mut k, &vec![0.0; 2 * rows]);
+        k.choose_tokens(choices, on_device, &uniforms, temperature)
+            .expect("choose_tokens");
+        let got = download(&mut k, choices);
+        for (b, row) in logits.chunks_exact(vocab).enumerate() {
+            let (token, logprob) = (got[2 * b], got[2 * b + 1]);
+            let what = format!("vocab {vocab}, temperature {temperature}, row {b}");
+            match sampling::choose(row, temperature, uniforms[b]) {
+                None => assert!(
+                    token == -1.0 && logprob.is_nan(),
+                    "{what}: ({token}, {logprob})"
+                ),
+                Some(want) => {
+                    assert_eq!(token, want.token as f32, "{what}");
+                    let bound = 1e-5 * want.logprob.abs().max(1.0);
+                    assert!(
+                        (logprob - want.logprob).abs() <= bound,
+                        "{what}: {logprob} vs {}",
+                        want.logprob
+                    );
+                }
+            }
+        }
+        if temperature == 0.0 {
+            assert_eq!(got[2], 3.0, "the lower of two equal maxima");
+        }
+    }
+    let logits = upload(&mut k, &rng.vec(2 * 10, 1.0));
+    let choices = upload(&mut k, &[0.0; 4]);
+    assert!(k.choose_tokens(choices, logits, &[0.5, 1.0], 1.0).is_err());
+    assert!(k.choose_tokens(choices, logits, &[0.5, 0.5], -1.0).is_err());
+    assert!(k.choose_tokens(choices, logits, &[0.5], 1.0).is_err());
+    let ragged = upload(&mut k, &rng.vec(21, 1.0));
+    assert!(k.choose_tokens(choices, ragged, &[], 0.0).is_err());
+    k.choose_tokens(choices, logits, &[], 0.0)
+        .expect("greedy needs no uniform numbers");
+}
+
 /// Appending rows to KV caches (exact) and one decoding step over caches filled to
 /// different lengths, one longer than a key block: 1e-5.
 pub fn attention_decoding<K: Kernels>(make: impl FnOnce() -> Option<K>) {
@@ -669,7 +726,8 @@ pub fn model_forward_backward<K: Kernels>(make: impl FnOnce() -> Option<K>) {
 }
 
 /// Prefill and five decoding steps of two sequences: the logits of every step to
-/// 1e-5 of their largest magnitude.
+/// 1e-5 of their largest magnitude; then two steps that pick their tokens on the
+/// backend (`decode_step_choosing`), greedy and sampled: the CPU's tokens.
 pub fn decoding_matches_cpu<K: Kernels>(make: impl FnOnce() -> Option<K>) {
     let Some(mut b) = Both::new(make) else { return };
     let config = small_config(false);
@@ -698,6 +756,22 @@ pub fn decoding_matches_cpu<K: Kernels>(make: impl FnOnce() -> Option<K>) {
             .decode_step(&mut b.other, &mut cache, &next)
             .expect("decode");
         assert_close(&format!("decode step {step} logits"), &got, &want, 1e-5);
+    }
+    // A step that picks its tokens on the backend: greedy, then sampled at fixed
+    // uniform numbers; the same tokens, log-probabilities to 1e-5.
+    for (temperature, uniforms) in [(0.0, vec![]), (1.0, vec![0.25, 0.75])] {
+        let next = rng.ints(2, config.vocab_size);
+        let want = cpu
+            .decode_step_choosing(&mut b.cpu, &mut cpu_cache, &next, temperature, &uniforms)
+            .expect("cpu");
+        let got = other
+            .decode_step_choosing(&mut b.other, &mut cache, &next, temperature, &uniforms)
+            .expect("decode choosing");
+        for (got, want) in got.iter().zip(&want) {
+            let (got, want) = (got.expect("a choice"), want.expect("a choice"));
+            assert_eq!(got.token, want.token, "temperature {temperature}");
+            assert!((got.logprob - want.logprob).abs() <= 1e-5 * want.logprob.abs().max(1.0));
+        }
     }
 }
 

@@ -1,15 +1,16 @@
-//! The CUDA backend's training-attention kernels, run without a GPU: their `.cu` sources
-//! compiled by the host's C++ compiler against `backend-cuda/emulator` (each CUDA thread
-//! an OS thread, `__syncthreads` and the warp shuffles collective barriers, the
-//! tensor-core mma rebuilt from every lane's registers by the fragment layouts of the
-//! PTX ISA) and compared with the CPU backend on fresh random inputs.
+//! The CUDA backend's training-attention and token-choice kernels, run without a GPU:
+//! their `.cu` sources compiled by the host's C++ compiler against
+//! `backend-cuda/emulator` (each CUDA thread an OS thread, `__syncthreads` and the warp
+//! shuffles collective barriers, the tensor-core mma rebuilt from every lane's registers
+//! by the fragment layouts of the PTX ISA) and compared with the CPU on fresh random
+//! inputs.
 //!
-//! The exact f32 kernels passed the parity tests on an H100, so agreeing with them to
-//! f32 precision here checks the emulator; the tensor-core kernels of the bf16 mode are
-//! then checked by it: their indexing, masking, online softmax, block skipping and
-//! fragment traffic. What it cannot check is the hardware itself (that the GPU's mma
-//! matches its documentation), speed, and races the emulator's lockstep would hide;
-//! `parity_cuda` covers those on a GPU.
+//! The exact f32 attention kernels passed the parity tests on an H100, so agreeing with
+//! them to f32 precision here checks the emulator; the tensor-core kernels of the bf16
+//! mode are then checked by it (their indexing, masking, online softmax, block skipping
+//! and fragment traffic), and the token choice against the host's rule. What it cannot
+//! check is the hardware itself (that the GPU's mma matches its documentation), speed,
+//! and races the emulator's lockstep would hide; `parity_cuda` covers those on a GPU.
 //!
 //! Needs a C++20 compiler (`$CXX`, else `c++`). Without one the tests say so and pass;
 //! with `SAGE_REQUIRE_EMULATOR=1` (CI) they fail instead.
@@ -56,27 +57,31 @@ type BackwardFn = unsafe extern "C" fn(
     f32,
 );
 
-/// The emulated kernels, loaded from the shared library this process built. A launch
-/// owns the emulator's globals (the running block, its shared memory), so callers hold
-/// `running` for the whole of one.
-struct Emulator {
-    running: Mutex<()>,
+type ChooseFn = unsafe extern "C" fn(*mut f32, *const f32, *const u32, u32, u32, f32, u32);
+
+/// Held for the whole of every emulated launch: a launch owns its library's globals (the
+/// running block, its shared memory).
+static LAUNCH: Mutex<()> = Mutex::new(());
+
+/// The emulated attention kernels (`backend-cuda/emulator/attention.cpp`).
+struct Attention {
     _library: libloading::Library,
     forward: ForwardFn,
     backward: BackwardFn,
 }
 
-/// Builds `backend-cuda/emulator/attention.cpp` into a shared library and loads it, once
-/// per process; `Err` says why it could not.
-fn emulator() -> Result<&'static Emulator, String> {
-    static BUILT: OnceLock<Result<Emulator, String>> = OnceLock::new();
-    BUILT.get_or_init(build).as_ref().map_err(Clone::clone)
+/// The emulated token-choice kernel (`backend-cuda/emulator/choose.cpp`).
+struct Choose {
+    _library: libloading::Library,
+    choose: ChooseFn,
 }
 
-fn build() -> Result<Emulator, String> {
-    let source =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../backend-cuda/emulator/attention.cpp");
-    let library = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("attention-emulator.so");
+/// Builds `backend-cuda/emulator/{name}.cpp` into a shared library and loads it; `Err`
+/// says why it could not.
+fn build(name: &str) -> Result<libloading::Library, String> {
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../backend-cuda/emulator/{name}.cpp"));
+    let library = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-emulator.so"));
     let compiler = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let output = Command::new(&compiler)
         .args([
@@ -101,35 +106,69 @@ fn build() -> Result<Emulator, String> {
         ));
     }
     // SAFETY: the library is ours, built just above; its initialisers only set up
-    // function-local statics. The symbols' types are the `extern "C"` signatures of
-    // attention.cpp.
-    unsafe {
-        let loaded = libloading::Library::new(&library).map_err(|e| e.to_string())?;
-        let forward: ForwardFn = *loaded
-            .get::<ForwardFn>(b"emulate_attention_forward\0")
-            .map_err(|e| e.to_string())?;
-        let backward: BackwardFn = *loaded
-            .get::<BackwardFn>(b"emulate_attention_backward\0")
-            .map_err(|e| e.to_string())?;
-        Ok(Emulator {
-            running: Mutex::new(()),
-            _library: loaded,
-            forward,
-            backward,
-        })
-    }
+    // function-local statics.
+    unsafe { libloading::Library::new(&library).map_err(|e| e.to_string()) }
 }
 
-/// The emulator, or `None` (after saying why) when it cannot be built and
+/// The attention kernels, built once per process.
+fn attention() -> Result<&'static Attention, String> {
+    static BUILT: OnceLock<Result<Attention, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let library = build("attention")?;
+            // SAFETY: the symbols' types are the `extern "C"` signatures of attention.cpp.
+            unsafe {
+                let forward: ForwardFn = *library
+                    .get::<ForwardFn>(b"emulate_attention_forward\0")
+                    .map_err(|e| e.to_string())?;
+                let backward: BackwardFn = *library
+                    .get::<BackwardFn>(b"emulate_attention_backward\0")
+                    .map_err(|e| e.to_string())?;
+                Ok(Attention {
+                    _library: library,
+                    forward,
+                    backward,
+                })
+            }
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The token-choice kernel, built once per process.
+fn choose() -> Result<&'static Choose, String> {
+    static BUILT: OnceLock<Result<Choose, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let library = build("choose")?;
+            // SAFETY: the symbol's type is the `extern "C"` signature of choose.cpp.
+            unsafe {
+                let choose: ChooseFn = *library
+                    .get::<ChooseFn>(b"emulate_choose_tokens\0")
+                    .map_err(|e| e.to_string())?;
+                Ok(Choose {
+                    _library: library,
+                    choose,
+                })
+            }
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// `emulated`, or `None` (after saying why) when it cannot be built and
 /// `SAGE_REQUIRE_EMULATOR` is not `1`.
-fn available() -> Option<&'static Emulator> {
-    match emulator() {
-        Ok(emulator) => Some(emulator),
+fn available<T>(emulated: Result<&'static T, String>) -> Option<&'static T> {
+    match emulated {
+        Ok(emulated) => Some(emulated),
         Err(why) if std::env::var("SAGE_REQUIRE_EMULATOR").as_deref() == Ok("1") => {
             panic!("SAGE_REQUIRE_EMULATOR=1 but the kernel emulator cannot be built: {why}")
         }
         Err(why) => {
-            eprintln!("SKIPPED: emulated CUDA kernels: {why}; set SAGE_REQUIRE_EMULATOR=1 to make this a failure");
+            eprintln!(
+                "SKIPPED: emulated CUDA kernels: {why}; set SAGE_REQUIRE_EMULATOR=1 to make \
+                 this a failure"
+            );
             None
         }
     }
@@ -234,7 +273,7 @@ impl Case {
     }
 
     /// [out, lse, dq, dk, dv] from the emulated CUDA kernels.
-    fn emulated(&self, emulator: &Emulator, tensor_cores: bool) -> [Vec<f32>; 5] {
+    fn emulated(&self, emulator: &Attention, tensor_cores: bool) -> [Vec<f32>; 5] {
         let n = self.rows();
         let AttentionShape {
             heads,
@@ -257,7 +296,7 @@ impl Case {
             head_dim as u32,
         );
         let scale = 1.0 / (head_dim as f32).sqrt();
-        let _running = emulator.running.lock().unwrap_or_else(|e| e.into_inner());
+        let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: every buffer holds the [N, ...] extents attention.cu documents for these
         // sizes, and outlives the call, which returns after its kernels finish; no other
         // launch runs meanwhile (the lock above).
@@ -301,7 +340,7 @@ impl Case {
 
     /// Fails unless the emulated kernels agree with the CPU within `tolerances` (relative
     /// to the largest reference value) for [out, lse, dq, dk, dv].
-    fn check(&self, what: &str, emulator: &Emulator, tensor_cores: bool, tolerances: [f32; 5]) {
+    fn check(&self, what: &str, emulator: &Attention, tensor_cores: bool, tolerances: [f32; 5]) {
         let want = self.on_cpu();
         let got = self.emulated(emulator, tensor_cores);
         for (((name, got), want), tol) in ["out", "lse", "dq", "dk", "dv"]
@@ -320,7 +359,9 @@ impl Case {
 /// over sequences of 70, 1 and 9 with 4 query heads on 2 key/value heads.
 #[test]
 fn the_emulator_runs_the_exact_kernels_as_the_gpu_did() {
-    let Some(emulator) = available() else { return };
+    let Some(emulator) = available(attention()) else {
+        return;
+    };
     let shape = AttentionShape {
         heads: 4,
         kv_heads: 2,
@@ -339,7 +380,9 @@ fn the_emulator_runs_the_exact_kernels_as_the_gpu_did() {
 /// are not multiples of them; head widths 40 (padded to 48) and 64; GQA 4 on 2.
 #[test]
 fn the_tensor_core_kernels_match_the_cpu_to_bf16_precision() {
-    let Some(emulator) = available() else { return };
+    let Some(emulator) = available(attention()) else {
+        return;
+    };
     for head_dim in [40, 64] {
         let shape = AttentionShape {
             heads: 4,
@@ -361,7 +404,9 @@ fn the_tensor_core_kernels_match_the_cpu_to_bf16_precision() {
 /// (measured 3-7e-3).
 #[test]
 fn the_tensor_core_kernels_round_f32_inputs_within_one_percent() {
-    let Some(emulator) = available() else { return };
+    let Some(emulator) = available(attention()) else {
+        return;
+    };
     let shape = AttentionShape {
         heads: 2,
         kv_heads: 1,
@@ -374,4 +419,77 @@ fn the_tensor_core_kernels_round_f32_inputs_within_one_percent() {
         true,
         [1e-2, 1e-2, 1e-2, 1e-2, 1e-2],
     );
+}
+
+/// The token-choice kernel (choose.cu) picks the token the host's rule
+/// (`sampling::choose`) picks, greedy and sampled, over vocabularies that are and are not
+/// multiples of its 256 threads: the same token, and the log-probability to 1e-5 of its
+/// size (f32 sums against f64). The uniform numbers are exact in f32, so both sides draw
+/// at the same point; a draw within f32 rounding of a boundary could still differ, which
+/// these seeds do not hit. Row 1 holds two equal maxima (greedy takes the lower id) and
+/// row 5 a NaN (no choice: token -1).
+#[test]
+fn the_token_choice_kernel_picks_as_the_host_does() {
+    use sage_transformer::sampling;
+
+    let Some(emulated) = available(choose()) else {
+        return;
+    };
+    let mut rng = Rng::new(13);
+    let rows = 6;
+    for (vocab, temperature) in [(1000, 0.0), (1000, 1.0), (5003, 0.7), (300, 1.3)] {
+        let mut logits = rng.vec(rows * vocab, 4.0);
+        logits[vocab + 3] = 9.0;
+        logits[vocab + 7] = 9.0;
+        logits[5 * vocab + 2] = f32::NAN;
+        let uniforms: Vec<f64> = (0..rows).map(|_| f64::from(rng.value(0.5) + 0.5)).collect();
+        let bits: Vec<u32> = uniforms.iter().map(|&u| (u as f32).to_bits()).collect();
+        let greedy = temperature == 0.0;
+        let inverse_temperature = if greedy { 0.0 } else { 1.0 / temperature };
+        let mut choices = vec![f32::NAN; 2 * rows];
+        {
+            let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: choices holds 2 per row, logits `rows` rows of `vocab`, bits one
+            // per row; the call returns after its kernel finishes.
+            unsafe {
+                (emulated.choose)(
+                    choices.as_mut_ptr(),
+                    logits.as_ptr(),
+                    bits.as_ptr(),
+                    rows as u32,
+                    vocab as u32,
+                    inverse_temperature,
+                    u32::from(greedy),
+                );
+            }
+        }
+        let mut sampled_off_the_maximum = false;
+        for (b, row) in logits.chunks_exact(vocab).enumerate() {
+            let (token, logprob) = (choices[2 * b], choices[2 * b + 1]);
+            let what = format!("vocab {vocab}, temperature {temperature}, row {b}");
+            match sampling::choose(row, temperature, uniforms[b]) {
+                None => assert!(
+                    token == -1.0 && logprob.is_nan(),
+                    "{what}: ({token}, {logprob})"
+                ),
+                Some(want) => {
+                    assert_eq!(token, want.token as f32, "{what}");
+                    let bound = 1e-5 * want.logprob.abs().max(1.0);
+                    assert!(
+                        (logprob - want.logprob).abs() <= bound,
+                        "{what}: {logprob} vs {}",
+                        want.logprob
+                    );
+                    sampled_off_the_maximum |= want.token as usize != sampling::argmax(row);
+                }
+            }
+        }
+        assert_eq!(
+            greedy, !sampled_off_the_maximum,
+            "vocab {vocab}, temperature {temperature}"
+        );
+        if greedy {
+            assert_eq!(choices[2], 3.0, "the lower of two equal maxima");
+        }
+    }
 }

@@ -41,6 +41,11 @@ inline float __int_as_float(int x) {
     std::memcpy(&f, &x, 4);
     return f;
 }
+inline float __uint_as_float(unsigned x) {
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+}
 inline unsigned __float_as_uint(float x) {
     unsigned u;
     std::memcpy(&u, &x, 4);

@@ -37,13 +37,15 @@ pub(crate) enum Family {
     Swiglu,
     /// The output head's row kernels.
     Logprob,
+    /// Token choice from logits.
+    Choose,
     /// The AdamW step.
     Adamw,
 }
 
 impl Family {
     /// Every family, in the order the backend loads them.
-    pub(crate) const ALL: [Family; 10] = [
+    pub(crate) const ALL: [Family; 11] = [
         Family::Elementwise,
         Family::Embedding,
         Family::Norm,
@@ -53,6 +55,7 @@ impl Family {
         Family::Decode,
         Family::Swiglu,
         Family::Logprob,
+        Family::Choose,
         Family::Adamw,
     ];
 
@@ -68,6 +71,7 @@ impl Family {
             Family::Decode => "decode.cu",
             Family::Swiglu => "swiglu.cu",
             Family::Logprob => "logprob.cu",
+            Family::Choose => "choose.cu",
             Family::Adamw => "adamw.cu",
         }
     }
@@ -102,6 +106,7 @@ impl Family {
             Family::Decode => &["kv_cache_append", "attention_decode"],
             Family::Swiglu => &["swiglu_forward", "swiglu_backward"],
             Family::Logprob => &["logprob_rows", "logprob_dlogits"],
+            Family::Choose => &["choose_tokens"],
             Family::Adamw => &["adamw"],
         }
     }
@@ -122,6 +127,7 @@ impl Family {
             Family::Decode => include_str!("kernels/decode.cu"),
             Family::Swiglu => include_str!("kernels/swiglu.cu"),
             Family::Logprob => include_str!("kernels/logprob.cu"),
+            Family::Choose => include_str!("kernels/choose.cu"),
             Family::Adamw => include_str!("kernels/adamw.cu"),
         }
     }

@@ -62,12 +62,13 @@
 //!   host transfers;
 //! - `elementwise`, `embedding`, `norm` (RMSNorm, bias, column sums), `matmul`
 //!   (cuBLAS), `rope`, `attention` (training), `decode` (KV cache), `swiglu`, `logprob`
-//!   (the output head), `adamw`;
+//!   (the output head), `choose` (token choice on the device), `adamw`;
 //! - `limits`: whether a model fits the device ([`CudaBackend::check_model`]).
 #![deny(missing_docs)]
 
 mod adamw;
 mod attention;
+mod choose;
 mod compile;
 mod decode;
 mod device;
@@ -94,8 +95,8 @@ pub use matmul::Precision;
 use std::fmt;
 
 use sage_transformer::contract::{
-    AdamWScalars, AttentionSizes, CacheSizes, DecodeSizes, EmbeddingSizes, HeadDims, RopeSizes,
-    Rows,
+    AdamWScalars, AttentionSizes, CacheSizes, ChoiceSizes, DecodeSizes, EmbeddingSizes, HeadDims,
+    RopeSizes, Rows,
 };
 use sage_transformer::device::{AttentionGrads, AttentionSaved, HeadOperands};
 use sage_transformer::{
@@ -419,6 +420,16 @@ impl Device for CudaBackend {
         dims: HeadDims,
     ) -> Result<(), CudaError> {
         logprob::logits(self, out, hidden, lm_head, dims)
+    }
+
+    fn choose_tokens(
+        &mut self,
+        choices: Tensor,
+        logits: Tensor,
+        uniforms: &[f64],
+        sizes: ChoiceSizes,
+    ) -> Result<(), CudaError> {
+        choose::choose_tokens(self, choices, logits, uniforms, sizes)
     }
 
     fn adamw(

@@ -39,10 +39,12 @@ pub(crate) enum IndexScratch {
     Links,
     /// Cache lengths [B] for decoding.
     Lengths,
+    /// The uniform numbers [B] of a token choice, as f32 bits.
+    Uniforms,
 }
 
 const F32_SLOTS: usize = 7;
-const U32_SLOTS: usize = 3;
+const U32_SLOTS: usize = 4;
 
 /// One growable allocation.
 struct Slot<T> {

@@ -1,6 +1,8 @@
 //! Decoding with a KV cache: [`KvCache`] holds the keys and values of B sequences in
 //! the backend; [`Transformer::prefill`] fills it from prompts and
 //! [`Transformer::decode_step`] extends every sequence by one token, returning logits.
+//! Their `_choosing` forms pick each sequence's next token on the backend instead
+//! ([`Kernels::choose_tokens`]) and return only the choices, so the logits stay there.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -11,6 +13,7 @@ use super::model::{
     at, attention_inputs, attention_output, attention_shape, backend, input, mlp_forward, same_len,
     InputError, LayerBuffers, Result, Transformer,
 };
+use super::sampling::TokenChoice;
 
 /// Keys and values of B sequences, up to `capacity` tokens each, in one backend
 /// buffer, with the scratch a decoding step needs.
@@ -23,10 +26,11 @@ pub struct KvCache {
     cache: BufferId,
     /// One layer's activations for B rows, reused by every layer.
     scratch_layout: ActLayout,
-    /// `scratch_layout`, then last_hidden[B, D], then logits[B, V].
+    /// `scratch_layout`, then last_hidden[B, D], logits[B, V] and choices[B, 2].
     scratch: BufferId,
     last_hidden: Slot,
     logits: Slot,
+    choices: Slot,
     /// tokens[B] then positions[B].
     indices: IndexBufferId,
 }
@@ -56,7 +60,12 @@ impl KvCache {
             len: batch * c.vocab_size,
             shape: [batch, c.vocab_size],
         };
-        let scratch = k.alloc(logits.offset + logits.len).map_err(backend)?;
+        let choices = Slot {
+            offset: logits.offset + logits.len,
+            len: 2 * batch,
+            shape: [batch, 2],
+        };
+        let scratch = k.alloc(choices.offset + choices.len).map_err(backend)?;
         let indices = k.alloc_indices(2 * batch).map_err(backend)?;
         Ok(KvCache {
             batch,
@@ -67,6 +76,7 @@ impl KvCache {
             scratch,
             last_hidden,
             logits,
+            choices,
             indices,
         })
     }
@@ -124,6 +134,32 @@ impl Transformer {
         cache: &mut KvCache,
         prompts: &[&[u32]],
     ) -> Result<Vec<f32>, K> {
+        self.prefill_hidden(k, cache, prompts)?;
+        self.read_logits(k, cache)
+    }
+
+    /// [`Transformer::prefill`], then each prompt's next token picked on the backend by
+    /// [`Kernels::choose_tokens`] at `temperature` (0: greedy) with `uniforms[b]` for
+    /// sequence b; `None` for a sequence whose logits are not all finite.
+    pub fn prefill_choosing<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        cache: &mut KvCache,
+        prompts: &[&[u32]],
+        temperature: f32,
+        uniforms: &[f64],
+    ) -> Result<Vec<Option<TokenChoice>>, K> {
+        self.prefill_hidden(k, cache, prompts)?;
+        self.choose_next(k, cache, temperature, uniforms)
+    }
+
+    /// The prefill up to each prompt's last hidden state in `cache.last_hidden`.
+    fn prefill_hidden<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        cache: &mut KvCache,
+        prompts: &[&[u32]],
+    ) -> Result<(), K> {
         same_len("prompts", cache.batch, prompts.len())?;
         if prompts.iter().any(|p| p.len() > cache.capacity) {
             return Err(input(InputError::CacheFull {
@@ -162,7 +198,7 @@ impl Transformer {
         for (length, prompt) in cache.lengths.iter_mut().zip(prompts) {
             *length = prompt.len() as u32;
         }
-        self.read_logits(k, cache)
+        Ok(())
     }
 
     /// Appends `tokens[b]` to sequence b of `cache` and returns the logits of every
@@ -173,6 +209,31 @@ impl Transformer {
         cache: &mut KvCache,
         tokens: &[u32],
     ) -> Result<Vec<f32>, K> {
+        self.decode_hidden(k, cache, tokens)?;
+        self.read_logits(k, cache)
+    }
+
+    /// [`Transformer::decode_step`], then each sequence's next token picked on the
+    /// backend, as [`Transformer::prefill_choosing`] does.
+    pub fn decode_step_choosing<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        cache: &mut KvCache,
+        tokens: &[u32],
+        temperature: f32,
+        uniforms: &[f64],
+    ) -> Result<Vec<Option<TokenChoice>>, K> {
+        self.decode_hidden(k, cache, tokens)?;
+        self.choose_next(k, cache, temperature, uniforms)
+    }
+
+    /// The decoding step up to each sequence's last hidden state in `cache.last_hidden`.
+    fn decode_hidden<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        cache: &mut KvCache,
+        tokens: &[u32],
+    ) -> Result<(), K> {
         same_len("decode tokens", cache.batch, tokens.len())?;
         if cache.lengths.iter().any(|&l| l as usize >= cache.capacity) {
             return Err(input(InputError::CacheFull {
@@ -241,7 +302,7 @@ impl Transformer {
         )
         .map_err(backend)?;
         cache.lengths = attended;
-        self.read_logits(k, cache)
+        Ok(())
     }
 
     /// Keeps the sequences of `cache` whose `keep` flag is set, in order, in a new,
@@ -312,8 +373,8 @@ impl Transformer {
         }
     }
 
-    /// logits[B, V] of the hidden states in `cache.last_hidden`, read to the host.
-    fn read_logits<K: Kernels>(&self, k: &mut K, cache: &KvCache) -> Result<Vec<f32>, K> {
+    /// logits[B, V] of the hidden states in `cache.last_hidden`, on the backend.
+    fn logits<K: Kernels>(&self, k: &mut K, cache: &KvCache) -> Result<Tensor, K> {
         let logits = at(cache.scratch, cache.logits);
         k.logits(
             logits,
@@ -322,8 +383,40 @@ impl Transformer {
             self.config.hidden_size,
         )
         .map_err(backend)?;
+        Ok(logits)
+    }
+
+    /// logits[B, V] of the hidden states in `cache.last_hidden`, read to the host.
+    fn read_logits<K: Kernels>(&self, k: &mut K, cache: &KvCache) -> Result<Vec<f32>, K> {
+        let logits = self.logits(k, cache)?;
         let mut out = vec![0.0; logits.len];
         k.read(logits, &mut out).map_err(backend)?;
         Ok(out)
+    }
+
+    /// The token each sequence picks from its logits, chosen on the backend; only the
+    /// choices are read to the host.
+    fn choose_next<K: Kernels>(
+        &self,
+        k: &mut K,
+        cache: &KvCache,
+        temperature: f32,
+        uniforms: &[f64],
+    ) -> Result<Vec<Option<TokenChoice>>, K> {
+        let logits = self.logits(k, cache)?;
+        let choices = at(cache.scratch, cache.choices);
+        k.choose_tokens(choices, logits, uniforms, temperature)
+            .map_err(backend)?;
+        let mut pairs = vec![0.0; choices.len];
+        k.read(choices, &mut pairs).map_err(backend)?;
+        Ok(pairs
+            .chunks_exact(2)
+            .map(|pair| {
+                (pair[0] >= 0.0).then(|| TokenChoice {
+                    token: pair[0] as u32,
+                    logprob: pair[1],
+                })
+            })
+            .collect())
     }
 }

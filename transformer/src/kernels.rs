@@ -352,6 +352,22 @@ pub trait Kernels {
         dim: usize,
     ) -> Result<(), Self::Error>;
 
+    /// Picks each row's next token from logits[B, V] and writes choices[B, 2] = (token
+    /// id, its log-probability under softmax(logits)), by the rule of
+    /// [`sampling::choose`](crate::sampling::choose): the highest logit (the lowest id
+    /// among equals) when `temperature` is 0, else a draw from softmax(logits /
+    /// temperature) at `uniforms[b]` in [0, 1) (`uniforms` may be empty when greedy). A
+    /// row holding a logit that is not finite gets (-1, NaN). Only the choices need to
+    /// leave the device, not the logits. A device's sums may differ from the host's f64
+    /// ones in the last bits, so a draw within that distance of a boundary may differ.
+    fn choose_tokens(
+        &mut self,
+        choices: Tensor,
+        logits: Tensor,
+        uniforms: &[f64],
+        temperature: f32,
+    ) -> Result<(), Self::Error>;
+
     // ---- optimizer ---------------------------------------------------------------------------
 
     /// One AdamW step over `params` with gradient `grads` and moments `m`, `v` (all the

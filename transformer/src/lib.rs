@@ -32,6 +32,7 @@ pub mod device;
 pub mod kernels;
 pub mod layout;
 pub mod model;
+pub mod sampling;
 
 pub use config::{ConfigError, ModelConfig};
 pub use contract::ContractError;

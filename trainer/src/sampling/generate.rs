@@ -4,10 +4,13 @@
 //! sequences by one token until each has stopped. Once a quarter of the cache's rows
 //! have stopped, the cache is compacted to the running ones, so finished sequences
 //! stop costing compute; attention never crosses sequences, so this changes no
-//! sequence's result.
+//! sequence's result. Greedy decoding and untruncated sampling pick each token on the
+//! backend ([`Kernels::choose_tokens`], the same rule as the host's), so only the
+//! choices are copied back; top-k and top-p pick on the host from the logits.
 
 use sage_core::policy::{Generation, SamplingParams, StopReason};
-use sage_transformer::{Kernels, KvCache, Transformer};
+use sage_transformer::sampling::TokenChoice;
+use sage_transformer::{Kernels, KvCache, ModelError, Transformer};
 
 use super::error::SamplingError;
 use super::rng::SequenceRng;
@@ -107,37 +110,41 @@ fn decode<K: Kernels>(
     limits: &[usize],
     sampler: Sampler,
 ) -> Result<Vec<Generation>, SamplingError<K::Error>> {
-    let vocab = model.config().vocab_size;
-    let mut rngs: Vec<SequenceRng> = (0..prompts.len())
-        .map(|i| {
-            let key = params.stream_keys.get(i).copied().unwrap_or(i as u64);
-            SequenceRng::new(params.seed, key)
-        })
-        .collect();
+    let mut picker = Picker {
+        sampler,
+        on_device: sampler.on_device(model.config().vocab_size),
+        rngs: (0..prompts.len())
+            .map(|i| {
+                let key = params.stream_keys.get(i).copied().unwrap_or(i as u64);
+                SequenceRng::new(params.seed, key)
+            })
+            .collect(),
+    };
     let mut generations: Vec<Generation> = limits
         .iter()
         .map(|&limit| empty_generation(limit))
         .collect();
     // rows[r]: the sequence in row r of the cache.
     let mut rows: Vec<usize> = (0..prompts.len()).collect();
-    let mut logits = match model.prefill(k, &mut cache, prompts) {
-        Ok(logits) => logits,
-        Err(e) => {
-            cache.free(k)?;
-            return Err(e.into());
-        }
-    };
     // A sequence with no room is done before its first token.
     let mut done: Vec<bool> = limits.iter().map(|&limit| limit == 0).collect();
+    let mut step = Step::Prefill(prompts);
     loop {
-        for (r, row) in logits.chunks_exact(vocab).enumerate() {
+        let choices = match picker.next_tokens(k, model, &mut cache, step, &rows, &done) {
+            Ok(choices) => choices,
+            Err(e) => {
+                cache.free(k)?;
+                return Err(e.into());
+            }
+        };
+        for (r, choice) in choices.into_iter().enumerate() {
             let sequence = rows[r];
             if done[sequence] {
                 continue;
             }
             let generation = &mut generations[sequence];
             let position = generation.tokens.len();
-            let Some(choice) = sampler.choose(row, &mut rngs[sequence]) else {
+            let Some(choice) = choice else {
                 cache.free(k)?;
                 return Err(SamplingError::NonFiniteLogits { sequence, position });
             };
@@ -166,12 +173,70 @@ fn decode<K: Kernels>(
             .iter()
             .map(|&sequence| generations[sequence].tokens.last().copied().unwrap_or(0))
             .collect();
-        logits = match model.decode_step(k, &mut cache, &next) {
-            Ok(logits) => logits,
-            Err(e) => {
-                cache.free(k)?;
-                return Err(e.into());
-            }
+        step = Step::Decode(next);
+    }
+}
+
+/// What a step feeds the model: the prompts, or each row's last token.
+enum Step<'a> {
+    Prefill(&'a [&'a [u32]]),
+    Decode(Vec<u32>),
+}
+
+/// How each row's next token is picked, with every sequence's random stream.
+struct Picker {
+    sampler: Sampler,
+    /// The rule's temperature when the backend can pick ([`Sampler::on_device`]).
+    on_device: Option<f32>,
+    rngs: Vec<SequenceRng>,
+}
+
+impl Picker {
+    /// Runs `step` on `cache` and picks the next token of each row: one entry per row,
+    /// `None` for a row whose logits are not all finite; a row whose sequence is `done`
+    /// draws nothing from its stream and its entry is to be ignored.
+    fn next_tokens<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        model: &mut Transformer,
+        cache: &mut KvCache,
+        step: Step<'_>,
+        rows: &[usize],
+        done: &[bool],
+    ) -> Result<Vec<Option<TokenChoice>>, ModelError<K::Error>> {
+        if let Some(temperature) = self.on_device {
+            // One uniform number per running row, drawn as the host's sampler would.
+            let uniforms: Vec<f64> = if temperature == 0.0 {
+                Vec::new()
+            } else {
+                rows.iter()
+                    .map(|&sequence| match done[sequence] {
+                        true => 0.0,
+                        false => self.rngs[sequence].next_unit(),
+                    })
+                    .collect()
+            };
+            return match step {
+                Step::Prefill(prompts) => {
+                    model.prefill_choosing(k, cache, prompts, temperature, &uniforms)
+                }
+                Step::Decode(tokens) => {
+                    model.decode_step_choosing(k, cache, &tokens, temperature, &uniforms)
+                }
+            };
+        }
+        let logits = match step {
+            Step::Prefill(prompts) => model.prefill(k, cache, prompts)?,
+            Step::Decode(tokens) => model.decode_step(k, cache, &tokens)?,
         };
+        let vocab = model.config().vocab_size;
+        Ok(logits
+            .chunks_exact(vocab)
+            .zip(rows)
+            .map(|(row, &sequence)| match done[sequence] {
+                true => None,
+                false => self.sampler.choose(row, &mut self.rngs[sequence]),
+            })
+            .collect())
     }
 }

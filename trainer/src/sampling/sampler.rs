@@ -10,6 +10,7 @@
 use core::cmp::Ordering;
 
 use sage_core::policy::SamplingParams;
+use sage_transformer::sampling::{argmax, draw, log_softmax_at, scaled_weight, TokenChoice};
 
 use super::rng::SequenceRng;
 
@@ -25,13 +26,6 @@ pub enum ParamsError {
     Temperature(f32),
     /// `top_p` is not in (0, 1].
     TopP(f32),
-}
-
-/// A token and its log-probability under the unmodified model distribution.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Choice {
-    pub(crate) token: u32,
-    pub(crate) logprob: f32,
 }
 
 /// The checked sampling rule of one generation call.
@@ -63,9 +57,17 @@ impl Sampler {
         })
     }
 
+    /// The temperature (0: greedy) when the rule is one a backend can run where the
+    /// logits are ([`sage_transformer::Kernels::choose_tokens`]: no top-k or top-p
+    /// truncation below the `vocab` logits), so that only the choices leave it.
+    pub(crate) fn on_device(&self, vocab: usize) -> Option<f32> {
+        let untruncated = (self.top_k == 0 || self.top_k >= vocab) && self.top_p >= 1.0;
+        (self.temperature == 0.0 || untruncated).then_some(self.temperature as f32)
+    }
+
     /// Picks a token of `logits` (one row, V entries) with `rng`; `None` when a logit
     /// is not finite or the row is empty. Greedy decoding draws nothing from `rng`.
-    pub(crate) fn choose(&self, logits: &[f32], rng: &mut SequenceRng) -> Option<Choice> {
+    pub(crate) fn choose(&self, logits: &[f32], rng: &mut SequenceRng) -> Option<TokenChoice> {
         if logits.is_empty() || !logits.iter().all(|x| x.is_finite()) {
             return None;
         }
@@ -75,7 +77,7 @@ impl Sampler {
             self.sample(logits, rng)
         };
         let logprob = log_softmax_at(logits, token) as f32;
-        Some(Choice {
+        Some(TokenChoice {
             token: token as u32,
             logprob,
         })
@@ -85,7 +87,7 @@ impl Sampler {
     fn sample(&self, logits: &[f32], rng: &mut SequenceRng) -> usize {
         let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
         let inv_t = 1.0 / self.temperature;
-        let weight = |id: usize| ((f64::from(logits[id]) - f64::from(max)) * inv_t).exp();
+        let weight = |id: usize| scaled_weight(logits[id], max, inv_t);
         let vocab = logits.len();
         let top_k = if self.top_k == 0 {
             vocab
@@ -94,7 +96,7 @@ impl Sampler {
         };
         if top_k == vocab && self.top_p >= 1.0 {
             let weights: Vec<f64> = (0..vocab).map(weight).collect();
-            return draw(&weights, rng).unwrap_or(vocab - 1);
+            return draw(&weights, rng.next_unit()).unwrap_or(vocab - 1);
         }
         let mut ranked: Vec<usize> = (0..vocab).collect();
         let by_rank = |a: &usize, b: &usize| rank_order(logits, *a, *b);
@@ -111,20 +113,9 @@ impl Sampler {
             nucleus_len(&mut ranked, top_k, self.top_p * mass, weight, by_rank)
         };
         let weights: Vec<f64> = ranked[..kept].iter().map(|&id| weight(id)).collect();
-        let pick = draw(&weights, rng).unwrap_or(kept - 1);
+        let pick = draw(&weights, rng.next_unit()).unwrap_or(kept - 1);
         ranked[pick]
     }
-}
-
-/// The highest logit's id, the lowest id among equals.
-fn argmax(logits: &[f32]) -> usize {
-    let mut best = 0;
-    for (id, &x) in logits.iter().enumerate() {
-        if x > logits[best] {
-            best = id;
-        }
-    }
-    best
 }
 
 /// Higher logit first, then lower id: a strict total order on the ids of finite
@@ -171,23 +162,4 @@ fn nucleus_len(
         }
         sorted = (2 * sorted).min(limit);
     }
-}
-
-/// An index drawn with probability proportional to `weights` (non-negative, finite,
-/// not all zero); `None` only when rounding leaves the draw past the last weight.
-fn draw(weights: &[f64], rng: &mut SequenceRng) -> Option<usize> {
-    let total: f64 = weights.iter().sum();
-    let target = rng.next_unit() * total;
-    let mut cumulative = 0.0;
-    weights.iter().position(|&w| {
-        cumulative += w;
-        cumulative > target
-    })
-}
-
-/// log softmax(logits)[token], accumulated in f64.
-fn log_softmax_at(logits: &[f32], token: usize) -> f64 {
-    let max = f64::from(logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x)));
-    let sum: f64 = logits.iter().map(|&x| (f64::from(x) - max).exp()).sum();
-    f64::from(logits[token]) - max - sum.ln()
 }

@@ -9,8 +9,8 @@
 mod sizes;
 
 pub use sizes::{
-    packed_tokens, AdamWScalars, AttentionSizes, CacheSizes, DecodeSizes, EmbeddingSizes,
-    LengthRule, RopeSizes, Rows,
+    packed_tokens, AdamWScalars, AttentionSizes, CacheSizes, ChoiceSizes, DecodeSizes,
+    EmbeddingSizes, LengthRule, RopeSizes, Rows, MAX_CHOICE_VOCAB,
 };
 
 use alloc::format;

@@ -354,3 +354,67 @@ mod tests {
         ));
     }
 }
+
+/// Largest vocabulary [`ChoiceSizes`] accepts: token ids travel as f32, exact below 2^24.
+pub const MAX_CHOICE_VOCAB: usize = 1 << 24;
+
+/// The sizes and rule of a `choose_tokens` call: B rows of V logits, B pairs of
+/// (token, log-probability), and the temperature (0: greedy).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChoiceSizes {
+    /// Rows (B).
+    pub rows: usize,
+    /// Logits per row (V), at least 1 and at most [`MAX_CHOICE_VOCAB`].
+    pub vocab: usize,
+    /// Finite and not negative; 0 picks greedily.
+    pub temperature: f32,
+}
+
+impl ChoiceSizes {
+    /// Checks `choices` (2 per row), `logits` (whole rows of at least one logit), the
+    /// temperature, and, when it is not 0, one uniform number in [0, 1) per row.
+    pub fn new(
+        choices: usize,
+        logits: usize,
+        uniforms: &[f64],
+        temperature: f32,
+    ) -> Result<ChoiceSizes, ContractError> {
+        let op = "choose_tokens";
+        if choices == 0 || choices % 2 != 0 {
+            return Err(ContractError::Shape(format!(
+                "{op}: choices holds {choices} elements, not 2 per row of at least one row"
+            )));
+        }
+        let rows = choices / 2;
+        if logits == 0 || logits % rows != 0 {
+            return Err(ContractError::Shape(format!(
+                "{op}: logits holds {logits} elements, not {rows} whole rows"
+            )));
+        }
+        let vocab = logits / rows;
+        if vocab > MAX_CHOICE_VOCAB {
+            return Err(ContractError::TooLarge(format!(
+                "{op}: a vocabulary of {vocab}; token ids are exact in f32 only up to \
+                 {MAX_CHOICE_VOCAB}"
+            )));
+        }
+        if !(temperature.is_finite() && temperature >= 0.0) {
+            return Err(ContractError::BadArgument(format!(
+                "{op}: temperature {temperature} is not finite and non-negative"
+            )));
+        }
+        if temperature > 0.0 {
+            expect_len(op, "uniforms", uniforms.len(), rows)?;
+            if let Some(u) = uniforms.iter().find(|u| !(0.0..1.0).contains(*u)) {
+                return Err(ContractError::BadArgument(format!(
+                    "{op}: uniform number {u} is outside [0, 1)"
+                )));
+            }
+        }
+        Ok(ChoiceSizes {
+            rows,
+            vocab,
+            temperature,
+        })
+    }
+}

@@ -5,7 +5,7 @@
 use super::{AttentionGrads, AttentionSaved, Device, HeadOperands};
 use crate::contract::{
     check_disjoint, expect_len, AdamWScalars, AttentionDims, AttentionSizes, CacheSizes,
-    DecodeSizes, EmbeddingSizes, HeadDims, LengthRule, RopeSizes, Rows,
+    ChoiceSizes, DecodeSizes, EmbeddingSizes, HeadDims, LengthRule, RopeSizes, Rows,
 };
 use crate::kernels::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
@@ -374,6 +374,18 @@ impl<D: Device> Kernels for D {
         let dims = HeadDims::of_logits(hidden.len, lm_head.len, out.len, dim)?;
         check_disjoint(&[out], &[hidden, lm_head])?;
         Device::logits(self, out, hidden, lm_head, dims)
+    }
+
+    fn choose_tokens(
+        &mut self,
+        choices: Tensor,
+        logits: Tensor,
+        uniforms: &[f64],
+        temperature: f32,
+    ) -> Result<(), D::Error> {
+        let sizes = ChoiceSizes::new(choices.len, logits.len, uniforms, temperature)?;
+        check_disjoint(&[choices], &[logits])?;
+        Device::choose_tokens(self, choices, logits, uniforms, sizes)
     }
 
     fn adamw(

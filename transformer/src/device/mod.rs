@@ -16,11 +16,15 @@ mod slots;
 
 pub use slots::{BufferKind, Slots};
 
+use alloc::vec;
+use alloc::vec::Vec;
+
 use crate::contract::{
-    AdamWScalars, AttentionSizes, CacheSizes, ContractError, DecodeSizes, EmbeddingSizes, HeadDims,
-    RopeSizes, Rows,
+    AdamWScalars, AttentionSizes, CacheSizes, ChoiceSizes, ContractError, DecodeSizes,
+    EmbeddingSizes, HeadDims, RopeSizes, Rows,
 };
 use crate::kernels::{BufferId, IndexBufferId, Indices, MatmulShape, Tensor};
+use crate::sampling::choose;
 
 /// The tensors an attention backward call writes, all `[N, ...]` and overwritten.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,6 +252,30 @@ pub trait Device {
         lm_head: Tensor,
         dims: HeadDims,
     ) -> Result<(), Self::Error>;
+
+    /// Token choices; `choices[B, 2]` and `logits[B, V]` as [`ChoiceSizes`] says,
+    /// disjoint; one uniform number per row in [0, 1) unless greedy. This default reads
+    /// the logits back and picks on the host ([`choose`]); a device that can pick where
+    /// the logits are overrides it, so only 2 numbers per row cross to the host.
+    fn choose_tokens(
+        &mut self,
+        choices: Tensor,
+        logits: Tensor,
+        uniforms: &[f64],
+        sizes: ChoiceSizes,
+    ) -> Result<(), Self::Error> {
+        let mut rows = vec![0.0; logits.len];
+        self.read(logits, &mut rows)?;
+        let mut picked = Vec::with_capacity(2 * sizes.rows);
+        for (b, row) in rows.chunks_exact(sizes.vocab).enumerate() {
+            let unit = uniforms.get(b).copied().unwrap_or(0.0);
+            match choose(row, sizes.temperature, unit) {
+                Some(choice) => picked.extend([choice.token as f32, choice.logprob]),
+                None => picked.extend([-1.0, f32::NAN]),
+            }
+        }
+        self.write(choices, &picked)
+    }
 
     /// AdamW with the step's scalars folded; all the same length, `params`, `m`, `v`
     /// disjoint from each other and `grads`.
