@@ -339,7 +339,12 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
         Precision::F32 => "sage-cuda-f32",
         Precision::Bf16 => "sage-cuda-bf16",
     };
-    measure(&mut k, side, threads, request)
+    measure(&mut k, side, threads, request)?;
+    eprintln!(
+        "kept bf16 copies of GEMM operands: {:.1} MiB",
+        k.kept_bf16_bytes() as f64 / (1 << 20) as f64
+    );
+    Ok(())
 }
 
 /// Without the `cuda` feature there is no CUDA backend to run.

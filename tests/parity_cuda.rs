@@ -191,3 +191,69 @@ fn bf16_attention_is_close_to_f32() {
         b.check(&format!("bf16 attention {name}"), t, 1e-2);
     }
 }
+
+/// The bf16 mode keeps a weight's bf16 copy between GEMMs and must cast it again after
+/// the weight changes, however it changes: a host write, a kernel (`scale`), AdamW.
+/// Each GEMM is compared with the CPU's f32 GEMM after the same change (bf16 bound as
+/// in `bf16_matmul_is_close_to_f32`); a stale copy would give the previous product.
+#[test]
+fn bf16_kept_copies_follow_their_weights() {
+    use sage_backend_cuda::Precision;
+    use sage_e2e::backend_parity::{assert_close, Both, Rng};
+    use sage_transformer::{AdamWStep, Kernels, MatmulShape};
+
+    let Some(mut b) = Both::new(|| {
+        cuda_backend()?;
+        Some(CudaBackend::with_precision(Precision::Bf16).expect("bf16 backend"))
+    }) else {
+        return;
+    };
+    let mut rng = Rng::new(44);
+    let (m, n, k) = (33, 48, 64);
+    let shape = MatmulShape {
+        m,
+        n,
+        k,
+        trans_a: false,
+        trans_b: true,
+        accumulate: false,
+    };
+    let x = b.random(&mut rng, m * k, 1.0);
+    let w = b.random(&mut rng, n * k, 1.0);
+    let c = b.random(&mut rng, m * n, 1.0);
+    let product = |b: &mut Both<CudaBackend>, what: &str| {
+        b.cpu.matmul(c[0], x[0], w[0], shape).expect("cpu");
+        b.other
+            .matmul(c[1], x[1], w[1], shape)
+            .expect("bf16 matmul");
+        let (want, got) = b.download(c);
+        assert_close(what, &got, &want, 2e-2);
+    };
+    product(&mut b, "first use");
+    product(&mut b, "second use (the copy is kept)");
+    assert!(b.other.kept_bf16_bytes() > 0, "the weight's copy is kept");
+    let fresh = rng.vec(n * k, 1.0);
+    b.cpu.write(w[0], &fresh).expect("cpu");
+    b.other.write(w[1], &fresh).expect("write");
+    product(&mut b, "after a host write");
+    b.cpu.scale(w[0], -0.5).expect("cpu");
+    b.other.scale(w[1], -0.5).expect("scale");
+    product(&mut b, "after a kernel scaled the weight");
+    let grads = b.random(&mut rng, n * k, 1.0);
+    let moments = [b.upload(&vec![0.0; n * k]), b.upload(&vec![0.0; n * k])];
+    let step = AdamWStep {
+        learning_rate: 0.1,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+        step: 1,
+    };
+    b.cpu
+        .adamw(w[0], grads[0], moments[0][0], moments[1][0], step)
+        .expect("cpu");
+    b.other
+        .adamw(w[1], grads[1], moments[0][1], moments[1][1], step)
+        .expect("adamw");
+    product(&mut b, "after an AdamW step");
+}

@@ -24,7 +24,8 @@ pub(crate) fn embedding_forward(
     let EmbeddingSizes { dim, vocab, .. } = sizes;
     let (o, t, ids) = (
         b.store.address(out)?,
-        b.store.address(table)?,
+        // Read only: a tied output head's kept bf16 copy stays current.
+        b.store.address_read(table)?,
         b.store.index_address(tokens)?,
     );
     if out.len == 0 {

@@ -46,7 +46,8 @@
 //! [`Precision::F32`] (the default, and what the parity tests use) computes everything
 //! in f32, GEMMs included (`cublasSgemm`, no TF32). [`Precision::Bf16`] casts both
 //! operands of each GEMM to bf16 and multiplies them on tensor cores with f32
-//! accumulation and f32 output, and runs training attention on tensor cores
+//! accumulation and f32 output (a weight's bf16 copy is kept and cast again only after
+//! the weight is written: `shadow`), and runs training attention on tensor cores
 //! (`kernels/flash.cu`: `mma.sync` m16n8k16, tiles rounded to bf16 as they are staged,
 //! softmax statistics and accumulators in f32); everything else (weights, activations,
 //! gradients, AdamW's master weights and moments) stays f32 in memory. Decoding
@@ -59,7 +60,7 @@
 //! - `device`: context, stream, cuBLAS handle, library checks; `compile`: the sources
 //!   and NVRTC; `launch`: loaded kernels and the one launch path;
 //! - `store`: buffers and checked addresses; `scratch`: the backend's own buffers and
-//!   host transfers;
+//!   host transfers; `shadow`: the bf16 copies of GEMM operands kept between GEMMs;
 //! - `elementwise`, `embedding`, `norm` (RMSNorm, bias, column sums), `matmul`
 //!   (cuBLAS), `rope`, `attention` (training), `decode` (KV cache), `swiglu`, `logprob`
 //!   (the output head), `choose` (token choice on the device), `adamw`;
@@ -82,6 +83,7 @@ mod matmul;
 mod norm;
 mod rope;
 mod scratch;
+mod shadow;
 mod store;
 mod swiglu;
 
@@ -162,6 +164,12 @@ impl CudaBackend {
         )
     }
 
+    /// Bytes held by the bf16 copies of GEMM operands kept between GEMMs (the bf16
+    /// mode's copies of the weights; see `shadow`), beside the f32 tensors themselves.
+    pub fn kept_bf16_bytes(&self) -> usize {
+        2 * self.store.shadows.borrow().kept_elements()
+    }
+
     /// The GEMM precision.
     pub fn precision(&self) -> Precision {
         self.precision
@@ -223,7 +231,7 @@ impl Device for CudaBackend {
     }
 
     fn read(&mut self, src: Tensor, dst: &mut [f32]) -> Result<(), CudaError> {
-        let address = self.store.address(src)?;
+        let address = self.store.address_read(src)?;
         download(&self.gpu.stream, dst, address)
     }
 

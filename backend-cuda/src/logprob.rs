@@ -12,7 +12,7 @@ use sage_transformer::{MatmulShape, Tensor};
 
 use crate::error::CudaError;
 use crate::launch::{blocks_for, blocks_per_task, Arg, THREADS};
-use crate::matmul::gemm;
+use crate::matmul::{gemm, Operand};
 use crate::scratch::Scratch;
 use crate::CudaBackend;
 use sage_transformer::contract::{to_u32, HeadDims};
@@ -35,19 +35,17 @@ fn mm(m: usize, n: usize, k: usize, trans_a: bool, trans_b: bool, accumulate: bo
     }
 }
 
-/// Addresses of the head's operands, checked.
-struct HeadAddresses {
-    hidden: u64,
-    lm_head: u64,
-    targets: u64,
+/// The head's device-side targets, checked; `hidden` and `lm_head` are GEMM operands,
+/// which the GEMM looks up (read only, so a kept bf16 copy of `lm_head` stays current).
+fn targets(b: &CudaBackend, head: &HeadOperands) -> Result<u64, CudaError> {
+    b.store.address_read(head.hidden)?;
+    b.store.address_read(head.lm_head)?;
+    b.store.index_address(head.targets)
 }
 
-fn addresses(b: &CudaBackend, head: &HeadOperands) -> Result<HeadAddresses, CudaError> {
-    Ok(HeadAddresses {
-        hidden: b.store.address(head.hidden)?,
-        lm_head: b.store.address(head.lm_head)?,
-        targets: b.store.index_address(head.targets)?,
-    })
+/// Rows `start .. start + rows` of `hidden[N, D]` as a GEMM operand.
+fn hidden_rows(head: &HeadOperands, start: usize, rows: usize, dim: usize) -> Operand {
+    Operand::Tensor(head.hidden.slice(start * dim, rows * dim))
 }
 
 /// logp[N] = logits[n, targets[n]] - lse[n] and lse[N] = log sum_j exp(logits[n, j]),
@@ -60,7 +58,7 @@ pub(crate) fn logprob_forward(
     d: HeadDims,
 ) -> Result<(), CudaError> {
     let op = "logprob_forward";
-    let at = addresses(b, &head)?;
+    let targets = targets(b, &head)?;
     let (logp, lse) = (b.store.address(logp)?, b.store.address(lse)?);
     if d.rows == 0 {
         return Ok(());
@@ -70,12 +68,11 @@ pub(crate) fn logprob_forward(
     for start in (0..d.rows).step_by(chunk) {
         let rows = chunk.min(d.rows - start);
         // logits[rows, V] = hidden[start.., D] · lm_head^T
-        let hidden = at.hidden + 4 * (start * d.dim) as u64;
         gemm(
             b,
             logits,
-            hidden,
-            at.lm_head,
+            hidden_rows(&head, start, rows, d.dim),
+            Operand::Tensor(head.lm_head),
             mm(rows, d.vocab, d.dim, false, true, false),
         )?;
         b.launch(
@@ -84,7 +81,7 @@ pub(crate) fn logprob_forward(
             HEAD_THREADS,
             &[
                 Arg::Ptr(logits),
-                Arg::Ptr(at.targets + 4 * start as u64),
+                Arg::Ptr(targets + 4 * start as u64),
                 Arg::Ptr(logp + 4 * start as u64),
                 Arg::Ptr(lse + 4 * start as u64),
                 Arg::U32(to_u32(op, "rows", rows)?),
@@ -108,7 +105,7 @@ pub(crate) fn logprob_backward(
     d: HeadDims,
 ) -> Result<(), CudaError> {
     let op = "logprob_backward";
-    let at = addresses(b, &head)?;
+    let targets = targets(b, &head)?;
     let (dhidden, dlm_head) = (b.store.address(dhidden)?, b.store.address(dlm_head)?);
     let (weights, lse) = (b.store.address(weights)?, b.store.address(lse)?);
     if d.rows == 0 {
@@ -118,13 +115,13 @@ pub(crate) fn logprob_backward(
     let dlogits = b.scratch_space(Scratch::Logits, chunk.min(d.rows) * d.vocab)?;
     for start in (0..d.rows).step_by(chunk) {
         let rows = chunk.min(d.rows - start);
-        let hidden = at.hidden + 4 * (start * d.dim) as u64;
+        let hidden = hidden_rows(&head, start, rows, d.dim);
         // dlogits[rows, V], made in place from the logits.
         gemm(
             b,
             dlogits,
             hidden,
-            at.lm_head,
+            Operand::Tensor(head.lm_head),
             mm(rows, d.vocab, d.dim, false, true, false),
         )?;
         b.launch(
@@ -133,7 +130,7 @@ pub(crate) fn logprob_backward(
             THREADS,
             &[
                 Arg::Ptr(dlogits),
-                Arg::Ptr(at.targets + 4 * start as u64),
+                Arg::Ptr(targets + 4 * start as u64),
                 Arg::Ptr(weights + 4 * start as u64),
                 Arg::Ptr(lse + 4 * start as u64),
                 Arg::U32(to_u32(op, "rows", rows)?),
@@ -143,10 +140,11 @@ pub(crate) fn logprob_backward(
         // dhidden[rows, D] = dlogits · lm_head
         let dhidden_rows = dhidden + 4 * (start * d.dim) as u64;
         let shape = mm(rows, d.dim, d.vocab, false, false, false);
-        gemm(b, dhidden_rows, dlogits, at.lm_head, shape)?;
+        let (dlogits_in, lm_head) = (Operand::Scratch(dlogits), Operand::Tensor(head.lm_head));
+        gemm(b, dhidden_rows, dlogits_in, lm_head, shape)?;
         // dlm_head[V, D] += dlogits^T · hidden
         let shape = mm(d.vocab, d.dim, rows, true, false, true);
-        gemm(b, dlm_head, dlogits, hidden, shape)?;
+        gemm(b, dlm_head, dlogits_in, hidden, shape)?;
     }
     Ok(())
 }
@@ -160,10 +158,13 @@ pub(crate) fn logits(
     dims: HeadDims,
 ) -> Result<(), CudaError> {
     let HeadDims { rows, dim, vocab } = dims;
-    let (o, hs, lm) = (
-        b.store.address(out)?,
-        b.store.address(hidden)?,
-        b.store.address(lm_head)?,
-    );
-    gemm(b, o, hs, lm, mm(rows, vocab, dim, false, true, false))
+    let out = b.store.address(out)?;
+    let (hidden, lm_head) = (Operand::Tensor(hidden), Operand::Tensor(lm_head));
+    gemm(
+        b,
+        out,
+        hidden,
+        lm_head,
+        mm(rows, vocab, dim, false, true, false),
+    )
 }

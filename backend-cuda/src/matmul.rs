@@ -1,9 +1,10 @@
 //! Matrix multiplication through cuBLAS: `c[m, n] (+)= op(a) · op(b)` on row-major
 //! buffers, computed as the column-major product `c^T = op(b)^T · op(a)^T` so that no
 //! operand is copied. In [`Precision::F32`] it is `cublasSgemm` in default math mode
-//! (true f32, no TF32); in [`Precision::Bf16`] both operands are first cast to bf16 in
-//! scratch buffers and `cublasGemmEx` multiplies them on tensor cores, accumulating and
-//! writing `c` in f32.
+//! (true f32, no TF32); in [`Precision::Bf16`] `cublasGemmEx` multiplies bf16 copies
+//! of both operands on tensor cores, accumulating and writing `c` in f32. A copy is cast
+//! into scratch for the GEMM, or, for a tensor met unchanged again (a weight), kept
+//! and reused until the tensor is written (`shadow`).
 
 use std::ffi::c_void;
 
@@ -14,7 +15,19 @@ use sage_transformer::{MatmulShape, Tensor};
 use crate::elementwise::cast_bf16;
 use crate::error::{to_i32, CudaError};
 use crate::scratch::Scratch;
+use crate::shadow::ShadowUse;
+use crate::store::{allocate, span};
 use crate::CudaBackend;
+
+/// A GEMM input: a tensor of the store (read, never written, by the GEMM; in the bf16
+/// mode its copy may be kept), or the address of the backend's own scratch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Operand {
+    /// A tensor the caller has not otherwise checked: the GEMM looks it up.
+    Tensor(Tensor),
+    /// A checked address in the backend's scratch.
+    Scratch(u64),
+}
 
 /// The arithmetic of the backend's GEMMs and training attention (every other kernel
 /// computes in f32).
@@ -38,20 +51,62 @@ pub(crate) fn matmul(
     bm: Tensor,
     shape: MatmulShape,
 ) -> Result<(), CudaError> {
-    let (ca, aa, ba) = (
-        b.store.address(c)?,
-        b.store.address(a)?,
-        b.store.address(bm)?,
-    );
-    gemm(b, ca, aa, ba, shape)
+    let c = b.store.address(c)?;
+    gemm(b, c, Operand::Tensor(a), Operand::Tensor(bm), shape)
 }
 
-/// The GEMM of [`matmul`] on checked device addresses.
+/// The f32 address of `operand`, checked.
+fn address(b: &CudaBackend, operand: Operand) -> Result<u64, CudaError> {
+    match operand {
+        Operand::Tensor(t) => b.store.address_read(t),
+        Operand::Scratch(address) => Ok(address),
+    }
+}
+
+/// The address of a bf16 copy of `operand` (`len` elements at f32 address `source`):
+/// its kept shadow when current, else cast now, into a kept shadow or into `scratch`.
+fn bf16_copy(
+    b: &mut CudaBackend,
+    operand: Operand,
+    source: u64,
+    len: usize,
+    scratch: Scratch,
+) -> Result<u64, CudaError> {
+    let into_scratch = |b: &mut CudaBackend| -> Result<u64, CudaError> {
+        // bf16 copies: two per f32 slot of scratch.
+        let copy = b.scratch_space(scratch, len.div_ceil(2))?;
+        cast_bf16(b, copy, source, len)?;
+        Ok(copy)
+    };
+    let Operand::Tensor(t) = operand else {
+        return into_scratch(b);
+    };
+    let lookup = b.store.shadows.borrow_mut().lookup(span(t));
+    match lookup {
+        ShadowUse::Current(copy) => Ok(copy),
+        ShadowUse::Refresh(copy) => {
+            cast_bf16(b, copy, source, len)?;
+            Ok(copy)
+        }
+        ShadowUse::Keep => match allocate::<u16>(&b.gpu.stream, len) {
+            Ok((memory, copy)) => {
+                cast_bf16(b, copy, source, len)?;
+                b.store.shadows.borrow_mut().hold(span(t), memory, copy);
+                Ok(copy)
+            }
+            // No room on the device for another copy: this GEMM casts into scratch.
+            Err(_) => into_scratch(b),
+        },
+        ShadowUse::Scratch => into_scratch(b),
+    }
+}
+
+/// The GEMM of [`matmul`] on a checked output address and its two inputs.
 pub(crate) fn gemm(
     b: &mut CudaBackend,
     c: u64,
-    a: u64,
-    bm: u64,
+    a: Operand,
+    bm: Operand,
     shape: MatmulShape,
 ) -> Result<(), CudaError> {
     let op = "matmul";
@@ -63,6 +118,7 @@ pub(crate) fn gemm(
         trans_b,
         accumulate,
     } = shape;
+    let (a_f32, b_f32) = (address(b, a)?, address(b, bm)?);
     if m == 0 || n == 0 {
         return Ok(());
     }
@@ -108,9 +164,9 @@ pub(crate) fn gemm(
                     cn,
                     ck,
                     &alpha,
-                    bm as *const f32,
+                    b_f32 as *const f32,
                     ld_b,
-                    a as *const f32,
+                    a_f32 as *const f32,
                     ld_a,
                     &beta,
                     c as *mut f32,
@@ -119,11 +175,8 @@ pub(crate) fn gemm(
             }?;
         }
         Precision::Bf16 => {
-            // bf16 copies: two per f32 slot of scratch.
-            let a16 = b.scratch_space(Scratch::Bf16A, (m * k).div_ceil(2))?;
-            let b16 = b.scratch_space(Scratch::Bf16B, (k * n).div_ceil(2))?;
-            cast_bf16(b, a16, a, m * k)?;
-            cast_bf16(b, b16, bm, k * n)?;
+            let a16 = bf16_copy(b, a, a_f32, m * k, Scratch::Bf16A)?;
+            let b16 = bf16_copy(b, bm, b_f32, k * n, Scratch::Bf16B)?;
             // SAFETY: as above, with a16 and b16 holding bf16 copies of a and b.
             unsafe {
                 blas::gemm_ex(

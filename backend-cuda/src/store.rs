@@ -1,15 +1,23 @@
 //! The buffer store: device buffers indexed by [`BufferId`] / [`IndexBufferId`] (the
 //! contract's [`Slots`]), and the one place that turns a tensor handle into a checked
-//! device pointer. Buffers come
+//! device pointer, where it also learns which tensors may be written (for the bf16
+//! shadows of `shadow`). Buffers come
 //! from cudarc's stream-ordered allocator (the driver's memory pool recycles freed
 //! memory) and are zeroed on allocation; freeing is ordered after the work already
 //! queued, so kernels that still read a freed buffer finish first.
+
+use std::cell::RefCell;
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, ValidAsZeroBits};
 use sage_transformer::device::{BufferKind, Slots};
 use sage_transformer::{BufferId, IndexBufferId, Indices, Tensor};
 
 use crate::error::CudaError;
+use crate::shadow::{Shadows, Span};
+
+/// Most bf16 elements the shadows keep (4 GiB): a 0.5B-parameter model's weights
+/// several times over; tensors past it are cast into scratch for each GEMM.
+const SHADOW_BUDGET_ELEMENTS: usize = 1 << 31;
 
 /// A live buffer: the allocation (freed when dropped), its device address and length.
 struct Entry<T> {
@@ -31,10 +39,14 @@ pub(crate) fn allocate<T: DeviceRepr + ValidAsZeroBits>(
     Ok((memory, address))
 }
 
-/// `f32` and `u32` device buffers, by id (see [`Slots`]).
+/// `f32` and `u32` device buffers, by id (see [`Slots`]), and the bf16 shadows of
+/// their tensors.
 pub(crate) struct Store {
     f32s: Slots<Entry<f32>>,
     u32s: Slots<Entry<u32>>,
+    /// Marked stale through `address`, which takes `&self` as every kernel's operand
+    /// lookup does.
+    pub(crate) shadows: RefCell<Shadows<CudaSlice<u16>>>,
 }
 
 impl Default for Store {
@@ -42,6 +54,7 @@ impl Default for Store {
         Store {
             f32s: Slots::new(BufferKind::F32),
             u32s: Slots::new(BufferKind::U32),
+            shadows: RefCell::new(Shadows::new(SHADOW_BUDGET_ELEMENTS)),
         }
     }
 }
@@ -77,9 +90,10 @@ impl Store {
         Ok(IndexBufferId(id))
     }
 
-    /// Releases an `f32` buffer.
+    /// Releases an `f32` buffer and the shadows of its tensors.
     pub(crate) fn free(&mut self, buffer: BufferId) -> Result<(), CudaError> {
         self.f32s.remove(buffer.0)?;
+        drop(self.shadows.get_mut().forget(buffer.0));
         Ok(())
     }
 
@@ -90,8 +104,18 @@ impl Store {
     }
 
     /// The device address of a tensor's first element, after checking that the buffer
-    /// is live and the range inside it.
+    /// is live and the range inside it. The tensor counts as written: the bf16 shadows
+    /// it overlaps go stale. Every operand lookup goes through here unless it is a read
+    /// known not to write ([`Store::address_read`]).
     pub(crate) fn address(&self, t: Tensor) -> Result<u64, CudaError> {
+        let address = self.address_read(t)?;
+        self.shadows.borrow_mut().written(span(t));
+        Ok(address)
+    }
+
+    /// [`Store::address`] for a tensor the caller only reads (a GEMM's operands, the
+    /// output head's weights, the embedding table), which leaves its shadows current.
+    pub(crate) fn address_read(&self, t: Tensor) -> Result<u64, CudaError> {
         let entry = self.f32s.range(t.buffer.0, t.offset, t.len, |e| e.len)?;
         Ok(entry.address + t.offset as u64 * 4)
     }
@@ -100,5 +124,14 @@ impl Store {
     pub(crate) fn index_address(&self, i: Indices) -> Result<u64, CudaError> {
         let entry = self.u32s.range(i.buffer.0, i.offset, i.len, |e| e.len)?;
         Ok(entry.address + i.offset as u64 * 4)
+    }
+}
+
+/// Where `t` lies, for the shadows.
+pub(crate) fn span(t: Tensor) -> Span {
+    Span {
+        buffer: t.buffer.0,
+        offset: t.offset,
+        len: t.len,
     }
 }

@@ -1,0 +1,210 @@
+//! bf16 shadows of GEMM operands for the bf16 mode. A GEMM there multiplies bf16 copies
+//! of its f32 operands; a weight is the same tensor, unchanged, from one GEMM to the
+//! next until the optimizer (or a host write) changes it, so its copy is kept and cast
+//! again only after a write, once per optimizer step rather than once per GEMM.
+//!
+//! The rule is conservative by construction: every tensor a kernel is handed through
+//! [`Store::address`](crate::store::Store::address) counts as written and makes the
+//! shadows it overlaps stale; only the GEMM's own operands (and the other reads that
+//! name [`Store::address_read`](crate::store::Store::address_read)) do not. A tensor
+//! is kept once it is met unchanged a second time (a weight, or an activation that
+//! feeds several GEMMs, such as the normed input of q, k and v); one written between
+//! its uses (an activation) keeps using the scratch copy. Kept copies are bounded by a
+//! budget of elements.
+
+use std::collections::HashMap;
+
+/// Where a tensor lies: its buffer, first element and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Span {
+    pub(crate) buffer: u32,
+    pub(crate) offset: usize,
+    pub(crate) len: usize,
+}
+
+impl Span {
+    fn overlaps(&self, other: &Span) -> bool {
+        self.buffer == other.buffer
+            && self.offset < other.offset + other.len
+            && other.offset < self.offset + self.len
+    }
+}
+
+/// How a GEMM gets the bf16 copy of one operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShadowUse {
+    /// The kept copy at this address matches the tensor: no cast.
+    Current(u64),
+    /// The kept copy at this address is stale: cast into it (it is current after).
+    Refresh(u64),
+    /// Met unchanged again and within the budget: allocate a copy, cast into it, and
+    /// [`Shadows::hold`] it.
+    Keep,
+    /// Cast into the GEMM's scratch space.
+    Scratch,
+}
+
+/// One tensor's record: its kept copy (memory and address), if any, and whether the
+/// tensor is unchanged since the copy (or, without one, since it was last met).
+struct Shadow<M> {
+    kept: Option<(M, u64)>,
+    unchanged: bool,
+}
+
+/// The shadows of a backend's tensors, by buffer; `M` is the copy's memory.
+pub(crate) struct Shadows<M> {
+    by_buffer: HashMap<u32, Vec<(Span, Shadow<M>)>>,
+    kept_elements: usize,
+    budget_elements: usize,
+}
+
+impl<M> Shadows<M> {
+    /// No shadows yet; at most `budget_elements` bf16 elements kept at a time.
+    pub(crate) fn new(budget_elements: usize) -> Shadows<M> {
+        Shadows {
+            by_buffer: HashMap::new(),
+            kept_elements: 0,
+            budget_elements,
+        }
+    }
+
+    /// Records that `span` may be written: every shadow overlapping it goes stale.
+    pub(crate) fn written(&mut self, span: Span) {
+        if let Some(shadows) = self.by_buffer.get_mut(&span.buffer) {
+            for (at, shadow) in shadows.iter_mut() {
+                if at.overlaps(&span) {
+                    shadow.unchanged = false;
+                }
+            }
+        }
+    }
+
+    /// How a GEMM gets the bf16 copy of `span` now; the record then counts it as
+    /// unchanged (the caller casts it, unless the copy is current).
+    pub(crate) fn lookup(&mut self, span: Span) -> ShadowUse {
+        let room = self.kept_elements + span.len <= self.budget_elements;
+        let shadows = self.by_buffer.entry(span.buffer).or_default();
+        let Some((_, shadow)) = shadows.iter_mut().find(|(at, _)| *at == span) else {
+            shadows.push((
+                span,
+                Shadow {
+                    kept: None,
+                    unchanged: true,
+                },
+            ));
+            return ShadowUse::Scratch;
+        };
+        let was_unchanged = std::mem::replace(&mut shadow.unchanged, true);
+        match (&shadow.kept, was_unchanged) {
+            (Some((_, address)), true) => ShadowUse::Current(*address),
+            (Some((_, address)), false) => ShadowUse::Refresh(*address),
+            (None, true) if room => ShadowUse::Keep,
+            (None, _) => ShadowUse::Scratch,
+        }
+    }
+
+    /// Keeps `memory` at `address` as the current copy of `span` (after
+    /// [`ShadowUse::Keep`] and the cast into it).
+    pub(crate) fn hold(&mut self, span: Span, memory: M, address: u64) {
+        let shadows = self.by_buffer.entry(span.buffer).or_default();
+        let record = Shadow {
+            kept: Some((memory, address)),
+            unchanged: true,
+        };
+        match shadows.iter_mut().find(|(at, _)| *at == span) {
+            Some((_, shadow)) => {
+                if shadow.kept.is_none() {
+                    self.kept_elements += span.len;
+                }
+                *shadow = record;
+            }
+            None => {
+                self.kept_elements += span.len;
+                shadows.push((span, record));
+            }
+        }
+    }
+
+    /// Drops every shadow of `buffer` (freed), returning the kept copies' memory.
+    pub(crate) fn forget(&mut self, buffer: u32) -> Vec<M> {
+        let shadows = self.by_buffer.remove(&buffer).unwrap_or_default();
+        shadows
+            .into_iter()
+            .filter_map(|(span, shadow)| {
+                let (memory, _) = shadow.kept?;
+                self.kept_elements -= span.len;
+                Some(memory)
+            })
+            .collect()
+    }
+
+    /// bf16 elements kept.
+    pub(crate) fn kept_elements(&self) -> usize {
+        self.kept_elements
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(buffer: u32, offset: usize, len: usize) -> Span {
+        Span {
+            buffer,
+            offset,
+            len,
+        }
+    }
+
+    #[test]
+    fn a_weight_is_kept_on_its_second_use_and_cast_again_only_after_a_write() {
+        let mut shadows: Shadows<&str> = Shadows::new(1000);
+        let weight = span(0, 100, 50);
+        assert_eq!(shadows.lookup(weight), ShadowUse::Scratch);
+        assert_eq!(shadows.lookup(weight), ShadowUse::Keep);
+        shadows.hold(weight, "copy", 0xa0);
+        assert_eq!(shadows.lookup(weight), ShadowUse::Current(0xa0));
+        assert_eq!(shadows.lookup(weight), ShadowUse::Current(0xa0));
+        // Writes elsewhere, in the same buffer or another, leave it current.
+        shadows.written(span(0, 150, 10));
+        shadows.written(span(1, 100, 50));
+        assert_eq!(shadows.lookup(weight), ShadowUse::Current(0xa0));
+        // The optimizer writes the whole buffer: one refresh, then current again.
+        shadows.written(span(0, 0, 10_000));
+        assert_eq!(shadows.lookup(weight), ShadowUse::Refresh(0xa0));
+        assert_eq!(shadows.lookup(weight), ShadowUse::Current(0xa0));
+        // A write that only touches its last element stales it too.
+        shadows.written(span(0, 149, 1));
+        assert_eq!(shadows.lookup(weight), ShadowUse::Refresh(0xa0));
+        assert_eq!(shadows.kept_elements(), 50);
+    }
+
+    #[test]
+    fn a_tensor_written_between_its_uses_stays_in_scratch() {
+        let mut shadows: Shadows<&str> = Shadows::new(1000);
+        let activation = span(2, 0, 64);
+        for _ in 0..3 {
+            assert_eq!(shadows.lookup(activation), ShadowUse::Scratch);
+            shadows.written(span(2, 32, 64));
+        }
+        assert_eq!(shadows.kept_elements(), 0);
+    }
+
+    #[test]
+    fn copies_stay_within_the_budget_and_go_with_their_buffer() {
+        let mut shadows: Shadows<u8> = Shadows::new(100);
+        let (first, second) = (span(0, 0, 60), span(0, 60, 60));
+        for (at, memory) in [(first, 1), (second, 2)] {
+            assert_eq!(shadows.lookup(at), ShadowUse::Scratch);
+            if shadows.lookup(at) == ShadowUse::Keep {
+                shadows.hold(at, memory, 0x10);
+            }
+        }
+        // The second would pass the budget of 100: it stays in scratch.
+        assert_eq!(shadows.kept_elements(), 60);
+        assert_eq!(shadows.lookup(second), ShadowUse::Scratch);
+        assert_eq!(shadows.forget(0), vec![1]);
+        assert_eq!(shadows.kept_elements(), 0);
+        assert_eq!(shadows.lookup(first), ShadowUse::Scratch, "a fresh record");
+    }
+}
