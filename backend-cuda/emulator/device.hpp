@@ -110,6 +110,7 @@ inline float bf16_half(unsigned reg, bool high) {
 }  // namespace emulator
 
 inline void __syncthreads() { emulator::running->all.arrive_and_wait(); }
+inline void __syncwarp() { emulator::warp_sync(); }
 
 inline float shuffle(float v, unsigned source) {
     using namespace emulator;

@@ -103,7 +103,12 @@ impl Family {
                 "attention_backward_dkv",
             ],
             Family::Flash => &["flash_forward", "flash_backward_dq", "flash_backward_dkv"],
-            Family::Decode => &["kv_cache_append", "attention_decode"],
+            Family::Decode => &[
+                "kv_cache_append",
+                "attention_decode",
+                "attention_decode_split",
+                "attention_decode_combine",
+            ],
             Family::Swiglu => &["swiglu_forward", "swiglu_backward"],
             Family::Logprob => &["logprob_rows", "logprob_dlogits"],
             Family::Choose => &["choose_tokens"],

@@ -28,6 +28,8 @@ pub(crate) enum Scratch {
     Bf16A,
     /// bf16 copy of a GEMM's second operand.
     Bf16B,
+    /// Split-KV decoding's partial results [B, H, S, hd + 2].
+    DecodePartials,
 }
 
 /// A purpose of `u32` scratch space.
@@ -43,7 +45,7 @@ pub(crate) enum IndexScratch {
     Uniforms,
 }
 
-const F32_SLOTS: usize = 7;
+const F32_SLOTS: usize = 8;
 const U32_SLOTS: usize = 4;
 
 /// One growable allocation.

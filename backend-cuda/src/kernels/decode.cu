@@ -97,3 +97,152 @@ attention_decode(float* out, const float* q, const float* k_cache, const float* 
         }
     }
 }
+
+// Split-KV decoding for the bf16 mode's fast path, in two kernels. Each block owns one
+// (sequence b, key/value head g) and one split of up to SPLIT_KEYS cached rows: it
+// stages each tile of keys and values once for all the group's query heads (its 4
+// warps take the heads in turn) and leaves per-head partial results; a second kernel
+// merges the splits. The arithmetic is the kernel above's, f32 throughout; only the
+// order of the sums differs.
+//
+// Partials, for split s of sequence b and query head h: acc[B, H, S, hd] = the
+// unnormalised sum of p_j v_j, and ml[B, H, S, 2] = (running max m, sum of exp l). A
+// split with no rows leaves (NEG_BIG, 0) and zeros.
+
+#define SPLIT_KEYS 256
+#define SPLIT_WARPS 4
+#define SPLIT_THREADS (SPLIT_WARPS * WARP_SIZE)
+// The widest group (query heads per key/value head) the split kernel holds.
+#define SPLIT_MAX_GROUP 16
+#define SPLIT_HEADS_PER_WARP (SPLIT_MAX_GROUP / SPLIT_WARPS)
+
+// Grid (B * S, KV); block 4 warps. Block x covers sequence x / S, split x % S.
+extern "C" __global__ void __launch_bounds__(SPLIT_THREADS)
+attention_decode_split(float* part_acc, float* part_ml, const float* q, const float* k_cache,
+                       const float* v_cache, const u32* lengths, u32 capacity, u32 heads,
+                       u32 group, u32 head_dim, u32 splits, float scale) {
+    __shared__ float ks[DECODE_TILE][DECODE_MAX_HEAD_DIM + 1];
+    __shared__ float vs[DECODE_TILE][DECODE_MAX_HEAD_DIM];
+    __shared__ float qs[SPLIT_MAX_GROUP][DECODE_MAX_HEAD_DIM];
+    const u32 b = blockIdx.x / splits;
+    const u32 split = blockIdx.x % splits;
+    const u32 g = blockIdx.y;
+    const u32 warp = threadIdx.x / WARP_SIZE;
+    const u32 lane = threadIdx.x % WARP_SIZE;
+    const u64 q_width = (u64)heads * head_dim;
+    const u64 kv_width = (u64)(heads / group) * head_dim;
+    const u32 kv_col = g * head_dim;
+    const u32 length = lengths[b];
+    const u32 first = split * SPLIT_KEYS;
+    const u32 end = min(first + SPLIT_KEYS, length);
+    for (u32 idx = threadIdx.x; idx < group * head_dim; idx += SPLIT_THREADS) {
+        const u32 i = idx / head_dim;
+        const u32 d = idx % head_dim;
+        qs[i][d] = q[b * q_width + (g * group + i) * head_dim + d] * scale;
+    }
+    const u64 cache = (u64)b * capacity;
+    float m[SPLIT_HEADS_PER_WARP];
+    float l[SPLIT_HEADS_PER_WARP];
+    float acc[SPLIT_HEADS_PER_WARP][DECODE_DIMS_PER_LANE];
+#pragma unroll
+    for (u32 r = 0; r < SPLIT_HEADS_PER_WARP; r++) {
+        m[r] = NEG_BIG;
+        l[r] = 0.0f;
+#pragma unroll
+        for (u32 e = 0; e < DECODE_DIMS_PER_LANE; e++) {
+            acc[r][e] = 0.0f;
+        }
+    }
+    for (u32 tile = first; tile < end; tile += DECODE_TILE) {
+        __syncthreads();
+        for (u32 idx = threadIdx.x; idx < DECODE_TILE * head_dim; idx += SPLIT_THREADS) {
+            const u32 j = idx / head_dim;
+            const u32 d = idx % head_dim;
+            const bool inside = tile + j < end;
+            const u64 at = (cache + tile + j) * kv_width + kv_col + d;
+            ks[j][d] = inside ? k_cache[at] : 0.0f;
+            vs[j][d] = inside ? v_cache[at] : 0.0f;
+        }
+        __syncthreads();
+        const bool visible = tile + lane < end;
+#pragma unroll
+        for (u32 r = 0; r < SPLIT_HEADS_PER_WARP; r++) {
+            const u32 i = warp + r * SPLIT_WARPS;
+            if (i >= group) {
+                continue;
+            }
+            float score = NEG_BIG;
+            if (visible) {
+                float dot = 0.0f;
+                for (u32 d = 0; d < head_dim; d++) {
+                    dot += qs[i][d] * ks[lane][d];
+                }
+                score = dot;
+            }
+            const float m_new = fmaxf(m[r], warp_max(score));
+            const float p = visible ? expf(score - m_new) : 0.0f;
+            const float correction = expf(m[r] - m_new);
+            l[r] = l[r] * correction + warp_sum(p);
+#pragma unroll
+            for (u32 e = 0; e < DECODE_DIMS_PER_LANE; e++) {
+                acc[r][e] *= correction;
+            }
+            for (u32 j = 0; j < DECODE_TILE; j++) {
+                const float pj = __shfl_sync(FULL_MASK, p, j);
+#pragma unroll
+                for (u32 e = 0; e < DECODE_DIMS_PER_LANE; e++) {
+                    const u32 d = lane + e * WARP_SIZE;
+                    if (d < head_dim) {
+                        acc[r][e] += pj * vs[j][d];
+                    }
+                }
+            }
+            m[r] = m_new;
+        }
+    }
+#pragma unroll
+    for (u32 r = 0; r < SPLIT_HEADS_PER_WARP; r++) {
+        const u32 i = warp + r * SPLIT_WARPS;
+        if (i >= group) {
+            continue;
+        }
+        const u64 part = ((u64)b * heads + g * group + i) * splits + split;
+#pragma unroll
+        for (u32 e = 0; e < DECODE_DIMS_PER_LANE; e++) {
+            const u32 d = lane + e * WARP_SIZE;
+            if (d < head_dim) {
+                part_acc[part * head_dim + d] = acc[r][e];
+            }
+        }
+        if (lane == 0) {
+            part_ml[2 * part] = m[r];
+            part_ml[2 * part + 1] = l[r];
+        }
+    }
+}
+
+// Merges the splits: grid (B, H), one warp. With M the largest running max of the
+// splits, out[b, h] = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M).
+extern "C" __global__ void __launch_bounds__(WARP_SIZE)
+attention_decode_combine(float* out, const float* part_acc, const float* part_ml, u32 heads,
+                         u32 head_dim, u32 splits) {
+    const u32 b = blockIdx.x;
+    const u32 head = blockIdx.y;
+    const u64 base = ((u64)b * heads + head) * splits;
+    float max = NEG_BIG;
+    for (u32 s = 0; s < splits; s++) {
+        max = fmaxf(max, part_ml[2 * (base + s)]);
+    }
+    float total = 0.0f;
+    for (u32 s = 0; s < splits; s++) {
+        total += part_ml[2 * (base + s) + 1] * expf(part_ml[2 * (base + s)] - max);
+    }
+    float* out_row = out + ((u64)b * heads + head) * head_dim;
+    for (u32 d = threadIdx.x; d < head_dim; d += WARP_SIZE) {
+        float sum = 0.0f;
+        for (u32 s = 0; s < splits; s++) {
+            sum += part_acc[(base + s) * head_dim + d] * expf(part_ml[2 * (base + s)] - max);
+        }
+        out_row[d] = sum / total;
+    }
+}
