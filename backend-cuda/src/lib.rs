@@ -55,6 +55,16 @@
 //! activations in bf16 is not done: the `Kernels` contract addresses f32 elements, so it
 //! needs either a dtype in the contract or a backend-side shadow copy of the weights.
 //!
+//! ## Testing without a GPU
+//! Three checks need no device. NVRTC compiles every kernel to PTX and assembles it for
+//! sm_90 with its built-in ptxas, which reads the inline tensor-core PTX and reports
+//! spills (`tests/nvrtc.rs`). `emulator/` compiles the kernel sources with the host's
+//! C++ compiler against a CPU model of the CUDA thread model (threads as OS threads,
+//! barriers, warp shuffles, and `mma.sync` rebuilt from every lane's fragments by the
+//! PTX ISA's layouts), and the workspace test `emulated_kernels` runs the attention,
+//! decoding and token-choice kernels there against the CPU backend. The parity tests
+//! (`parity_cuda`) then need a GPU, and skip without one.
+//!
 //! Modules, one per concern; each kernel family's `.cu` file (in `kernels/`) holds its
 //! forward beside its backward:
 //! - `device`: context, stream, cuBLAS handle, library checks; `compile`: the sources
