@@ -3,8 +3,9 @@
 //! rows with an online softmax over tiles of keys: one warp per (sequence, head) in
 //! [`Precision::F32`], and in [`Precision::Bf16`] (the fast path) split-KV blocks per
 //! (sequence, key/value head, split of 256 rows) that stage each tile once for the
-//! whole group of query heads, then a merge of the splits. The host's cache lengths are
-//! uploaded to a small device table each call.
+//! whole group of query heads, then a merge of the splits. The host's cache lengths go
+//! to small device tables, uploaded only when they change (once per decoding step, not
+//! once per layer).
 //!
 //! Layouts: caches [B, T, KV*hd] (T = capacity), new k, v [B, KV*hd], q, out [B, H*hd].
 
@@ -53,7 +54,7 @@ pub(crate) fn kv_cache_append(
     }
     let rows = b
         .scratch
-        .upload_indices(&b.gpu.stream, IndexScratch::Lengths, lengths)?;
+        .upload_indices_once(&b.gpu.stream, IndexScratch::AppendRows, lengths)?;
     let mut args = pointers.to_vec();
     args.extend([
         Arg::Ptr(rows),
@@ -90,7 +91,7 @@ pub(crate) fn attention_decode(
     }
     let rows = b
         .scratch
-        .upload_indices(&b.gpu.stream, IndexScratch::Lengths, lengths)?;
+        .upload_indices_once(&b.gpu.stream, IndexScratch::AttendedRows, lengths)?;
     if b.precision == Precision::Bf16 && dims.group <= SPLIT_MAX_GROUP {
         let longest = lengths.iter().copied().max().unwrap_or(1) as usize;
         return split_kv(b, pointers, rows, longest.div_ceil(SPLIT_KEYS), sizes);

@@ -39,14 +39,16 @@ pub(crate) enum IndexScratch {
     Spans,
     /// The embedding backward pass's links [2, N].
     Links,
-    /// Cache lengths [B] for decoding.
-    Lengths,
+    /// The cache row [B] each sequence's new key/value row goes to.
+    AppendRows,
+    /// Cached rows [B] each decoding query attends to.
+    AttendedRows,
     /// The uniform numbers [B] of a token choice, as f32 bits.
     Uniforms,
 }
 
 const F32_SLOTS: usize = 8;
-const U32_SLOTS: usize = 4;
+const U32_SLOTS: usize = 5;
 
 /// One growable allocation.
 struct Slot<T> {
@@ -86,6 +88,8 @@ pub(crate) struct ScratchBuffers {
     u32s: [Slot<u32>; U32_SLOTS],
     /// The `seq_starts` whose spans the `Spans` slot holds.
     pub(crate) spans_of: Vec<u32>,
+    /// What [`ScratchBuffers::upload_indices_once`] last put in each `u32` slot.
+    uploaded: [Option<Vec<u32>>; U32_SLOTS],
     /// The (theta bits, head_dim) whose frequencies the `RopeFrequencies` slot holds.
     pub(crate) rope_of: Option<(u32, usize)>,
 }
@@ -120,6 +124,25 @@ impl ScratchBuffers {
     ) -> Result<u64, CudaError> {
         let address = self.index_space(stream, which, data.len())?;
         upload(stream, address, data)?;
+        Ok(address)
+    }
+
+    /// [`ScratchBuffers::upload_indices`], skipped when the slot already holds `data`
+    /// from the last call for it (a decoding step's every layer passes the same cache
+    /// lengths: one upload per step, not two per layer). Only this function writes
+    /// the slots it is used for.
+    pub(crate) fn upload_indices_once(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        which: IndexScratch,
+        data: &[u32],
+    ) -> Result<u64, CudaError> {
+        if self.uploaded[which as usize].as_deref() == Some(data) {
+            return self.index_space(stream, which, data.len());
+        }
+        self.uploaded[which as usize] = None;
+        let address = self.upload_indices(stream, which, data)?;
+        self.uploaded[which as usize] = Some(data.to_vec());
         Ok(address)
     }
 
