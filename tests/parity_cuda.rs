@@ -297,3 +297,14 @@ fn split_kv_decoding_matches_the_cpu() {
         .expect("split-KV decode");
     b.check("split-KV attention_decode out", out, 1e-5);
 }
+
+/// Token choice on the device (`choose.cu`, the bf16 mode's fast path; the f32 mode
+/// picks on the host) against the host's rule: the parity body `token_choice`.
+#[test]
+fn token_choice_on_the_device() {
+    use sage_backend_cuda::Precision;
+    sage_e2e::backend_parity::token_choice(|| {
+        cuda_backend()?;
+        Some(CudaBackend::with_precision(Precision::Bf16).expect("bf16 backend"))
+    });
+}

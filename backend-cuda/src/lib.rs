@@ -110,7 +110,9 @@ use sage_transformer::contract::{
     AdamWScalars, AttentionSizes, CacheSizes, ChoiceSizes, DecodeSizes, EmbeddingSizes, HeadDims,
     RopeSizes, Rows,
 };
-use sage_transformer::device::{AttentionGrads, AttentionSaved, HeadOperands};
+use sage_transformer::device::{
+    choose_tokens_on_host, AttentionGrads, AttentionSaved, HeadOperands,
+};
 use sage_transformer::{
     BufferId, Device, IndexBufferId, Indices, MatmulShape, ModelConfig, Tensor,
 };
@@ -447,7 +449,11 @@ impl Device for CudaBackend {
         uniforms: &[f64],
         sizes: ChoiceSizes,
     ) -> Result<(), CudaError> {
-        choose::choose_tokens(self, choices, logits, uniforms, sizes)
+        match self.precision {
+            // The f32 mode keeps the paths the parity tests first passed on a GPU.
+            Precision::F32 => choose_tokens_on_host(self, choices, logits, uniforms, sizes),
+            Precision::Bf16 => choose::choose_tokens(self, choices, logits, uniforms, sizes),
+        }
     }
 
     fn adamw(

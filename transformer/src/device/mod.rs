@@ -65,6 +65,29 @@ pub struct HeadOperands {
     pub targets: Indices,
 }
 
+/// [`Device::choose_tokens`] on the host: reads the logits back, picks each row's token
+/// by [`choose`] and writes the choices. The trait's default, and the path a device
+/// that overrides it can still take.
+pub fn choose_tokens_on_host<D: Device + ?Sized>(
+    device: &mut D,
+    choices: Tensor,
+    logits: Tensor,
+    uniforms: &[f64],
+    sizes: ChoiceSizes,
+) -> Result<(), D::Error> {
+    let mut rows = vec![0.0; logits.len];
+    device.read(logits, &mut rows)?;
+    let mut picked = Vec::with_capacity(2 * sizes.rows);
+    for (b, row) in rows.chunks_exact(sizes.vocab).enumerate() {
+        let unit = uniforms.get(b).copied().unwrap_or(0.0);
+        match choose(row, sizes.temperature, unit) {
+            Some(choice) => picked.extend([choice.token as f32, choice.logprob]),
+            None => picked.extend([-1.0, f32::NAN]),
+        }
+    }
+    device.write(choices, &picked)
+}
+
 /// A compute device's buffers and kernels. Implement this, not
 /// [`Kernels`](crate::Kernels): the contract's checks come with it. Handles and ranges
 /// are not checked before a call (the device's store owns them); everything else the
@@ -264,17 +287,7 @@ pub trait Device {
         uniforms: &[f64],
         sizes: ChoiceSizes,
     ) -> Result<(), Self::Error> {
-        let mut rows = vec![0.0; logits.len];
-        self.read(logits, &mut rows)?;
-        let mut picked = Vec::with_capacity(2 * sizes.rows);
-        for (b, row) in rows.chunks_exact(sizes.vocab).enumerate() {
-            let unit = uniforms.get(b).copied().unwrap_or(0.0);
-            match choose(row, sizes.temperature, unit) {
-                Some(choice) => picked.extend([choice.token as f32, choice.logprob]),
-                None => picked.extend([-1.0, f32::NAN]),
-            }
-        }
-        self.write(choices, &picked)
+        choose_tokens_on_host(self, choices, logits, uniforms, sizes)
     }
 
     /// AdamW with the step's scalars folded; all the same length, `params`, `m`, `v`
