@@ -340,9 +340,12 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
         Precision::Bf16 => "sage-cuda-bf16",
     };
     measure(&mut k, side, threads, request)?;
+    let mib = |bytes: usize| bytes as f64 / (1 << 20) as f64;
     eprintln!(
-        "kept bf16 copies of GEMM operands: {:.1} MiB",
-        k.kept_bf16_bytes() as f64 / (1 << 20) as f64
+        "device memory in use after the run: {:.0} MiB, of which kept bf16 copies of GEMM \
+         operands {:.0} MiB",
+        mib(k.memory_in_use()?),
+        mib(k.kept_bf16_bytes())
     );
     Ok(())
 }

@@ -176,6 +176,15 @@ impl CudaBackend {
         )
     }
 
+    /// Bytes of device memory in use now, by every process on the device (the driver's
+    /// total less its free memory): on a device of its own, this backend's buffers,
+    /// scratch, kept copies and the memory pool's reserve.
+    pub fn memory_in_use(&self) -> Result<usize, CudaError> {
+        self.gpu.ctx.bind_to_thread()?;
+        let (free, total) = cudarc::driver::result::mem_get_info()?;
+        Ok(total.saturating_sub(free))
+    }
+
     /// Bytes held by the bf16 copies of GEMM operands kept between GEMMs (the bf16
     /// mode's copies of the weights; see `shadow`), beside the f32 tensors themselves.
     pub fn kept_bf16_bytes(&self) -> usize {
