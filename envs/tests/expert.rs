@@ -437,3 +437,51 @@ fn the_expert_states_every_value_its_instruction_states_and_a_changed_one_is_nam
     }
     assert!(checked > 100, "only {checked} stated values checked");
 }
+
+/// With `bound_reuse`, a task that reuses its skill binds each of the task's values to
+/// the skill's parameter name on a line of its own before the call, which passes the
+/// names; the expert still solves every iid scenario, and states every value.
+#[test]
+fn a_bound_reuse_names_the_values_before_the_call() {
+    let mut reuses = 0;
+    for built in catalog().split(Split::Iid) {
+        let config = ExpertConfig {
+            bound_reuse: true,
+            ..ExpertConfig::new(ExpertMode::Skills)
+        };
+        let run = solve(config, built);
+        assert!(run.passed(), "{}", built.scenario.id);
+        for (task, done) in built.tasks.iter().zip(&run.tasks).skip(1) {
+            if done.used.is_empty() {
+                continue;
+            }
+            let agent = agent_turns(done).join("\n");
+            assert_eq!(
+                task.miscopied_values(&agent),
+                Vec::<&str>::new(),
+                "{}",
+                task.task.id
+            );
+            let reuse = agent_turns(done)[0];
+            for (name, text) in task.stated_values() {
+                assert!(
+                    reuse
+                        .lines()
+                        .any(|l| l.starts_with(&format!("{name} = ")) && l.contains(&text)),
+                    "{}: no `{name} = {text}` line in\n{reuse}",
+                    task.task.id
+                );
+            }
+            let call = reuse
+                .lines()
+                .find(|l| l.contains(&format!("{}(", done.used[0])))
+                .expect("the call");
+            assert!(
+                !call.contains('"'),
+                "the call passes names, not literals: {call}"
+            );
+            reuses += 1;
+        }
+    }
+    assert!(reuses > 20, "only {reuses} reusing tasks");
+}

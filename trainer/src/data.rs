@@ -39,6 +39,11 @@ pub struct ExpertDataConfig {
     /// `mixed`: the share of later tasks of skill-style scenarios that write plain code
     /// although their library lists the skill, in [0, 1].
     pub rewrite_share: f64,
+    /// Whether a task that reuses a skill binds the task's values to the parameter
+    /// names first (a line each, as the task that wrote the skill does) and then calls
+    /// the skill with the names; off (the default), the call passes the values as
+    /// literals.
+    pub bound_reuse: bool,
     /// Share of scenarios whose first attempt holds a deliberate mistake, fixed in the
     /// next turn.
     pub mistake_rate: f64,
@@ -63,6 +68,7 @@ impl Default for ExpertDataConfig {
             mode: ExpertMode::Skills,
             skill_share: 0.5,
             rewrite_share: 0.25,
+            bound_reuse: false,
             mistake_rate: 0.2,
             read_docs: true,
             varied_style: true,
@@ -161,6 +167,7 @@ pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
             prompt_rules: config.prompt_rules,
             skill_share: config.skill_share,
             rewrite_share: config.rewrite_share,
+            bound_reuse: config.bound_reuse,
         });
         for scenario in catalog.scenarios() {
             let run = expert

@@ -110,12 +110,18 @@ pub struct ExpertConfig {
     /// [`ExpertMode::Mixed`]: the share of the later tasks of skill-style scenarios that
     /// write plain code although their library lists the skill, in [0, 1].
     pub rewrite_share: f64,
+    /// Whether a task that reuses a skill first binds the task's values to the skill's
+    /// parameter names, a line each (`since = "2025-04-28"`), and then calls the skill
+    /// with the names, as the task that wrote it does; off, the call passes the values
+    /// as literals (`total_paid_for_since("Gym class", "2025-04-28")`).
+    pub bound_reuse: bool,
 }
 
 impl ExpertConfig {
     /// The default settings for `mode`: variant 0, mistakes in 20% of scenarios, docs
-    /// read before new code, varied style, the full prompt; in mixed mode half the
-    /// scenarios in skill style and a quarter of their later tasks rewritten.
+    /// read before new code, varied style, the full prompt, reuse calls with literal
+    /// values; in mixed mode half the scenarios in skill style and a quarter of their
+    /// later tasks rewritten.
     pub fn new(mode: ExpertMode) -> ExpertConfig {
         ExpertConfig {
             mode,
@@ -126,6 +132,7 @@ impl ExpertConfig {
             prompt_rules: true,
             skill_share: 0.5,
             rewrite_share: 0.25,
+            bound_reuse: false,
         }
     }
 }
@@ -402,7 +409,15 @@ impl Expert {
                     "which does this in general; I only need to pass this task's values.",
                 ])
             );
-            let mut call = code::call(template, style, &built.params);
+            let mut call = if self.config.bound_reuse {
+                format!(
+                    "{}{}",
+                    code::values(template, &built.params),
+                    code::call_bound(template, style)
+                )
+            } else {
+                code::call(template, style, &built.params)
+            };
             if style.reuse_in_one_turn {
                 call = format!("{call}\n{}", code::complete(question, style));
             }
