@@ -387,41 +387,17 @@ pub fn attention_training<K: Kernels>(make: impl FnOnce() -> Option<K>) {
 /// Bad arguments are refused: a uniform number of 1, a negative temperature, a missing
 /// uniform number when sampling, logits that are not whole rows.
 pub fn token_choice<K: Kernels>(make: impl FnOnce() -> Option<K>) {
-    use sage_transformer::sampling;
-
     let Some(mut k) = make() else { return };
     let mut rng = Rng::new(29);
     let rows = 6;
     for (vocab, temperature) in [(1000, 0.0), (1000, 1.0), (5003, 0.7)] {
-        let mut logits = rng.vec(rows * vocab, 4.0);
-        logits[vocab + 3] = 9.0;
-        logits[vocab + 7] = 9.0;
-        logits[5 * vocab + 2] = f32::NAN;
-        let uniforms: Vec<f64> = (0..rows).map(|_| f64::from(rng.value(0.5) + 0.5)).collect();
+        let (logits, uniforms) = choice_inputs(&mut rng, rows, vocab);
         let on_device = upload(&mut k, &logits);
         let choices = upload(&mut k, &vec![0.0; 2 * rows]);
         k.choose_tokens(choices, on_device, &uniforms, temperature)
             .expect("choose_tokens");
         let got = download(&mut k, choices);
-        for (b, row) in logits.chunks_exact(vocab).enumerate() {
-            let (token, logprob) = (got[2 * b], got[2 * b + 1]);
-            let what = format!("vocab {vocab}, temperature {temperature}, row {b}");
-            match sampling::choose(row, temperature, uniforms[b]) {
-                None => assert!(
-                    token == -1.0 && logprob.is_nan(),
-                    "{what}: ({token}, {logprob})"
-                ),
-                Some(want) => {
-                    assert_eq!(token, want.token as f32, "{what}");
-                    let bound = 1e-5 * want.logprob.abs().max(1.0);
-                    assert!(
-                        (logprob - want.logprob).abs() <= bound,
-                        "{what}: {logprob} vs {}",
-                        want.logprob
-                    );
-                }
-            }
-        }
+        check_choices(&got, &logits, vocab, temperature, &uniforms);
         if temperature == 0.0 {
             assert_eq!(got[2], 3.0, "the lower of two equal maxima");
         }
@@ -435,6 +411,55 @@ pub fn token_choice<K: Kernels>(make: impl FnOnce() -> Option<K>) {
     assert!(k.choose_tokens(choices, ragged, &[], 0.0).is_err());
     k.choose_tokens(choices, logits, &[], 0.0)
         .expect("greedy needs no uniform numbers");
+}
+
+/// Token-choice inputs: `rows` (at least 6) rows of `vocab` logits uniform in [-4, 4),
+/// row 1 with two equal maxima (ids 3 and 7), row 5 holding a NaN; and one uniform number
+/// per row in [0, 1), exact in f32.
+pub fn choice_inputs(rng: &mut Rng, rows: usize, vocab: usize) -> (Vec<f32>, Vec<f64>) {
+    let mut logits = rng.vec(rows * vocab, 4.0);
+    logits[vocab + 3] = 9.0;
+    logits[vocab + 7] = 9.0;
+    logits[5 * vocab + 2] = f32::NAN;
+    let uniforms = (0..rows).map(|_| f64::from(rng.value(0.5) + 0.5)).collect();
+    (logits, uniforms)
+}
+
+/// Fails unless `choices[rows, 2]` hold, for each row of `logits`, the token the host's
+/// rule (`sampling::choose`) picks and its log-probability to 1e-5 of its size, or
+/// (-1, NaN) for a row it picks nothing from. Returns whether some row's token is not
+/// that row's maximum (a draw, not the greedy choice).
+pub fn check_choices(
+    choices: &[f32],
+    logits: &[f32],
+    vocab: usize,
+    temperature: f32,
+    uniforms: &[f64],
+) -> bool {
+    use sage_transformer::sampling;
+
+    let mut off_the_maximum = false;
+    for (b, row) in logits.chunks_exact(vocab).enumerate() {
+        let (token, logprob) = (choices[2 * b], choices[2 * b + 1]);
+        let what = format!("vocab {vocab}, temperature {temperature}, row {b}");
+        match sampling::choose(row, temperature, uniforms[b]) {
+            None => assert!(
+                token == -1.0 && logprob.is_nan(),
+                "{what}: ({token}, {logprob})"
+            ),
+            Some(want) => {
+                assert_eq!(token, want.token as f32, "{what}");
+                let bound = 1e-5 * want.logprob.abs().max(1.0);
+                assert!(
+                    (logprob - want.logprob).abs() <= bound,
+                    "{what}: {logprob} vs {}",
+                    want.logprob
+                );
+                off_the_maximum |= want.token as usize != sampling::argmax(row);
+            }
+        }
+    }
+    off_the_maximum
 }
 
 /// Appending rows to KV caches (exact) and one decoding step over caches filled to

@@ -19,8 +19,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
+use libloading::Library;
 use sage_backend_cpu::CpuBackend;
-use sage_e2e::backend_parity::{assert_close, download, upload, Rng};
+use sage_e2e::backend_parity::{assert_close, check_choices, choice_inputs, download, upload, Rng};
 use sage_transformer::{AttentionShape, Kernels};
 
 type ForwardFn = unsafe extern "C" fn(
@@ -78,28 +79,14 @@ type DecodeFn = unsafe extern "C" fn(
 /// running block, its shared memory).
 static LAUNCH: Mutex<()> = Mutex::new(());
 
-/// The emulated attention kernels (`backend-cuda/emulator/attention.cpp`).
-struct Attention {
-    _library: libloading::Library,
-    forward: ForwardFn,
-    backward: BackwardFn,
-}
-
-/// The emulated token-choice kernel (`backend-cuda/emulator/choose.cpp`).
-struct Choose {
-    _library: libloading::Library,
-    choose: ChooseFn,
-}
-
-/// The emulated decoding attention (`backend-cuda/emulator/decode.cpp`).
-struct Decode {
-    _library: libloading::Library,
-    decode: DecodeFn,
-}
+/// The emulator libraries, each `backend-cuda/emulator/NAME.cpp` built once per process.
+static ATTENTION: OnceLock<Result<Library, String>> = OnceLock::new();
+static CHOOSE: OnceLock<Result<Library, String>> = OnceLock::new();
+static DECODE: OnceLock<Result<Library, String>> = OnceLock::new();
 
 /// Builds `backend-cuda/emulator/{name}.cpp` into a shared library and loads it; `Err`
 /// says why it could not.
-fn build(name: &str) -> Result<libloading::Library, String> {
+fn build(name: &str) -> Result<Library, String> {
     let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join(format!("../backend-cuda/emulator/{name}.cpp"));
     let library = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-emulator.so"));
@@ -128,79 +115,33 @@ fn build(name: &str) -> Result<libloading::Library, String> {
     }
     // SAFETY: the library is ours, built just above; its initialisers only set up
     // function-local statics.
-    unsafe { libloading::Library::new(&library).map_err(|e| e.to_string()) }
+    unsafe { Library::new(&library).map_err(|e| e.to_string()) }
 }
 
-/// The attention kernels, built once per process.
-fn attention() -> Result<&'static Attention, String> {
-    static BUILT: OnceLock<Result<Attention, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let library = build("attention")?;
-            // SAFETY: the symbols' types are the `extern "C"` signatures of attention.cpp.
-            unsafe {
-                let forward: ForwardFn = *library
-                    .get::<ForwardFn>(b"emulate_attention_forward\0")
-                    .map_err(|e| e.to_string())?;
-                let backward: BackwardFn = *library
-                    .get::<BackwardFn>(b"emulate_attention_backward\0")
-                    .map_err(|e| e.to_string())?;
-                Ok(Attention {
-                    _library: library,
-                    forward,
-                    backward,
-                })
-            }
-        })
+/// The library `name` of `cell`, built on first use.
+fn library(
+    cell: &'static OnceLock<Result<Library, String>>,
+    name: &str,
+) -> Result<&'static Library, String> {
+    cell.get_or_init(|| build(name))
         .as_ref()
         .map_err(Clone::clone)
 }
 
-/// The token-choice kernel, built once per process.
-fn choose() -> Result<&'static Choose, String> {
-    static BUILT: OnceLock<Result<Choose, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let library = build("choose")?;
-            // SAFETY: the symbol's type is the `extern "C"` signature of choose.cpp.
-            unsafe {
-                let choose: ChooseFn = *library
-                    .get::<ChooseFn>(b"emulate_choose_tokens\0")
-                    .map_err(|e| e.to_string())?;
-                Ok(Choose {
-                    _library: library,
-                    choose,
-                })
-            }
-        })
-        .as_ref()
-        .map_err(Clone::clone)
-}
-
-/// The decoding attention kernels, built once per process.
-fn decode() -> Result<&'static Decode, String> {
-    static BUILT: OnceLock<Result<Decode, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let library = build("decode")?;
-            // SAFETY: the symbol's type is the `extern "C"` signature of decode.cpp.
-            unsafe {
-                let decode: DecodeFn = *library
-                    .get::<DecodeFn>(b"emulate_attention_decode\0")
-                    .map_err(|e| e.to_string())?;
-                Ok(Decode {
-                    _library: library,
-                    decode,
-                })
-            }
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+/// The function `symbol` of an emulator library, as `F`.
+fn function<F: Copy>(library: &Library, symbol: &str) -> F {
+    // SAFETY: each caller names `F` as the `extern "C"` signature `symbol` has in its
+    // `.cpp` file; the library stays loaded for the process (a static).
+    unsafe {
+        *library
+            .get::<F>(symbol.as_bytes())
+            .unwrap_or_else(|e| panic!("{symbol}: {e}"))
+    }
 }
 
 /// `emulated`, or `None` (after saying why) when it cannot be built and
 /// `SAGE_REQUIRE_EMULATOR` is not `1`.
-fn available<T>(emulated: Result<&'static T, String>) -> Option<&'static T> {
+fn available(emulated: Result<&'static Library, String>) -> Option<&'static Library> {
     match emulated {
         Ok(emulated) => Some(emulated),
         Err(why) if std::env::var("SAGE_REQUIRE_EMULATOR").as_deref() == Ok("1") => {
@@ -218,8 +159,7 @@ fn available<T>(emulated: Result<&'static T, String>) -> Option<&'static T> {
 
 /// `x` rounded to the nearest bf16 (ties to even), as an f32.
 fn to_bf16(x: f32) -> f32 {
-    let bits = x.to_bits();
-    f32::from_bits((bits + 0x7fff + ((bits >> 16) & 1)) & 0xffff_0000)
+    half::bf16::from_f32(x).to_f32()
 }
 
 /// One attention problem: packed sequences, head shape, inputs.
@@ -315,7 +255,7 @@ impl Case {
     }
 
     /// [out, lse, dq, dk, dv] from the emulated CUDA kernels.
-    fn emulated(&self, emulator: &Attention, tensor_cores: bool) -> [Vec<f32>; 5] {
+    fn emulated(&self, library: &Library, tensor_cores: bool) -> [Vec<f32>; 5] {
         let n = self.rows();
         let AttentionShape {
             heads,
@@ -338,12 +278,14 @@ impl Case {
             head_dim as u32,
         );
         let scale = 1.0 / (head_dim as f32).sqrt();
+        let forward: ForwardFn = function(library, "emulate_attention_forward");
+        let backward: BackwardFn = function(library, "emulate_attention_backward");
         let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: every buffer holds the [N, ...] extents attention.cu documents for these
         // sizes, and outlives the call, which returns after its kernels finish; no other
         // launch runs meanwhile (the lock above).
         unsafe {
-            (emulator.forward)(
+            forward(
                 tensor_cores.into(),
                 out.as_mut_ptr(),
                 lse.as_mut_ptr(),
@@ -357,7 +299,7 @@ impl Case {
                 sizes.3,
                 scale,
             );
-            (emulator.backward)(
+            backward(
                 tensor_cores.into(),
                 dq.as_mut_ptr(),
                 dk.as_mut_ptr(),
@@ -382,9 +324,9 @@ impl Case {
 
     /// Fails unless the emulated kernels agree with the CPU within `tolerances` (relative
     /// to the largest reference value) for [out, lse, dq, dk, dv].
-    fn check(&self, what: &str, emulator: &Attention, tensor_cores: bool, tolerances: [f32; 5]) {
+    fn check(&self, what: &str, library: &Library, tensor_cores: bool, tolerances: [f32; 5]) {
         let want = self.on_cpu();
-        let got = self.emulated(emulator, tensor_cores);
+        let got = self.emulated(library, tensor_cores);
         for (((name, got), want), tol) in ["out", "lse", "dq", "dk", "dv"]
             .iter()
             .zip(&got)
@@ -401,7 +343,7 @@ impl Case {
 /// over sequences of 70, 1 and 9 with 4 query heads on 2 key/value heads.
 #[test]
 fn the_emulator_runs_the_exact_kernels_as_the_gpu_did() {
-    let Some(emulator) = available(attention()) else {
+    let Some(emulator) = available(library(&ATTENTION, "attention")) else {
         return;
     };
     let shape = AttentionShape {
@@ -422,7 +364,7 @@ fn the_emulator_runs_the_exact_kernels_as_the_gpu_did() {
 /// are not multiples of them; head widths 40 (padded to 48) and 64; GQA 4 on 2.
 #[test]
 fn the_tensor_core_kernels_match_the_cpu_to_bf16_precision() {
-    let Some(emulator) = available(attention()) else {
+    let Some(emulator) = available(library(&ATTENTION, "attention")) else {
         return;
     };
     for head_dim in [40, 64] {
@@ -446,7 +388,7 @@ fn the_tensor_core_kernels_match_the_cpu_to_bf16_precision() {
 /// (measured 3-7e-3).
 #[test]
 fn the_tensor_core_kernels_round_f32_inputs_within_one_percent() {
-    let Some(emulator) = available(attention()) else {
+    let Some(emulator) = available(library(&ATTENTION, "attention")) else {
         return;
     };
     let shape = AttentionShape {
@@ -472,19 +414,13 @@ fn the_tensor_core_kernels_round_f32_inputs_within_one_percent() {
 /// row 5 a NaN (no choice: token -1).
 #[test]
 fn the_token_choice_kernel_picks_as_the_host_does() {
-    use sage_transformer::sampling;
-
-    let Some(emulated) = available(choose()) else {
+    let Some(emulated) = available(library(&CHOOSE, "choose")) else {
         return;
     };
     let mut rng = Rng::new(13);
     let rows = 6;
     for (vocab, temperature) in [(1000, 0.0), (1000, 1.0), (5003, 0.7), (300, 1.3)] {
-        let mut logits = rng.vec(rows * vocab, 4.0);
-        logits[vocab + 3] = 9.0;
-        logits[vocab + 7] = 9.0;
-        logits[5 * vocab + 2] = f32::NAN;
-        let uniforms: Vec<f64> = (0..rows).map(|_| f64::from(rng.value(0.5) + 0.5)).collect();
+        let (logits, uniforms) = choice_inputs(&mut rng, rows, vocab);
         let bits: Vec<u32> = uniforms.iter().map(|&u| (u as f32).to_bits()).collect();
         let greedy = temperature == 0.0;
         let inverse_temperature = if greedy { 0.0 } else { 1.0 / temperature };
@@ -494,7 +430,7 @@ fn the_token_choice_kernel_picks_as_the_host_does() {
             // SAFETY: choices holds 2 per row, logits `rows` rows of `vocab`, bits one
             // per row; the call returns after its kernel finishes.
             unsafe {
-                (emulated.choose)(
+                function::<ChooseFn>(emulated, "emulate_choose_tokens")(
                     choices.as_mut_ptr(),
                     logits.as_ptr(),
                     bits.as_ptr(),
@@ -505,27 +441,8 @@ fn the_token_choice_kernel_picks_as_the_host_does() {
                 );
             }
         }
-        let mut sampled_off_the_maximum = false;
-        for (b, row) in logits.chunks_exact(vocab).enumerate() {
-            let (token, logprob) = (choices[2 * b], choices[2 * b + 1]);
-            let what = format!("vocab {vocab}, temperature {temperature}, row {b}");
-            match sampling::choose(row, temperature, uniforms[b]) {
-                None => assert!(
-                    token == -1.0 && logprob.is_nan(),
-                    "{what}: ({token}, {logprob})"
-                ),
-                Some(want) => {
-                    assert_eq!(token, want.token as f32, "{what}");
-                    let bound = 1e-5 * want.logprob.abs().max(1.0);
-                    assert!(
-                        (logprob - want.logprob).abs() <= bound,
-                        "{what}: {logprob} vs {}",
-                        want.logprob
-                    );
-                    sampled_off_the_maximum |= want.token as usize != sampling::argmax(row);
-                }
-            }
-        }
+        let sampled_off_the_maximum =
+            check_choices(&choices, &logits, vocab, temperature, &uniforms);
         assert_eq!(
             greedy, !sampled_off_the_maximum,
             "vocab {vocab}, temperature {temperature}"
@@ -536,16 +453,15 @@ fn the_token_choice_kernel_picks_as_the_host_does() {
     }
 }
 
-/// Decoding attention of the fast path (split-KV, then the merge) against KV caches
-/// filled to 1, 300 and 600 rows (splits of 256 rows: one, two and three, the last ones
-/// partial) agrees with the CPU to 1e-5 (f32 sums over up to 600 keys in another order),
-/// for Qwen2.5-0.5B's group of 7 query heads per key/value head at width 64, and for 16
-/// heads on one (the widest group the split kernel holds, 4 heads per warp) at width
-/// 40. (The f32 mode's one-warp kernel passed on an H100; emulating it here would only
-/// slow CI.)
+/// Decoding attention against KV caches filled to 1, 300 and 600 rows: the f32 mode's
+/// one-warp kernel and the fast path (split-KV in splits of 256 rows, one to three of
+/// them, the last ones partial, then the merge), which share their tile code, both agree
+/// with the CPU to 1e-5 (f32 sums over up to 600 keys in another order), for
+/// Qwen2.5-0.5B's group of 7 query heads per key/value head at width 64, and for 16
+/// heads on one (the widest group the split kernel holds, 4 heads per warp) at width 40.
 #[test]
 fn the_decoding_kernels_match_the_cpu() {
-    let Some(emulated) = available(decode()) else {
+    let Some(emulated) = available(library(&DECODE, "decode")) else {
         return;
     };
     let mut rng = Rng::new(17);
@@ -576,7 +492,7 @@ fn the_decoding_kernels_match_the_cpu() {
         cpu.attention_decode(out, qt, kc, vc, &lengths, capacity, shape)
             .expect("cpu decode");
         let want = download(&mut cpu, out);
-        {
+        for split in [false, true] {
             let mut got = vec![f32::NAN; batch * qw];
             let splits = 3;
             let mut partials = vec![f32::NAN; batch * shape.heads * splits * (shape.head_dim + 2)];
@@ -586,8 +502,8 @@ fn the_decoding_kernels_match_the_cpu() {
                 // sizes (partials for 3 splits, the most these lengths need); the call
                 // returns after its kernels finish.
                 unsafe {
-                    (emulated.decode)(
-                        1,
+                    function::<DecodeFn>(emulated, "emulate_attention_decode")(
+                        split.into(),
                         got.as_mut_ptr(),
                         partials.as_mut_ptr(),
                         q.as_ptr(),
@@ -603,7 +519,12 @@ fn the_decoding_kernels_match_the_cpu() {
                     );
                 }
             }
-            assert_close(&format!("split-KV decode {shape:?}"), &got, &want, 1e-5);
+            assert_close(
+                &format!("decode {shape:?}, split {split}"),
+                &got,
+                &want,
+                1e-5,
+            );
         }
     }
 }

@@ -11,12 +11,8 @@
 
 namespace {
 
-// Rows per block of each kernel (attention.rs: FORWARD_ROWS, BACKWARD_ROWS, FLASH_ROWS).
-constexpr unsigned kExactForwardRows = FORWARD_ROWS;
-constexpr unsigned kExactBackwardRows = BACKWARD_ROWS;
-constexpr unsigned kFlashRows = FLASH_ROWS;
-constexpr unsigned kThreads = 128;
-
+// Blocks of `per_block` rows (the kernels' FORWARD_ROWS, BACKWARD_ROWS and FLASH_ROWS,
+// as attention.rs launches them) covering `rows`.
 unsigned blocks(unsigned rows, unsigned per_block) { return (rows + per_block - 1) / per_block; }
 
 }  // namespace
@@ -29,11 +25,11 @@ extern "C" void emulate_attention_forward(int tensor_cores, float* out, float* l
                                           unsigned heads, unsigned group, unsigned head_dim,
                                           float scale) {
     if (tensor_cores) {
-        emulator::launch(blocks(rows, kFlashRows), heads, kThreads, [&] {
+        emulator::launch(blocks(rows, FLASH_ROWS), heads, FLASH_THREADS, [&] {
             flash_forward(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
         });
     } else {
-        emulator::launch(blocks(rows, kExactForwardRows), heads, kThreads, [&] {
+        emulator::launch(blocks(rows, FORWARD_ROWS), heads, ATTN_THREADS, [&] {
             attention_forward(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
         });
     }
@@ -47,10 +43,10 @@ extern "C" void emulate_attention_backward(int tensor_cores, float* dq, float* d
                                            const unsigned* spans, unsigned rows,
                                            unsigned heads, unsigned group, unsigned head_dim,
                                            float scale) {
-    emulator::launch(blocks(rows * heads, ATTN_WARPS), 1, kThreads,
+    emulator::launch(blocks(rows * heads, ATTN_WARPS), 1, ATTN_THREADS,
                      [&] { attention_delta(delta, dout, out, rows, heads, head_dim); });
-    const unsigned per_block = tensor_cores ? kFlashRows : kExactBackwardRows;
-    emulator::launch(blocks(rows, per_block), heads, kThreads, [&] {
+    const unsigned per_block = tensor_cores ? FLASH_ROWS : BACKWARD_ROWS;
+    emulator::launch(blocks(rows, per_block), heads, ATTN_THREADS, [&] {
         if (tensor_cores) {
             flash_backward_dq(dq, q, k, v, dout, lse, delta, spans, rows, heads, group,
                               head_dim, scale);
@@ -59,7 +55,7 @@ extern "C" void emulate_attention_backward(int tensor_cores, float* dq, float* d
                                   head_dim, scale);
         }
     });
-    emulator::launch(blocks(rows, per_block), heads / group, kThreads, [&] {
+    emulator::launch(blocks(rows, per_block), heads / group, ATTN_THREADS, [&] {
         if (tensor_cores) {
             flash_backward_dkv(dk, dv, q, k, v, dout, lse, delta, spans, rows, heads, group,
                                head_dim, scale);

@@ -70,6 +70,11 @@ impl<M> Shadows<M> {
 
     /// Records that `span` may be written: every shadow overlapping it goes stale.
     pub(crate) fn written(&mut self, span: Span) {
+        // Every kernel's operand lookup comes here; without shadows (the f32 mode) that
+        // is all it costs.
+        if self.by_buffer.is_empty() {
+            return;
+        }
         if let Some(shadows) = self.by_buffer.get_mut(&span.buffer) {
             for (at, shadow) in shadows.iter_mut() {
                 if at.overlaps(&span) {

@@ -20,6 +20,62 @@ extern "C" __global__ void kv_cache_append(float* k_cache, float* v_cache, const
     }
 }
 
+// Stages rows tile .. tile + DECODE_TILE of key/value head column kv_col of sequence
+// `cache` (its first row) into ks, vs; rows at or past `limit` read as zero. All threads
+// of the block take part.
+__device__ __forceinline__ void stage_decode_tile(float (*ks)[DECODE_MAX_HEAD_DIM + 1],
+                                                  float (*vs)[DECODE_MAX_HEAD_DIM],
+                                                  const float* k_cache, const float* v_cache,
+                                                  u64 cache, u32 tile, u32 limit, u64 kv_width,
+                                                  u32 kv_col, u32 head_dim) {
+    for (u32 idx = threadIdx.x; idx < DECODE_TILE * head_dim; idx += blockDim.x) {
+        const u32 j = idx / head_dim;
+        const u32 d = idx % head_dim;
+        const bool inside = tile + j < limit;
+        const u64 at = (cache + tile + j) * kv_width + kv_col + d;
+        ks[j][d] = inside ? k_cache[at] : 0.0f;
+        vs[j][d] = inside ? v_cache[at] : 0.0f;
+    }
+}
+
+// One staged tile's update of a query's online softmax, by one warp: lane j scores key j
+// (when `visible`) against the scaled query `q`; the running max m, sum l and the lane's
+// dimensions of acc take the tile in.
+__device__ __forceinline__ void attend_tile(const float* q,
+                                            const float (*ks)[DECODE_MAX_HEAD_DIM + 1],
+                                            const float (*vs)[DECODE_MAX_HEAD_DIM],
+                                            bool visible, u32 head_dim, float& m, float& l,
+                                            float acc[DECODE_DIMS_PER_LANE]) {
+    const u32 lane = threadIdx.x % WARP_SIZE;
+    float score = NEG_BIG;
+    if (visible) {
+        float dot = 0.0f;
+        for (u32 d = 0; d < head_dim; d++) {
+            dot += q[d] * ks[lane][d];
+        }
+        score = dot;
+    }
+    const float m_new = fmaxf(m, warp_max(score));
+    const float p = visible ? expf(score - m_new) : 0.0f;
+    const float correction = expf(m - m_new);
+    l = l * correction + warp_sum(p);
+#pragma unroll
+    for (u32 e = 0; e < DECODE_DIMS_PER_LANE; e++) {
+        acc[e] *= correction;
+    }
+    for (u32 j = 0; j < DECODE_TILE; j++) {
+        const float pj = __shfl_sync(FULL_MASK, p, j);
+#pragma unroll
+        for (u32 e = 0; e < DECODE_DIMS_PER_LANE; e++) {
+            const u32 d = lane + e * WARP_SIZE;
+            if (d < head_dim) {
+                acc[e] += pj * vs[j][d];
+            }
+        }
+    }
+    m = m_new;
+}
+
 // One warp per (sequence b, head h): grid (B, H), block 32. The query attends to rows
 // 0 .. lengths[b] of its caches: out[b, h] = softmax(scale q . k) . v.
 extern "C" __global__ void __launch_bounds__(WARP_SIZE)
@@ -50,43 +106,10 @@ attention_decode(float* out, const float* q, const float* k_cache, const float* 
     }
     for (u32 tile = 0; tile < length; tile += DECODE_TILE) {
         __syncwarp();
-        for (u32 idx = lane; idx < DECODE_TILE * head_dim; idx += WARP_SIZE) {
-            const u32 j = idx / head_dim;
-            const u32 d = idx % head_dim;
-            const bool inside = tile + j < length;
-            const u64 at = (cache + tile + j) * kv_width + kv_col + d;
-            ks[j][d] = inside ? k_cache[at] : 0.0f;
-            vs[j][d] = inside ? v_cache[at] : 0.0f;
-        }
+        stage_decode_tile(ks, vs, k_cache, v_cache, cache, tile, length, kv_width, kv_col,
+                          head_dim);
         __syncwarp();
-        const bool visible = tile + lane < length;
-        float score = NEG_BIG;
-        if (visible) {
-            float dot = 0.0f;
-            for (u32 d = 0; d < head_dim; d++) {
-                dot += qs[d] * ks[lane][d];
-            }
-            score = dot;
-        }
-        const float m_new = fmaxf(m, warp_max(score));
-        const float p = visible ? expf(score - m_new) : 0.0f;
-        const float correction = expf(m - m_new);
-        l = l * correction + warp_sum(p);
-#pragma unroll
-        for (u32 e = 0; e < DECODE_DIMS_PER_LANE; e++) {
-            acc[e] *= correction;
-        }
-        for (u32 j = 0; j < DECODE_TILE; j++) {
-            const float pj = __shfl_sync(FULL_MASK, p, j);
-#pragma unroll
-            for (u32 e = 0; e < DECODE_DIMS_PER_LANE; e++) {
-                const u32 d = lane + e * WARP_SIZE;
-                if (d < head_dim) {
-                    acc[e] += pj * vs[j][d];
-                }
-            }
-        }
-        m = m_new;
+        attend_tile(qs, ks, vs, tile + lane < length, head_dim, m, l, acc);
     }
     float* out_row = out + b * q_width + head * head_dim;
 #pragma unroll
@@ -155,49 +178,15 @@ attention_decode_split(float* part_acc, float* part_ml, const float* q, const fl
     }
     for (u32 tile = first; tile < end; tile += DECODE_TILE) {
         __syncthreads();
-        for (u32 idx = threadIdx.x; idx < DECODE_TILE * head_dim; idx += SPLIT_THREADS) {
-            const u32 j = idx / head_dim;
-            const u32 d = idx % head_dim;
-            const bool inside = tile + j < end;
-            const u64 at = (cache + tile + j) * kv_width + kv_col + d;
-            ks[j][d] = inside ? k_cache[at] : 0.0f;
-            vs[j][d] = inside ? v_cache[at] : 0.0f;
-        }
+        stage_decode_tile(ks, vs, k_cache, v_cache, cache, tile, end, kv_width, kv_col,
+                          head_dim);
         __syncthreads();
-        const bool visible = tile + lane < end;
 #pragma unroll
         for (u32 r = 0; r < SPLIT_HEADS_PER_WARP; r++) {
             const u32 i = warp + r * SPLIT_WARPS;
-            if (i >= group) {
-                continue;
+            if (i < group) {
+                attend_tile(qs[i], ks, vs, tile + lane < end, head_dim, m[r], l[r], acc[r]);
             }
-            float score = NEG_BIG;
-            if (visible) {
-                float dot = 0.0f;
-                for (u32 d = 0; d < head_dim; d++) {
-                    dot += qs[i][d] * ks[lane][d];
-                }
-                score = dot;
-            }
-            const float m_new = fmaxf(m[r], warp_max(score));
-            const float p = visible ? expf(score - m_new) : 0.0f;
-            const float correction = expf(m[r] - m_new);
-            l[r] = l[r] * correction + warp_sum(p);
-#pragma unroll
-            for (u32 e = 0; e < DECODE_DIMS_PER_LANE; e++) {
-                acc[r][e] *= correction;
-            }
-            for (u32 j = 0; j < DECODE_TILE; j++) {
-                const float pj = __shfl_sync(FULL_MASK, p, j);
-#pragma unroll
-                for (u32 e = 0; e < DECODE_DIMS_PER_LANE; e++) {
-                    const u32 d = lane + e * WARP_SIZE;
-                    if (d < head_dim) {
-                        acc[r][e] += pj * vs[j][d];
-                    }
-                }
-            }
-            m[r] = m_new;
         }
     }
 #pragma unroll

@@ -112,6 +112,63 @@ __device__ __forceinline__ float quad_max(float v) {
     return fmaxf(v, __shfl_xor_sync(FULL_MASK, v, 2));
 }
 
+// The widths every flash kernel derives from its arguments: the rows of q and of k, v,
+// and the head padded to a multiple of 16, in k-steps of 16 and n-tiles of 8.
+struct FlashShape {
+    u64 q_width;
+    u64 kv_width;
+    u32 padded;
+    u32 steps;
+    u32 tiles;
+};
+
+__device__ __forceinline__ FlashShape flash_shape(u32 heads, u32 group, u32 head_dim) {
+    const u32 padded = (head_dim + 15) / 16 * 16;
+    return FlashShape{(u64)heads * head_dim, (u64)(heads / group) * head_dim, padded,
+                      padded / 16, padded / 8};
+}
+
+// This warp's 16 rows of a staged tile as A fragments, one per k-step of the head (zero
+// past `steps`).
+__device__ __forceinline__ void load_warp_rows(u32 frags[HEAD_STEPS][4], const bf16* tile,
+                                               u32 steps) {
+    const u32 warp = threadIdx.x / WARP_SIZE;
+#pragma unroll
+    for (u32 s = 0; s < HEAD_STEPS; s++) {
+        frags[s][0] = frags[s][1] = frags[s][2] = frags[s][3] = 0;
+        if (s < steps) {
+            load_a(frags[s], tile, warp * WARP_ROWS, 16 * s);
+        }
+    }
+}
+
+// The keys a warp's query rows (from `warp_first`, below `end`) can see, for skipping
+// whole tiles: none when the warp has no rows, else from its first row's sequence start
+// to its last row.
+struct KeyWindow {
+    bool any;
+    u32 start;
+    u32 last;
+};
+
+__device__ __forceinline__ KeyWindow key_window(u32 warp_first, u32 end, const u32* spans) {
+    const bool any = warp_first < end;
+    return KeyWindow{any, any ? spans[2 * warp_first] : 0, min(warp_first + WARP_ROWS, end) - 1};
+}
+
+// Whether no row of the window sees a key of the tile of `keys` keys from `tile`.
+__device__ __forceinline__ bool outside(KeyWindow w, u32 tile, u32 keys) {
+    return !w.any || tile > w.last || tile + keys <= w.start;
+}
+
+// The keys lo ..= hi that query row `row` sees; a row at or past `end` sees none (lo > hi).
+__device__ __forceinline__ void visible_keys(u32 row, u32 end, const u32* spans, u32& lo,
+                                             u32& hi) {
+    const bool valid = row < end;
+    lo = valid ? spans[2 * row] : 1;
+    hi = valid ? row : 0;
+}
+
 // Forward. Grid (ceil(N / 64), H); block 4 warps, each owning 16 query rows of head h.
 // out[n, h] = softmax_j(scale q[n, h] . k[j, g]) . v[j, g] over the visible keys j,
 // lse[n, h] = the log-sum-exp of those scaled scores. Each lane holds two rows of the
@@ -127,44 +184,31 @@ flash_forward(float* out, float* lse, const float* q, const float* k, const floa
         return;
     }
     const u32 end = min(first + FLASH_ROWS, rows);
-    const u64 q_width = (u64)heads * head_dim;
-    const u64 kv_width = (u64)(heads / group) * head_dim;
+    const FlashShape shape = flash_shape(heads, group, head_dim);
     const u32 kv_col = (head / group) * head_dim;
-    const u32 padded = (head_dim + 15) / 16 * 16;
-    const u32 steps = padded / 16;
-    const u32 tiles = padded / 8;
     const u32 warp = threadIdx.x / WARP_SIZE;
     const u32 lane = threadIdx.x % WARP_SIZE;
     const u32 c = 2 * (lane % 4);
 
     // This warp's query rows as A fragments, staged through the key buffer.
-    stage_rows(ks, q, first, FLASH_ROWS, end, q_width, head * head_dim, head_dim, padded);
+    stage_rows(ks, q, first, FLASH_ROWS, end, shape.q_width, head * head_dim, head_dim,
+               shape.padded);
     __syncthreads();
     u32 qa[HEAD_STEPS][4];
-#pragma unroll
-    for (u32 s = 0; s < HEAD_STEPS; s++) {
-        qa[s][0] = qa[s][1] = qa[s][2] = qa[s][3] = 0;
-        if (s < steps) {
-            load_a(qa[s], ks, warp * WARP_ROWS, 16 * s);
-        }
-    }
+    load_warp_rows(qa, ks, shape.steps);
 
-    // The lane's two rows; a row outside the batch sees no key (lo > hi).
+    // The lane's two rows.
     const u32 warp_first = first + warp * WARP_ROWS;
     u32 row[2], lo[2], hi[2];
     float m[2], l[2];
 #pragma unroll
     for (u32 half = 0; half < 2; half++) {
         row[half] = warp_first + lane / 4 + 8 * half;
-        const bool valid = row[half] < end;
-        lo[half] = valid ? spans[2 * row[half]] : 1;
-        hi[half] = valid ? row[half] : 0;
+        visible_keys(row[half], end, spans, lo[half], hi[half]);
         m[half] = NEG_BIG;
         l[half] = 0.0f;
     }
-    const bool warp_has_rows = warp_first < end;
-    const u32 warp_last = min(warp_first + WARP_ROWS, end) - 1;
-    const u32 warp_start = warp_has_rows ? spans[2 * warp_first] : 0;
+    const KeyWindow window = key_window(warp_first, end, spans);
     float o[HEAD_TILES][4];
 #pragma unroll
     for (u32 t = 0; t < HEAD_TILES; t++) {
@@ -174,11 +218,13 @@ flash_forward(float* out, float* lse, const float* q, const float* k, const floa
     // Keys from the first row's sequence start to the last row (inclusive).
     for (u32 tile = spans[2 * first]; tile < end; tile += FORWARD_KEYS) {
         __syncthreads();
-        stage_rows(ks, k, tile, FORWARD_KEYS, end, kv_width, kv_col, head_dim, padded);
-        stage_rows(vs, v, tile, FORWARD_KEYS, end, kv_width, kv_col, head_dim, padded);
+        stage_rows(ks, k, tile, FORWARD_KEYS, end, shape.kv_width, kv_col, head_dim,
+                   shape.padded);
+        stage_rows(vs, v, tile, FORWARD_KEYS, end, shape.kv_width, kv_col, head_dim,
+                   shape.padded);
         __syncthreads();
-        // Warp-uniform: some row of the warp sees some key of the tile.
-        if (!warp_has_rows || tile > warp_last || tile + FORWARD_KEYS <= warp_start) {
+        // Warp-uniform: skip a tile no row of the warp sees a key of.
+        if (outside(window, tile, FORWARD_KEYS)) {
             continue;
         }
         // s[16 rows][64 keys] = q . k^T, as 8 C fragments of 8 keys.
@@ -188,7 +234,7 @@ flash_forward(float* out, float* lse, const float* q, const float* k, const floa
             s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
             for (u32 st = 0; st < HEAD_STEPS; st++) {
-                if (st < steps) {
+                if (st < shape.steps) {
                     u32 b[2];
                     load_b_transposed(b, ks, 16 * st, 8 * j);
                     mma_bf16(s[j], qa[st], b);
@@ -245,7 +291,7 @@ flash_forward(float* out, float* lse, const float* q, const float* k, const floa
             c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
             for (u32 t = 0; t < HEAD_TILES; t++) {
-                if (t < tiles) {
+                if (t < shape.tiles) {
                     u32 b[2];
                     load_b(b, vs, 16 * kk, 8 * t);
                     mma_bf16(o[t], pa, b);
@@ -260,7 +306,7 @@ flash_forward(float* out, float* lse, const float* q, const float* k, const floa
             continue;
         }
         const float inverse = 1.0f / l[half];
-        float* out_row = out + (u64)row[half] * q_width + head * head_dim;
+        float* out_row = out + (u64)row[half] * shape.q_width + head * head_dim;
 #pragma unroll
         for (u32 t = 0; t < HEAD_TILES; t++) {
             const u32 d = 8 * t + c;
@@ -293,12 +339,8 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
         return;
     }
     const u32 end = min(first + FLASH_ROWS, rows);
-    const u64 q_width = (u64)heads * head_dim;
-    const u64 kv_width = (u64)(heads / group) * head_dim;
+    const FlashShape shape = flash_shape(heads, group, head_dim);
     const u32 kv_col = (head / group) * head_dim;
-    const u32 padded = (head_dim + 15) / 16 * 16;
-    const u32 steps = padded / 16;
-    const u32 tiles = padded / 8;
     const u32 warp = threadIdx.x / WARP_SIZE;
     const u32 lane = threadIdx.x % WARP_SIZE;
     const u32 c = 2 * (lane % 4);
@@ -306,26 +348,15 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
     // This warp's rows of q and of dout as A fragments.
     u32 qa[HEAD_STEPS][4];
     u32 da[HEAD_STEPS][4];
-    stage_rows(rows_tile, q, first, FLASH_ROWS, end, q_width, head * head_dim, head_dim, padded);
+    stage_rows(rows_tile, q, first, FLASH_ROWS, end, shape.q_width, head * head_dim, head_dim,
+               shape.padded);
     __syncthreads();
-#pragma unroll
-    for (u32 s = 0; s < HEAD_STEPS; s++) {
-        qa[s][0] = qa[s][1] = qa[s][2] = qa[s][3] = 0;
-        if (s < steps) {
-            load_a(qa[s], rows_tile, warp * WARP_ROWS, 16 * s);
-        }
-    }
+    load_warp_rows(qa, rows_tile, shape.steps);
     __syncthreads();
-    stage_rows(rows_tile, dout, first, FLASH_ROWS, end, q_width, head * head_dim, head_dim,
-               padded);
+    stage_rows(rows_tile, dout, first, FLASH_ROWS, end, shape.q_width, head * head_dim,
+               head_dim, shape.padded);
     __syncthreads();
-#pragma unroll
-    for (u32 s = 0; s < HEAD_STEPS; s++) {
-        da[s][0] = da[s][1] = da[s][2] = da[s][3] = 0;
-        if (s < steps) {
-            load_a(da[s], rows_tile, warp * WARP_ROWS, 16 * s);
-        }
-    }
+    load_warp_rows(da, rows_tile, shape.steps);
 
     const u32 warp_first = first + warp * WARP_ROWS;
     u32 lo[2], hi[2];
@@ -333,15 +364,12 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
 #pragma unroll
     for (u32 half = 0; half < 2; half++) {
         const u32 row = warp_first + lane / 4 + 8 * half;
+        visible_keys(row, end, spans, lo[half], hi[half]);
         const bool valid = row < end;
-        lo[half] = valid ? spans[2 * row] : 1;
-        hi[half] = valid ? row : 0;
         row_lse[half] = valid ? lse[(u64)row * heads + head] : 0.0f;
         row_delta[half] = valid ? delta[(u64)row * heads + head] : 0.0f;
     }
-    const bool warp_has_rows = warp_first < end;
-    const u32 warp_last = min(warp_first + WARP_ROWS, end) - 1;
-    const u32 warp_start = warp_has_rows ? spans[2 * warp_first] : 0;
+    const KeyWindow window = key_window(warp_first, end, spans);
     float acc[HEAD_TILES][4];
 #pragma unroll
     for (u32 t = 0; t < HEAD_TILES; t++) {
@@ -350,10 +378,10 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
 
     for (u32 tile = spans[2 * first]; tile < end; tile += DQ_KEYS) {
         __syncthreads();
-        stage_rows(ks, k, tile, DQ_KEYS, end, kv_width, kv_col, head_dim, padded);
-        stage_rows(vs, v, tile, DQ_KEYS, end, kv_width, kv_col, head_dim, padded);
+        stage_rows(ks, k, tile, DQ_KEYS, end, shape.kv_width, kv_col, head_dim, shape.padded);
+        stage_rows(vs, v, tile, DQ_KEYS, end, shape.kv_width, kv_col, head_dim, shape.padded);
         __syncthreads();
-        if (!warp_has_rows || tile > warp_last || tile + DQ_KEYS <= warp_start) {
+        if (outside(window, tile, DQ_KEYS)) {
             continue;
         }
         // s = q . k^T and dp = dout . v^T, [16 rows][32 keys] each.
@@ -368,7 +396,7 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
             }
 #pragma unroll
             for (u32 st = 0; st < HEAD_STEPS; st++) {
-                if (st < steps) {
+                if (st < shape.steps) {
                     u32 b[2];
                     load_b_transposed(b, ks, 16 * st, 8 * j);
                     mma_bf16(s[j], qa[st], b);
@@ -396,7 +424,7 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
             c_to_a(dsa, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
             for (u32 t = 0; t < HEAD_TILES; t++) {
-                if (t < tiles) {
+                if (t < shape.tiles) {
                     u32 b[2];
                     load_b(b, ks, 16 * kk, 8 * t);
                     mma_bf16(acc[t], dsa, b);
@@ -411,7 +439,7 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
         if (row >= end) {
             continue;
         }
-        float* dq_row = dq + (u64)row * q_width + head * head_dim;
+        float* dq_row = dq + (u64)row * shape.q_width + head * head_dim;
 #pragma unroll
         for (u32 t = 0; t < HEAD_TILES; t++) {
             const u32 d = 8 * t + c;
@@ -446,17 +474,13 @@ flash_backward_dkv(float* dk, float* dv, const float* q, const float* k, const f
         return;
     }
     const u32 end = min(first + FLASH_ROWS, rows);
-    const u64 q_width = (u64)heads * head_dim;
-    const u64 kv_width = (u64)(heads / group) * head_dim;
+    const FlashShape shape = flash_shape(heads, group, head_dim);
     const u32 kv_col = g * head_dim;
-    const u32 padded = (head_dim + 15) / 16 * 16;
-    const u32 steps = padded / 16;
-    const u32 tiles = padded / 8;
     const u32 warp = threadIdx.x / WARP_SIZE;
     const u32 lane = threadIdx.x % WARP_SIZE;
     const u32 c = 2 * (lane % 4);
-    stage_rows(ks, k, first, FLASH_ROWS, end, kv_width, kv_col, head_dim, padded);
-    stage_rows(vs, v, first, FLASH_ROWS, end, kv_width, kv_col, head_dim, padded);
+    stage_rows(ks, k, first, FLASH_ROWS, end, shape.kv_width, kv_col, head_dim, shape.padded);
+    stage_rows(vs, v, first, FLASH_ROWS, end, shape.kv_width, kv_col, head_dim, shape.padded);
 
     // The lane's two key rows and the end of each one's sequence; a key outside the
     // batch is seen by no query.
@@ -486,10 +510,10 @@ flash_backward_dkv(float* dk, float* dv, const float* q, const float* k, const f
         const u32 head = g * group + hh;
         for (u32 tile = first; tile < query_end; tile += DKV_QUERIES) {
             __syncthreads();
-            stage_rows(qs, q, tile, DKV_QUERIES, query_end, q_width, head * head_dim, head_dim,
-                       padded);
-            stage_rows(dos, dout, tile, DKV_QUERIES, query_end, q_width, head * head_dim,
-                       head_dim, padded);
+            stage_rows(qs, q, tile, DKV_QUERIES, query_end, shape.q_width, head * head_dim,
+                       head_dim, shape.padded);
+            stage_rows(dos, dout, tile, DKV_QUERIES, query_end, shape.q_width, head * head_dim,
+                       head_dim, shape.padded);
             if (threadIdx.x < DKV_QUERIES) {
                 const u32 query = tile + threadIdx.x;
                 const bool inside = query < query_end;
@@ -514,7 +538,7 @@ flash_backward_dkv(float* dk, float* dv, const float* q, const float* k, const f
             }
 #pragma unroll
             for (u32 st = 0; st < HEAD_STEPS; st++) {
-                if (st < steps) {
+                if (st < shape.steps) {
                     u32 ka[4];
                     u32 va[4];
                     load_a(ka, ks, warp * WARP_ROWS, 16 * st);
@@ -551,7 +575,7 @@ flash_backward_dkv(float* dk, float* dv, const float* q, const float* k, const f
             c_to_a(dsa, dp[0], dp[1]);
 #pragma unroll
             for (u32 t = 0; t < HEAD_TILES; t++) {
-                if (t < tiles) {
+                if (t < shape.tiles) {
                     u32 b[2];
                     load_b(b, dos, 0, 8 * t);
                     mma_bf16(dv_acc[t], pa, b);
@@ -567,7 +591,7 @@ flash_backward_dkv(float* dk, float* dv, const float* q, const float* k, const f
         if (key[half] >= end) {
             continue;
         }
-        const u64 at = (u64)key[half] * kv_width + kv_col;
+        const u64 at = (u64)key[half] * shape.kv_width + kv_col;
 #pragma unroll
         for (u32 t = 0; t < HEAD_TILES; t++) {
             const u32 d = 8 * t + c;

@@ -210,9 +210,12 @@ impl Picker {
                 Vec::new()
             } else {
                 rows.iter()
-                    .map(|&sequence| match done[sequence] {
-                        true => 0.0,
-                        false => self.rngs[sequence].next_unit(),
+                    .map(|&sequence| {
+                        if done[sequence] {
+                            0.0
+                        } else {
+                            self.rngs[sequence].next_unit()
+                        }
                     })
                     .collect()
             };
@@ -233,9 +236,12 @@ impl Picker {
         Ok(logits
             .chunks_exact(vocab)
             .zip(rows)
-            .map(|(row, &sequence)| match done[sequence] {
-                true => None,
-                false => self.sampler.choose(row, &mut self.rngs[sequence]),
+            .map(|(row, &sequence)| {
+                if done[sequence] {
+                    None
+                } else {
+                    self.sampler.choose(row, &mut self.rngs[sequence])
+                }
             })
             .collect())
     }
