@@ -40,8 +40,9 @@
 //! [`Kernels::read`](sage_transformer::Kernels::read) and
 //! [`Kernels::sum_squares`](sage_transformer::Kernels::sum_squares), which return host
 //! values. Kernels take raw device addresses that the store has checked (live buffer,
-//! range inside), so tensors of one buffer can be read and written by one call. No kernel uses float
-//! atomics: every reduction runs in a fixed order, so results repeat run to run.
+//! range inside), so tensors of one buffer can be read and written by one call. No
+//! kernel uses float atomics: every reduction runs in a fixed order, so results repeat
+//! run to run.
 //!
 //! ## Precision
 //! [`Precision::F32`] (the default, and what the parity tests use) computes everything
