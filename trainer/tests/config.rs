@@ -1,7 +1,7 @@
 //! `config`: the printed defaults read back unchanged, partial sections keep the other
 //! defaults, and every kind of bad configuration fails with a message naming its field.
 
-use sage_trainer::config::{demo_model, RunConfig};
+use sage_trainer::config::{demo_model, RunConfig, COPYING_SFT_EPOCHS, COPYING_SFT_SEEDS};
 
 #[test]
 fn printed_defaults_read_back_unchanged() {
@@ -74,6 +74,14 @@ fn bad_configurations_name_their_field() {
     assert!(problem("[rl]\nminibatches = 0\n").contains("minibatches"));
     assert!(problem("[rl.rollout]\ntemperature = 0.7\n").contains("temperature 1"));
     RunConfig::from_toml("[data]\nmode = \"mixed\"\nskill_share = 0.3\n").unwrap();
+    let unfit = problem("[sft]\nbatch_tokens = 16384\n");
+    assert!(
+        unfit.contains("[sft] batch_tokens (16384)")
+            && unfit.contains("[run] max_batch_tokens (8192)"),
+        "{unfit}"
+    );
+    RunConfig::from_toml("[sft]\nbatch_tokens = 16384\n[run]\nmax_batch_tokens = 16384\n").unwrap();
+    assert!(problem("[eval]\niid_seeds = 0\n").contains("iid_seeds"));
 }
 
 #[test]
@@ -94,4 +102,23 @@ fn the_shipped_configurations_are_valid() {
         }
     }
     assert!(checked > 0, "no configuration in {}", dir.display());
+}
+
+/// Both experiment presets train their SFT models with the copying recipe, and RL draws
+/// scenarios after the SFT data's seeds.
+#[test]
+fn both_experiment_presets_use_the_copying_sft_recipe() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let mechanism = RunConfig::from_file(&dir.join("experiment-mechanism.toml")).unwrap();
+    let recipe = RunConfig::from_file(&dir.join("sft-copying.toml")).unwrap();
+    for config in [&RunConfig::experiment("runs/x"), &mechanism, &recipe] {
+        assert_eq!(
+            (config.data.seeds, config.sft.epochs, config.sft.batch_tokens),
+            (COPYING_SFT_SEEDS, COPYING_SFT_EPOCHS, 2048)
+        );
+        assert_eq!(config.eval.iid_seeds, 3);
+    }
+    for config in [&RunConfig::experiment("runs/x"), &mechanism] {
+        assert_eq!(config.rl.seeds_in_sft_data(config.data.seeds), 0);
+    }
 }

@@ -154,3 +154,53 @@ fn copying_rates_count_the_tasks_whose_code_states_the_instructions_values() {
     assert_eq!(report.metrics.values_copied, 0.0);
     assert_eq!(report.metrics.failures_miscopied, 100.0);
 }
+
+#[test]
+fn every_rate_comes_with_its_interval_and_every_template_with_its_row() {
+    // Task 1 states its values and fails; tasks 2 and 3 fail without them.
+    let catalog = Catalog::build_splits(&CatalogConfig::default(), &[Split::Iid]).expect("catalog");
+    let scenario = &catalog.split(Split::Iid)[0];
+    let values: Vec<String> = scenario.tasks[0]
+        .stated_values()
+        .iter()
+        .map(|(_, text)| format!("{text:?}"))
+        .collect();
+    let copying = format!("Printing.\n\n```python\nprint({})\n```", values.join(", "));
+    let metrics = evaluate(&[&copying, PLAIN]).metrics;
+    // 0 of 3 tasks: the Wilson interval is [0, 56.1], not the empty [0, 0] of the
+    // normal approximation; 0 of 1 scenario: [0, 79.3].
+    assert_eq!(metrics.tgc_interval.low, 0.0);
+    assert!((metrics.tgc_interval.high - 56.15).abs() < 0.05, "{metrics:?}");
+    assert!((metrics.sgc_interval.high - 79.35).abs() < 0.05, "{metrics:?}");
+    assert_eq!(metrics.templates.len(), 1, "{:?}", metrics.templates);
+    let row = &metrics.templates[0];
+    assert_eq!(row.template, scenario.template.name);
+    assert_eq!((row.scenarios, row.tasks), (1, 3));
+    assert_eq!((row.tgc, row.sgc), (0.0, 0.0));
+    assert!((row.values_copied - 100.0 / 3.0).abs() < 1e-9, "{row:?}");
+}
+
+#[test]
+fn the_experiments_evaluation_covers_every_training_template_in_60_scenarios_or_more() {
+    let eval = RunConfig::experiment(Path::new("unused")).eval;
+    assert_eq!(eval.max_scenarios, 0, "every scenario of the split");
+    let catalog = Catalog::build_splits(
+        &CatalogConfig {
+            iid_seeds: eval.iid_seeds,
+            ..CatalogConfig::default()
+        },
+        &[Split::Iid],
+    )
+    .expect("catalog");
+    let scenarios = catalog.split(Split::Iid);
+    assert!(scenarios.len() >= 60, "{} scenarios", scenarios.len());
+    for template in Split::Iid.template_names() {
+        assert!(
+            scenarios.iter().any(|s| s.template.name == *template),
+            "{template} is not evaluated"
+        );
+    }
+    // The demo's evaluation stays as it was: 20 scenarios of 2 seeds.
+    let demo = RunConfig::default().eval;
+    assert_eq!((demo.max_scenarios, demo.iid_seeds), (20, 2));
+}

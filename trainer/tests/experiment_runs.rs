@@ -89,8 +89,11 @@ fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
         "the SFT model was not trained again"
     );
     assert!(
-        !resumed.lines.iter().any(|l| l.starts_with("stage sft")),
-        "{:?}",
+        !resumed
+            .lines
+            .iter()
+            .any(|l| l.starts_with("stage sft") || l.starts_with("stage expert data")),
+        "no SFT, and no expert data for it: {:?}",
         resumed.lines
     );
     let reused = resumed
@@ -99,8 +102,8 @@ fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
         .filter(|l| l.contains("reused"))
         .count();
     assert_eq!(
-        reused, 3,
-        "the SFT model and seed 0's two arms: {:?}",
+        reused, 4,
+        "the tokenizer, the SFT model and seed 0's two arms: {:?}",
         resumed.lines
     );
     assert_eq!(as_json(&two_seeds[..2]), as_json(&one_seed));
@@ -113,16 +116,44 @@ fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
     );
     assert!(resumed.lines.contains(&"stage seed 1: sage".to_owned()));
 
-    // Other settings: refused, naming the line that differs; nothing is overwritten.
+    // A resumed run that adds the plain-code arm trains its SFT model with the run's
+    // tokenizer (the one the skill model was trained with), not one of its own data's.
+    let tokenizer = dir.join("tokenizer.json");
+    let tokenizer_text = fs::read_to_string(&tokenizer).unwrap();
+    let mut with_direct = tiny(&dir, 1);
+    with_direct.experiment.arms = vec![Arm::SftDirect];
+    let mut direct = Recorder::default();
+    run(&with_direct, true, &mut direct).unwrap();
+    assert!(
+        direct
+            .lines
+            .contains(&"stage sft on direct trajectories".to_owned())
+            && !direct.lines.contains(&"stage tokenizer".to_owned()),
+        "{:?}",
+        direct.lines
+    );
+    assert_eq!(fs::read_to_string(&tokenizer).unwrap(), tokenizer_text);
+    assert_eq!(
+        fs::read_to_string(dir.join("sft-direct/model/tokenizer.json")).unwrap(),
+        tokenizer_text
+    );
+
+    // Other settings: refused, naming the setting that differs; nothing is overwritten.
     let mut other = tiny(&dir, 2);
     other.rl.learning_rate *= 2.0;
     let error = run(&other, true, &mut Recorder::default())
         .unwrap_err()
         .to_string();
     assert!(
-        error.starts_with("resume: ") && error.contains("learning_rate"),
+        error.starts_with("resume: ") && error.contains("[rl] learning_rate"),
         "{error}"
     );
+    let mut other_recipe = tiny(&dir, 2);
+    other_recipe.sft.epochs += 1;
+    let error = run(&other_recipe, true, &mut Recorder::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("[sft] epochs = 1"), "{error}");
     assert_eq!(modified(&weights), trained_at);
 
     // A fresh run in the same directory does not count the old run's stages as its own.

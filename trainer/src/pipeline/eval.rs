@@ -34,8 +34,12 @@ pub fn run_eval<P: Policy>(
 ) -> Result<Vec<EvalReport>, PipelineError> {
     reporter.stage("evaluation");
     let (splits, modes) = (&eval.splits, &eval.modes);
+    let catalog_config = CatalogConfig {
+        iid_seeds: eval.iid_seeds,
+        ..CatalogConfig::default()
+    };
     let catalog =
-        Arc::new(Catalog::build_splits(&CatalogConfig::default(), splits).map_err(failed("eval"))?);
+        Arc::new(Catalog::build_splits(&catalog_config, splits).map_err(failed("eval"))?);
     let template = template
         .clone()
         .with_max_len(eval.rollout.max_episode_tokens);

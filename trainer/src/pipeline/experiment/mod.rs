@@ -20,7 +20,7 @@ use crate::experiment::Arm;
 use crate::metrics::{MetricsLog, Series};
 use crate::pipeline::{
     failed, fresh_model, load_sft_data, prepare_data, run_eval, run_rl, run_sft, train_tokenizer,
-    warn_turn_limits, PipelineError, Reporter, RlInputs,
+    warn_turn_limits, DataFiles, PipelineError, Reporter, RlInputs,
 };
 use crate::policy::TransformerPolicy;
 use crate::rl::{control_gap, ControlGap, RlConfig, RlState, RlStepStats, RlTrainer, WorldRl};
@@ -93,30 +93,42 @@ pub fn run_experiment<K: Kernels>(
         .into_iter()
         .filter(|&mode| arms.iter().any(|a| a.sft_mode(skill_data) == mode))
         .collect();
-    let mut data = Vec::new();
-    let mut tokenizer: Option<Tokenizer> = None;
-    for mode in &modes {
+    // Each mode's expert data, prepared when a stage needs it and kept for the next.
+    let mut data: Vec<(ExpertMode, DataFiles)> = Vec::new();
+    let mut prepare = |mode: ExpertMode,
+                       reporter: &mut dyn Reporter|
+     -> Result<DataFiles, PipelineError> {
+        if let Some((_, files)) = data.iter().find(|(m, _)| *m == mode) {
+            return Ok(files.clone());
+        }
         let data_config = crate::data::ExpertDataConfig {
-            mode: *mode,
+            mode,
             ..config.data.clone()
         };
         let files = prepare_data(&data_config, &dir.join(format!("sft-{mode}")), reporter)?;
-        if tokenizer.is_none() {
-            tokenizer = Some(train_tokenizer(
-                &config.tokenizer,
-                &files.train,
-                dir,
-                reporter,
-            )?);
+        data.push((mode, files.clone()));
+        Ok(files)
+    };
+    let first_mode = *modes
+        .first()
+        .ok_or_else(|| PipelineError::new("experiment", "no arm to run".to_owned()))?;
+    // A resumed run keeps the tokenizer its SFT models were trained with.
+    let tokenizer = match record.finished_tokenizer()? {
+        Some(tokenizer) => {
+            reporter.info("tokenizer: reused from the run being resumed");
+            tokenizer
         }
-        data.push((*mode, files));
-    }
-    let tokenizer =
-        tokenizer.ok_or_else(|| PipelineError::new("experiment", "no arm to run".to_owned()))?;
+        None => {
+            let files = prepare(first_mode, reporter)?;
+            let tokenizer = train_tokenizer(&config.tokenizer, &files.train, dir, reporter)?;
+            record.mark_tokenizer_finished()?;
+            tokenizer
+        }
+    };
     let template = ChatTemplate::new(&tokenizer)
         .map_err(failed("tokenizer"))?
         .with_max_len(config.model.max_position_embeddings);
-    for (mode, files) in &data {
+    for &mode in &modes {
         if let Some(done) = record.finished_sft(mode.name())? {
             reporter.info(&format!(
                 "sft on {mode} trajectories: reused from the run being resumed (final loss {:.4})",
@@ -124,6 +136,7 @@ pub fn run_experiment<K: Kernels>(
             ));
             continue;
         }
+        let files = prepare(mode, reporter)?;
         let train = load_sft_data(&files.train, &template, reporter)?;
         let dev = load_sft_data(&files.dev, &template, reporter)?;
         warn_turn_limits(&train, &config.eval, Some(&config.rl));

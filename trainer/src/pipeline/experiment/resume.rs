@@ -4,12 +4,16 @@
 //! A run writes `experiment-settings.json` when it starts: its settings (as TOML, with
 //! `[experiment] seeds` and `arms` and `[run] dir` left out, so a resumed run may add
 //! seeds or arms) and a run id. Each stage it finishes leaves a marker that carries the
-//! id: `sft-MODE/finished.json` once that SFT model is saved whole, and
+//! id: `tokenizer-finished.json` once `tokenizer.json` is saved (a resumed run loads
+//! it rather than training one on other data), `sft-MODE/finished.json` once that SFT
+//! model is saved whole, and
 //! `seed-S/ARM/run.json` (the arm's result) once its evaluation is done. A resumed run
 //! reuses only markers of the run it continues; a fresh run in the same directory gets a
 //! new id, so what an earlier run left there is never mistaken for its own. Recorded
 //! settings are read back over today's defaults before they are compared, so a setting
-//! added since (at its default) does not stop a run from resuming.
+//! added since (at its default) does not stop a run from resuming. `[run] backend` is
+//! not compared: a run started on a GPU may be finished on the CPU, and the other way
+//! round (`[run] precision` is, as bf16 changes the numbers).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -22,9 +26,12 @@ use crate::config::RunConfig;
 use crate::experiment::Arm;
 use crate::files::write_atomic;
 use crate::pipeline::PipelineError;
+use crate::tokenizer::Tokenizer;
 
 /// The file that holds a run's settings and id.
 const SETTINGS_FILE: &str = "experiment-settings.json";
+/// Written once the run's `tokenizer.json` is saved.
+const TOKENIZER_FINISHED_FILE: &str = "tokenizer-finished.json";
 /// Written in `sft-MODE/` once the model in `sft-MODE/model/` is saved whole.
 const SFT_FINISHED_FILE: &str = "finished.json";
 /// An arm's result, written in its directory once it is evaluated.
@@ -99,6 +106,26 @@ impl RunRecord {
         Ok(RunRecord { dir, run_id })
     }
 
+    /// The tokenizer this run trained and saved, when it did.
+    pub fn finished_tokenizer(&self) -> Result<Option<Tokenizer>, PipelineError> {
+        let marker: Option<String> = self.read_marker(&self.dir.join(TOKENIZER_FINISHED_FILE))?;
+        marker
+            .map(|file| {
+                let path = self.dir.join(file);
+                Tokenizer::from_file(&path)
+                    .map_err(|e| resume_error(format!("{}: {e}", path.display())))
+            })
+            .transpose()
+    }
+
+    /// Records that the run's tokenizer is saved as `tokenizer.json` in its directory.
+    pub fn mark_tokenizer_finished(&self) -> Result<(), PipelineError> {
+        self.write_marker(
+            &self.dir.join(TOKENIZER_FINISHED_FILE),
+            "tokenizer.json".to_owned(),
+        )
+    }
+
     /// The summary of the SFT model on `mode` trajectories, when this run finished it.
     pub fn finished_sft(&self, mode: &str) -> Result<Option<SftFinished>, PipelineError> {
         self.read_marker(&self.sft_marker(mode))
@@ -154,6 +181,7 @@ fn comparable_settings(config: &RunConfig) -> String {
     comparable.experiment.seeds = 0;
     comparable.experiment.arms = Vec::new();
     comparable.run.dir = PathBuf::new();
+    comparable.run.backend = Default::default();
     comparable.to_toml()
 }
 
@@ -169,17 +197,27 @@ fn settings_difference(saved: &str, now: &str) -> Option<(usize, String, String)
     }
 }
 
-/// The first line (1-based) where `was` and `now` differ, with both lines.
+/// The first line (1-based) where `was` and `now` differ, with both lines, each led by
+/// the TOML section it stands in (`[sft] epochs = 3`).
 fn first_difference(was: &str, now: &str) -> Option<(usize, String, String)> {
     let (mut was_lines, mut now_lines) = (was.lines(), now.lines());
+    let mut section = String::new();
     let mut line = 0;
     loop {
         line += 1;
         match (was_lines.next(), now_lines.next()) {
             (None, None) => return None,
-            (a, b) if a == b => continue,
+            (Some(a), Some(b)) if a == b => {
+                if a.starts_with('[') {
+                    a.clone_into(&mut section);
+                }
+            }
             (a, b) => {
-                let show = |l: Option<&str>| l.unwrap_or("(end of settings)").to_owned();
+                let show = |l: Option<&str>| match l {
+                    None => "(end of settings)".to_owned(),
+                    Some(l) if section.is_empty() || l.starts_with('[') => l.to_owned(),
+                    Some(l) => format!("{section} {l}"),
+                };
                 return Some((line, show(a), show(b)));
             }
         }
@@ -234,11 +272,35 @@ mod tests {
             settings_difference(&recorded, &comparable_settings(&offset)).expect("differs");
         assert_eq!(
             (was.as_str(), changed.as_str()),
-            (line, "scenario_seed_offset = 60")
+            (
+                "[rl] scenario_seed_offset = 0",
+                "[rl] scenario_seed_offset = 60"
+            )
         );
 
         let unknown = format!("{recorded}[retired]\nsetting = 1\n");
         assert!(settings_difference(&unknown, &now).is_some());
+    }
+
+    /// A run recorded on one backend resumes on another; other settings still refuse it.
+    #[test]
+    fn the_backend_is_not_compared_but_the_sft_recipe_is() {
+        let config = RunConfig::default();
+        let mut elsewhere = config.clone();
+        elsewhere.run.backend = crate::backend::Backend::Wgpu;
+        assert_eq!(
+            comparable_settings(&config),
+            comparable_settings(&elsewhere)
+        );
+        let mut recipe = config.clone();
+        recipe.sft.epochs += 1;
+        let (_, was, now) = first_difference(
+            &comparable_settings(&config),
+            &comparable_settings(&recipe),
+        )
+        .expect("differs");
+        assert_eq!(was, format!("[sft] epochs = {}", config.sft.epochs));
+        assert_eq!(now, format!("[sft] epochs = {}", recipe.sft.epochs));
     }
 
     #[test]
@@ -247,6 +309,10 @@ mod tests {
         assert_eq!(
             first_difference("a\nb = 1\nc", "a\nb = 2\nc"),
             Some((2, "b = 1".to_owned(), "b = 2".to_owned()))
+        );
+        assert_eq!(
+            first_difference("[run]\nx = 1\n[sft]\nepochs = 7", "[run]\nx = 1\n[sft]\nepochs = 3"),
+            Some((4, "[sft] epochs = 7".to_owned(), "[sft] epochs = 3".to_owned()))
         );
         assert_eq!(
             first_difference("a", "a\nextra"),

@@ -2,7 +2,7 @@
 //! over its control and its SFT start, as mean and spread over seeds.
 
 use super::{ArmControl, ArmRun};
-use crate::eval::EvalMetrics;
+use crate::eval::{wilson_interval, EvalMetrics};
 use crate::experiment::Arm;
 
 /// Mean and population standard deviation (the spread over seeds of every table here).
@@ -14,7 +14,10 @@ pub fn mean_std(values: &[f64]) -> (f64, f64) {
 }
 
 /// The table of SAGE.md: per split and arm, the mean ± spread over seeds of TGC, SGC,
-/// steps, tokens, skill usage, success skill usage and skill writing.
+/// steps, tokens, skill usage, success skill usage and skill writing, and beside TGC and
+/// SGC the 95% Wilson interval of their seed mean over the tasks (scenarios) of one
+/// evaluation: the uncertainty that comes from which tasks were drawn, which the spread
+/// over seeds does not show (a greedy arm without RL has no spread at all).
 pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
     let mut splits: Vec<&str> = Vec::new();
     for run in runs {
@@ -26,8 +29,8 @@ pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
     }
     let seeds = runs.iter().map(|r| r.seed).max().map_or(0, |s| s + 1);
     let mut out = format!(
-        "{:<12} {:<18} {:>13} {:>13} {:>11} {:>13} {:>13} {:>13} {:>13}   (mean ± std over {seeds} seeds)\n",
-        "split", "arm", "TGC %", "SGC %", "steps", "tokens", "usage %", "succ.use %", "write %"
+        "{:<12} {:<18} {:>5} {:>13} {:>14} {:>13} {:>14} {:>11} {:>13} {:>13} {:>13} {:>13}   (mean ± std over {seeds} seeds; 95% CI over tasks)\n",
+        "split", "arm", "tasks", "TGC %", "TGC 95% CI", "SGC %", "SGC 95% CI", "steps", "tokens", "usage %", "succ.use %", "write %"
     );
     for split in splits {
         for arm in arms {
@@ -47,12 +50,23 @@ pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
                     format!("{mean:.decimals$} ± {std:.decimals$}")
                 )
             };
+            let interval = |rate: &dyn Fn(&EvalMetrics) -> f64, count: &dyn Fn(&EvalMetrics) -> usize| {
+                let rates: Vec<f64> = rows.iter().map(|m| rate(m)).collect();
+                let counts: Vec<f64> = rows.iter().map(|m| count(m) as f64).collect();
+                let (mean, _) = mean_std(&rates);
+                let (trials, _) = mean_std(&counts);
+                let ci = wilson_interval(mean / 100.0, trials.round() as usize);
+                format!("{:>14}", format!("[{:.1}, {:.1}]", ci.low, ci.high))
+            };
             out.push_str(&format!(
-                "{:<12} {:<18} {} {} {} {} {} {} {}\n",
+                "{:<12} {:<18} {:>5} {} {} {} {} {} {} {} {} {}\n",
                 split,
                 arm.name(),
+                rows[0].tasks,
                 cell(&|m| m.tgc, 13, 1),
+                interval(&|m| m.tgc, &|m| m.tasks),
                 cell(&|m| m.sgc, 13, 1),
+                interval(&|m| m.sgc, &|m| m.scenarios),
                 cell(&|m| m.avg_steps, 11, 2),
                 cell(&|m| m.avg_tokens, 13, 0),
                 cell(&|m| m.skill_usage, 13, 1),

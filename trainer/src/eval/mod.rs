@@ -18,11 +18,15 @@ use sage_core::skill::{HashSkillLibrary, SkillLibrary};
 use sage_core::{Policy, Skill};
 use sage_envs::environment::{EnvConfig, WorldEnv};
 use sage_envs::prompt::{Prompt, PromptMode};
-use sage_envs::scenarios::{BuiltScenario, Catalog, Split};
+use sage_envs::scenarios::{BuiltScenario, Catalog, CatalogConfig, Split};
 
 use crate::chat::ChatTemplate;
 use crate::rollout::{run_episodes, EpisodeRequest, RolloutConfig, RolloutEpisode, RolloutError};
 use crate::text;
+
+mod summary;
+
+pub use summary::{template_metrics, wilson_interval, Interval, TemplateMetrics};
 
 /// The metrics of one split under one retrieval mode.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -39,6 +43,12 @@ pub struct EvalMetrics {
     pub tgc: f64,
     /// Scenario goal completion: % of scenarios whose tasks all pass.
     pub sgc: f64,
+    /// The 95% Wilson interval of `tgc` over the tasks.
+    #[serde(default)]
+    pub tgc_interval: Interval,
+    /// The 95% Wilson interval of `sgc` over the scenarios.
+    #[serde(default)]
+    pub sgc_interval: Interval,
     /// Agent turns per task.
     pub avg_steps: f64,
     /// Generated tokens per task.
@@ -68,6 +78,9 @@ pub struct EvalMetrics {
     pub library_size: usize,
     /// Distinct skill names ever called from a library.
     pub distinct_skills_used: usize,
+    /// The rates of each template, in the order the split lists them.
+    #[serde(default)]
+    pub templates: Vec<TemplateMetrics>,
 }
 
 /// One task's outcome, for the JSON report.
@@ -116,8 +129,13 @@ pub struct EvalConfig {
     /// Retrieval modes (`same-scenario`, `query-ngram`, `none`, ...).
     #[serde(with = "text::list")]
     pub modes: Vec<RetrievalMode>,
-    /// Scenarios evaluated per split, in catalog order (0: all of them).
+    /// Scenarios evaluated per split, in catalog order (0: all of them). The catalog
+    /// lists a seed's scenarios template by template, then the next seed's.
     pub max_scenarios: usize,
+    /// Held-out seeds of every training template in `iid` (each seed gives one scenario
+    /// of each template): 2 gives 50 scenarios, 4 gives 100 (a few template-seed pairs
+    /// find no task and are left out).
+    pub iid_seeds: u64,
     /// Skills shown per task.
     pub top_k: usize,
     /// `skills` (SAGE's prompt) or `direct` (the no-skill baseline's).
@@ -135,6 +153,7 @@ impl Default for EvalConfig {
             splits: vec![Split::Iid, Split::TestNormal],
             modes: vec![RetrievalMode::SameScenario],
             max_scenarios: 0,
+            iid_seeds: CatalogConfig::default().iid_seeds,
             top_k: 5,
             prompt: PromptMode::Skills,
             rollout: RolloutConfig {
@@ -299,7 +318,14 @@ pub fn evaluate_split<P: Policy>(
         .zip(&scenarios)
         .flat_map(|(episodes, scenario)| episodes.iter().map(|e| miscopied_values(scenario, e)))
         .collect();
-    let metrics = summarize(split, mode, &outcomes, &miscopied, libraries.size());
+    let templates: Vec<&str> = scenarios.iter().map(|s| s.template.name).collect();
+    let metrics = summarize(
+        split,
+        mode,
+        (&templates, &outcomes),
+        &miscopied,
+        libraries.size(),
+    );
     let tasks = outcomes
         .iter()
         .flatten()
@@ -358,12 +384,13 @@ fn miscopied_values(scenario: &BuiltScenario, episode: &RolloutEpisode) -> Vec<S
         .unwrap_or_default()
 }
 
-/// The metrics of finished scenarios (each a list of its tasks' episodes), with the
-/// values each task miscopied (in the order of the scenarios' episodes, flattened).
+/// The metrics of finished scenarios (each a list of its tasks' episodes, beside the
+/// name of its template), with the values each task miscopied (in the order of the
+/// scenarios' episodes, flattened).
 fn summarize(
     split: Split,
     mode: RetrievalMode,
-    scenarios: &[Vec<RolloutEpisode>],
+    (templates, scenarios): (&[&str], &[Vec<RolloutEpisode>]),
     miscopied: &[Vec<String>],
     library_size: usize,
 ) -> EvalMetrics {
@@ -414,6 +441,11 @@ fn summarize(
         scenarios: scenarios.len(),
         tgc: percent(passed, tasks),
         sgc: percent(scenarios_passed, scenarios.len()),
+        tgc_interval: wilson_interval(passed as f64 / tasks.max(1) as f64, tasks),
+        sgc_interval: wilson_interval(
+            scenarios_passed as f64 / scenarios.len().max(1) as f64,
+            scenarios.len(),
+        ),
         avg_steps: episodes.iter().map(|e| e.episode.steps()).sum::<usize>() as f64
             / tasks.max(1) as f64,
         avg_tokens: episodes
@@ -435,6 +467,7 @@ fn summarize(
         ),
         library_size,
         distinct_skills_used: distinct.len(),
+        templates: template_metrics(templates, scenarios, miscopied),
     }
 }
 

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# A whole `sage experiment` table in one GPU call of under 10 minutes (issue 34): both SFT
+# models and every arm of one preset, run as parallel processes on one GPU, then merged
+# into one run directory and its table; beside them, probes of cheaper SFT recipes. The
+# GPU machine has no Rust toolchain: build here, carry target/cuda-bench (ignored by git):
+#
+#   cargo build --release --features cuda --bin sage
+#   mkdir -p target/cuda-bench && cp target/release/sage target/cuda-bench/ && strip target/cuda-bench/sage
+#   bash scripts/gpu_experiment.sh configs/experiment-mechanism.toml      # on the GPU machine
+#
+# Stages (each process's log in OUT_DIR/logs.tar.gz, a line per stage on stdout):
+#   1. the SFT model on the skill (or mixed) data, and once its tokenizer is saved, the
+#      SFT model on plain-code data beside it (a copy of the run directory resumed with
+#      the same tokenizer and run id); with probes, each probe's `sage demo`;
+#   2. every RL arm in its own copy of the run directory (`--resume --arms ARM`), and
+#      the SFT arms' evaluations under every seed in the run directory itself;
+#   3. the arms' results moved into the run directory and one more `--resume` that reuses
+#      them all and writes the table, experiment.json and the plots.
+# Into OUT_DIR: experiment.md, experiment.json, probes.md, logs.tar.gz, and the run
+# directory without its expert data as run.tar.gz.part-* (`cat run.tar.gz.part-* | tar xz`
+# gives a directory that `sage experiment --config PRESET --resume --run-dir DIR` continues
+# on any backend). Arms that miss the deadline are left out of the table and can be run
+# there.
+#
+# Environment: SAGE_BIN (default target/cuda-bench/sage), SAGE_BACKEND (cuda; cpu tries
+# the script on a machine without a GPU), SAGE_DEADLINE (seconds for stages 1 and 2,
+# default 500), SAGE_RUNS (where runs are written, default /tmp/sage-gpu-experiment),
+# SAGE_PROBES (space-separated SEEDSxEPOCHS recipes of `sage demo` on
+# configs/sft-copying.toml, default "420x3 240x3 420x2"; empty for none), SAGE_SAMPLED_SEEDS
+# (sampled evaluations of each probe at temperature 1, default 10).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PRESET=${1:?usage: scripts/gpu_experiment.sh PRESET.toml [OUT_DIR]}
+OUT_DIR=$(mkdir -p "${2:-${OUT:-target/gpu-experiment}}" && cd "${2:-${OUT:-target/gpu-experiment}}" && pwd)
+PRESET=$(cd "$(dirname "$PRESET")" && pwd)/$(basename "$PRESET")
+BIN=$(realpath "${SAGE_BIN:-target/cuda-bench/sage}")
+BACKEND=${SAGE_BACKEND:-cuda}
+DEADLINE=${SAGE_DEADLINE:-500}
+RUNS=${SAGE_RUNS:-/tmp/sage-gpu-experiment}
+PROBES=${SAGE_PROBES-420x3 240x3 420x2}
+SAMPLED_SEEDS=${SAGE_SAMPLED_SEEDS:-10}
+export LD_LIBRARY_PATH="/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Many processes share the machine's cores: each keeps to a few threads.
+export RAYON_NUM_THREADS=${RAYON_NUM_THREADS:-2}
+START=$SECONDS
+[ -x "$BIN" ] || { echo "$BIN is missing: build it first (see the top of this script)" >&2; exit 1; }
+
+NAME=$(basename "$PRESET" .toml)
+BASE=$RUNS/$NAME
+LOGS=$RUNS/logs
+rm -rf "$RUNS"
+mkdir -p "$BASE" "$LOGS"
+say() { echo "[$((SECONDS - START)) s] $*"; }
+# Seconds left before the deadline (at least 1: `timeout 0` would never stop).
+left() { local s=$((DEADLINE - (SECONDS - START))); echo $((s > 0 ? s : 1)); }
+# The arms and seed count the preset names (the defaults where it names none).
+read -r -a ARMS < <("$BIN" config --print --config "$PRESET" | python3 -c '
+import sys, tomllib
+experiment = tomllib.loads(sys.stdin.read())["experiment"]
+print(" ".join(experiment["arms"]), experiment["seeds"])')
+SEEDS=${ARMS[-1]}
+unset 'ARMS[-1]'
+say "preset $NAME: arms ${ARMS[*]}, $SEEDS seeds, backend $BACKEND"
+# How busy the GPU is while the processes share it (logs.tar.gz: logs/gpu.csv).
+if command -v nvidia-smi >/dev/null && [ "$BACKEND" = cuda ]; then
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 5 >"$LOGS/gpu.csv" 2>&1 &
+    SMI_PID=$!
+    trap 'kill $SMI_PID 2>/dev/null' EXIT
+fi
+has_arm() { [[ " ${ARMS[*]} " == *" $1 "* ]]; }
+experiment() { # DIR LOG ARGS...
+    local dir=$1 log=$2
+    shift 2
+    timeout "$(left)" "$BIN" experiment --config "$PRESET" --backend "$BACKEND" \
+        --run-dir "$dir" "$@" >"$LOGS/$log.log" 2>&1
+}
+
+# --- probes: `sage demo` on cheaper copying recipes, then sampled evaluations ---
+probe() { # SEEDS EPOCHS
+    local seeds=$1 epochs=$2 dir="$RUNS/probe-${1}x$2"
+    mkdir -p "$dir"
+    sed -e "s|^dir = .*|dir = \"$dir\"|" -e "s|^seeds = .*|seeds = $seeds|" \
+        -e "s|^epochs = .*|epochs = $epochs|" configs/sft-copying.toml >"$dir/probe.toml"
+    sed -i "s|^\[run\]|[run]\ncheckpoint_every = 0|" "$dir/probe.toml"
+    timeout "$(left)" "$BIN" demo --config "$dir/probe.toml" --backend "$BACKEND" \
+        >"$LOGS/probe-${seeds}x$epochs.log" 2>&1 || return 1
+    for seed in $(seq 1 "$SAMPLED_SEEDS"); do
+        sed -e "s|^\[eval\]|[eval]\nseed = $seed\nsplits = [\"iid\"]|" "$dir/probe.toml" >"$dir/sampled.toml"
+        printf '\n[eval.rollout]\ntemperature = 1.0\n' >>"$dir/sampled.toml"
+        timeout "$(left)" "$BIN" eval --config "$dir/sampled.toml" --backend "$BACKEND" \
+            --out "$dir/sampled-$seed.json" >"$LOGS/probe-${seeds}x$epochs-sampled-$seed.log" 2>&1 || return 1
+    done
+}
+PROBE_PIDS=()
+for recipe in $PROBES; do
+    probe "${recipe%x*}" "${recipe#*x}" &
+    PROBE_PIDS+=($!)
+done
+
+# --- stage 1: the SFT models -----------------------------------------------------
+skill_arm=sft-only
+experiment "$BASE" sft-skill --arms "$skill_arm" --seeds 1 &
+SKILL_PID=$!
+DIRECT_PID=
+if has_arm sft-direct || has_arm grpo-no-skills; then
+    while [ ! -f "$BASE/tokenizer-finished.json" ] && kill -0 "$SKILL_PID" 2>/dev/null; do sleep 1; done
+    if [ -f "$BASE/tokenizer-finished.json" ]; then
+        mkdir -p "$BASE-direct"
+        cp "$BASE"/experiment-settings.json "$BASE"/tokenizer.json "$BASE"/tokenizer-finished.json "$BASE-direct/"
+        experiment "$BASE-direct" sft-direct --resume --arms sft-direct --seeds 1 &
+        DIRECT_PID=$!
+    fi
+fi
+# Says how the stage 1 process PID (log LOG) ended; stops the script when it failed.
+stage_one() { # PID LOG
+    wait "$1"
+    local rc=$?
+    say "$2: rc $rc"
+    if [ "$rc" != 0 ]; then
+        tail -20 "$LOGS/$2.log"
+        kill "${PROBE_PIDS[@]}" 2>/dev/null
+        tar czf "$OUT_DIR/logs.tar.gz" -C "$RUNS" logs
+        exit 1
+    fi
+}
+stage_one "$SKILL_PID" sft-skill
+if [ -n "$DIRECT_PID" ]; then
+    stage_one "$DIRECT_PID" sft-direct
+    mv "$BASE-direct/sft-direct" "$BASE/" && mkdir -p "$BASE/seed-0" &&
+        mv "$BASE-direct/seed-0/sft-direct" "$BASE/seed-0/"
+fi
+
+# --- stage 2: every RL arm in its own copy, the SFT arms' seeds in the run itself --
+sft_arms=()
+rl_arms=()
+for arm in "${ARMS[@]}"; do
+    case $arm in sft-only | sft-direct) sft_arms+=("$arm") ;; *) rl_arms+=("$arm") ;; esac
+done
+ARM_PIDS=()
+for arm in "${rl_arms[@]}"; do
+    mkdir -p "$BASE-$arm"
+    (cd "$BASE" && tar cf - --exclude=./sft-*/data .) | tar xf - -C "$BASE-$arm"
+    experiment "$BASE-$arm" "$arm" --resume --arms "$arm" --seeds "$SEEDS" &
+    ARM_PIDS+=($!)
+done
+if [ ${#sft_arms[@]} -gt 0 ]; then
+    experiment "$BASE" sft-arms --resume --arms "$(IFS=,; echo "${sft_arms[*]}")" --seeds "$SEEDS"
+    say "sft arms' evaluations: rc $?"
+fi
+for i in "${!rl_arms[@]}"; do
+    wait "${ARM_PIDS[$i]}"
+    say "${rl_arms[$i]}: rc $?"
+done
+
+# --- stage 3: one run directory and its table ---------------------------------------
+finished=()
+for arm in "${ARMS[@]}"; do
+    source_dir=$BASE
+    [[ " ${rl_arms[*]} " == *" $arm "* ]] && source_dir=$BASE-$arm
+    whole=1
+    for seed in $(seq 0 $((SEEDS - 1))); do
+        [ -f "$source_dir/seed-$seed/$arm/run.json" ] || whole=0
+    done
+    if [ "$source_dir" != "$BASE" ]; then
+        for seed in $(seq 0 $((SEEDS - 1))); do
+            mkdir -p "$BASE/seed-$seed"
+            for part in "$arm" "$arm-control"; do
+                [ -d "$source_dir/seed-$seed/$part" ] && rm -rf "$BASE/seed-$seed/$part" &&
+                    mv "$source_dir/seed-$seed/$part" "$BASE/seed-$seed/"
+            done
+        done
+    fi
+    [ "$whole" = 1 ] && finished+=("$arm")
+done
+say "finished arms: ${finished[*]:-none}"
+if [ ${#finished[@]} -gt 0 ]; then
+    "$BIN" experiment --config "$PRESET" --backend "$BACKEND" --run-dir "$BASE" --resume \
+        --arms "$(IFS=,; echo "${finished[*]}")" --seeds "$SEEDS" >"$LOGS/table.log" 2>&1
+    say "table: rc $?"
+    cp "$BASE/experiment.md" "$BASE/experiment.json" "$OUT_DIR/" 2>/dev/null
+    cat "$BASE/experiment.md" 2>/dev/null
+fi
+
+# --- the probes' results ---------------------------------------------------------
+for pid in "${PROBE_PIDS[@]}"; do wait "$pid"; done
+if [ -n "$PROBES" ]; then
+    python3 - "$RUNS" $PROBES >"$OUT_DIR/probes.md" <<'EOF'
+import json, pathlib, statistics, sys
+runs = pathlib.Path(sys.argv[1])
+print("| recipe | greedy iid TGC / SGC | 95% CI of TGC | copied % | sampled iid TGC (mean ± std, seeds) | sampled copied % |")
+print("| --- | --- | --- | --- | --- | --- |")
+for recipe in sys.argv[2:]:
+    d = runs / f"probe-{recipe}"
+    try:
+        greedy = next(r["metrics"] for r in json.loads((d / "eval.json").read_text()) if r["metrics"]["split"] == "iid")
+    except (OSError, StopIteration, ValueError):
+        print(f"| {recipe} | did not finish | | | | |")
+        continue
+    sampled = [json.loads(p.read_text())[0]["metrics"] for p in sorted(d.glob("sampled-*.json"))]
+    tgc = [m["tgc"] for m in sampled]
+    cell = lambda v: f"{statistics.mean(v):.1f} ± {statistics.pstdev(v):.1f} ({len(v)})" if v else "-"
+    ci = greedy.get("tgc_interval", {})
+    print(f"| {recipe} | {greedy['tgc']:.1f} / {greedy['sgc']:.1f} | [{ci.get('low', 0):.1f}, {ci.get('high', 0):.1f}] "
+          f"| {greedy['values_copied']:.1f} | {cell(tgc)} | {cell([m['values_copied'] for m in sampled])} |")
+EOF
+    cat "$OUT_DIR/probes.md"
+fi
+
+# --- what comes back -------------------------------------------------------------
+grep -H -E "sft: final loss|error" "$LOGS"/*.log | head -20
+tar czf "$OUT_DIR/logs.tar.gz" -C "$RUNS" logs
+(cd "$RUNS" && tar czf - --exclude='*/data' --exclude='*/checkpoints' "$NAME") |
+    split -b 15m - "$OUT_DIR/run.tar.gz.part-"
+ls -la "$OUT_DIR"
+say "done"
