@@ -1,33 +1,43 @@
 #!/usr/bin/env bash
-# A whole `sage experiment` table in one GPU call of under 10 minutes (issue 34): both SFT
-# models and every arm of one preset, run as parallel processes on one GPU, then merged
-# into one run directory and its table; beside them, probes of cheaper SFT recipes. The
-# GPU machine has no Rust toolchain: build here, carry target/cuda-bench (ignored by git):
+# A `sage experiment` table on one GPU (issue 34): both SFT models and every arm of one
+# preset, run as parallel processes on the GPU, then merged into one run directory and
+# its table; optionally, probes of other SFT recipes beside them. The GPU machine has no
+# Rust toolchain: build here, carry target/cuda-bench (ignored by git):
 #
 #   cargo build --release --features cuda --bin sage
 #   mkdir -p target/cuda-bench && cp target/release/sage target/cuda-bench/ && strip target/cuda-bench/sage
 #   bash scripts/gpu_experiment.sh configs/experiment-mechanism.toml      # on the GPU machine
 #
+# Measured on an H100 (2026-11-26, docs/rl.md): for configs/experiment-mechanism.toml the
+# two copying SFT models take about 6 minutes beside three probes (1.9 minutes alone,
+# one at a time), and three RL arms of one seed with their controls and evaluations 3.4
+# minutes side by side; the processes share the GPU by time-slicing, so the whole table
+# (15 arm-seeds) takes about 20 minutes: more than one call. A later call continues an
+# earlier one's run directory: carry its run.tar.gz.part-* and name their folder in
+# SAGE_FROM; SAGE_ARMS picks the arms of this call.
+#
 # Stages (each process's log in OUT_DIR/logs.tar.gz, a line per stage on stdout):
-#   1. the SFT model on the skill (or mixed) data, and once its tokenizer is saved, the
-#      SFT model on plain-code data beside it (a copy of the run directory resumed with
-#      the same tokenizer and run id); with probes, each probe's `sage demo`;
+#   1. (skipped with SAGE_FROM) the SFT model on the skill (or mixed) data, and once its
+#      tokenizer is saved, the SFT model on plain-code data beside it (a copy of the run
+#      directory resumed with the same tokenizer and run id); each probe's `sage demo`;
 #   2. every RL arm in its own copy of the run directory (`--resume --arms ARM`), and
 #      the SFT arms' evaluations under every seed in the run directory itself;
 #   3. the arms' results moved into the run directory and one more `--resume` that reuses
-#      them all and writes the table, experiment.json and the plots.
+#      them all and writes the table of every arm finished under every seed,
+#      experiment.json and the plots.
 # Into OUT_DIR: experiment.md, experiment.json, probes.md, logs.tar.gz, and the run
 # directory without its expert data as run.tar.gz.part-* (`cat run.tar.gz.part-* | tar xz`
 # gives a directory that `sage experiment --config PRESET --resume --run-dir DIR` continues
-# on any backend). Arms that miss the deadline are left out of the table and can be run
-# there.
+# on any backend, or the next call through SAGE_FROM).
 #
 # Environment: SAGE_BIN (default target/cuda-bench/sage), SAGE_BACKEND (cuda; cpu tries
 # the script on a machine without a GPU), SAGE_DEADLINE (seconds for stages 1 and 2,
 # default 500), SAGE_RUNS (where runs are written, default /tmp/sage-gpu-experiment),
-# SAGE_PROBES (space-separated SEEDSxEPOCHS recipes of `sage demo` on
-# configs/sft-copying.toml, default "420x3 240x3 420x2"; empty for none), SAGE_SAMPLED_SEEDS
-# (sampled evaluations of each probe at temperature 1, default 10).
+# SAGE_FROM (a folder holding an earlier call's run.tar.gz.part-*), SAGE_ARMS
+# (space-separated arms of this call, default the preset's), SAGE_PROBES (space-separated
+# SEEDSxEPOCHS recipes of `sage demo` on configs/sft-copying.toml, e.g. "420x3 240x3
+# 420x2"; none by default), SAGE_SAMPLED_SEEDS (sampled evaluations of each probe at
+# temperature 1, default 10).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PRESET=${1:?usage: scripts/gpu_experiment.sh PRESET.toml [OUT_DIR]}
@@ -37,7 +47,8 @@ BIN=$(realpath "${SAGE_BIN:-target/cuda-bench/sage}")
 BACKEND=${SAGE_BACKEND:-cuda}
 DEADLINE=${SAGE_DEADLINE:-500}
 RUNS=${SAGE_RUNS:-/tmp/sage-gpu-experiment}
-PROBES=${SAGE_PROBES-420x3 240x3 420x2}
+PROBES=${SAGE_PROBES:-}
+FROM=${SAGE_FROM:+$(realpath "$SAGE_FROM")}
 SAMPLED_SEEDS=${SAGE_SAMPLED_SEEDS:-10}
 export LD_LIBRARY_PATH="/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Many processes share the machine's cores: each keeps to a few threads.
@@ -60,7 +71,8 @@ experiment = tomllib.loads(sys.stdin.read())["experiment"]
 print(" ".join(experiment["arms"]), experiment["seeds"])')
 SEEDS=${ARMS[-1]}
 unset 'ARMS[-1]'
-say "preset $NAME: arms ${ARMS[*]}, $SEEDS seeds, backend $BACKEND"
+read -r -a CALL_ARMS <<<"${SAGE_ARMS:-${ARMS[*]}}"
+say "preset $NAME: arms ${ARMS[*]}, $SEEDS seeds, backend $BACKEND; this call: ${CALL_ARMS[*]}"
 # How busy the GPU is while the processes share it (logs.tar.gz: logs/gpu.csv).
 if command -v nvidia-smi >/dev/null && [ "$BACKEND" = cuda ]; then
     nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 5 >"$LOGS/gpu.csv" 2>&1 &
@@ -97,12 +109,17 @@ for recipe in $PROBES; do
     PROBE_PIDS+=($!)
 done
 
-# --- stage 1: the SFT models -----------------------------------------------------
-skill_arm=sft-only
-experiment "$BASE" sft-skill --arms "$skill_arm" --seeds 1 &
-SKILL_PID=$!
+# --- stage 1: the SFT models (or an earlier call's run directory) ------------------
+if [ -n "$FROM" ]; then
+    cat "$FROM"/run.tar.gz.part-* | tar xz -C "$RUNS" || { echo "cannot unpack $FROM/run.tar.gz.part-*" >&2; exit 1; }
+    say "continuing the run of $FROM: $(ls "$BASE"/sft-*/finished.json | wc -l) SFT models"
+    SKILL_PID=
+else
+    experiment "$BASE" sft-skill --arms sft-only --seeds 1 &
+    SKILL_PID=$!
+fi
 DIRECT_PID=
-if has_arm sft-direct || has_arm grpo-no-skills; then
+if [ -n "$SKILL_PID" ] && { has_arm sft-direct || has_arm grpo-no-skills; }; then
     while [ ! -f "$BASE/tokenizer-finished.json" ] && kill -0 "$SKILL_PID" 2>/dev/null; do sleep 1; done
     if [ -f "$BASE/tokenizer-finished.json" ]; then
         mkdir -p "$BASE-direct"
@@ -123,7 +140,7 @@ stage_one() { # PID LOG
         exit 1
     fi
 }
-stage_one "$SKILL_PID" sft-skill
+[ -n "$SKILL_PID" ] && stage_one "$SKILL_PID" sft-skill
 if [ -n "$DIRECT_PID" ]; then
     stage_one "$DIRECT_PID" sft-direct
     mv "$BASE-direct/sft-direct" "$BASE/" && mkdir -p "$BASE/seed-0" &&
@@ -133,7 +150,7 @@ fi
 # --- stage 2: every RL arm in its own copy, the SFT arms' seeds in the run itself --
 sft_arms=()
 rl_arms=()
-for arm in "${ARMS[@]}"; do
+for arm in "${CALL_ARMS[@]}"; do
     case $arm in sft-only | sft-direct) sft_arms+=("$arm") ;; *) rl_arms+=("$arm") ;; esac
 done
 ARM_PIDS=()

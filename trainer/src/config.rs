@@ -275,9 +275,7 @@ impl RunConfig {
     /// [large evaluation](RunConfig::with_large_eval). Turns may take 512 new tokens:
     /// the expert's longest skill definition is about 410.
     pub fn experiment(dir: impl Into<PathBuf>) -> RunConfig {
-        let mut config = RunConfig::default()
-            .with_copying_sft()
-            .with_large_eval();
+        let mut config = RunConfig::default().with_copying_sft().with_large_eval();
         config.run.dir = dir.into();
         config.run.checkpoint_every = 0;
         config.eval.rollout.max_turns = 4;

@@ -113,7 +113,11 @@ fn both_experiment_presets_use_the_copying_sft_recipe() {
     let recipe = RunConfig::from_file(&dir.join("sft-copying.toml")).unwrap();
     for config in [&RunConfig::experiment("runs/x"), &mechanism, &recipe] {
         assert_eq!(
-            (config.data.seeds, config.sft.epochs, config.sft.batch_tokens),
+            (
+                config.data.seeds,
+                config.sft.epochs,
+                config.sft.batch_tokens
+            ),
             (COPYING_SFT_SEEDS, COPYING_SFT_EPOCHS, 2048)
         );
         assert_eq!(config.eval.iid_seeds, 3);

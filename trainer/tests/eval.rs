@@ -170,8 +170,14 @@ fn every_rate_comes_with_its_interval_and_every_template_with_its_row() {
     // 0 of 3 tasks: the Wilson interval is [0, 56.1], not the empty [0, 0] of the
     // normal approximation; 0 of 1 scenario: [0, 79.3].
     assert_eq!(metrics.tgc_interval.low, 0.0);
-    assert!((metrics.tgc_interval.high - 56.15).abs() < 0.05, "{metrics:?}");
-    assert!((metrics.sgc_interval.high - 79.35).abs() < 0.05, "{metrics:?}");
+    assert!(
+        (metrics.tgc_interval.high - 56.15).abs() < 0.05,
+        "{metrics:?}"
+    );
+    assert!(
+        (metrics.sgc_interval.high - 79.35).abs() < 0.05,
+        "{metrics:?}"
+    );
     assert_eq!(metrics.templates.len(), 1, "{:?}", metrics.templates);
     let row = &metrics.templates[0];
     assert_eq!(row.template, scenario.template.name);

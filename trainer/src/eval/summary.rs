@@ -88,8 +88,9 @@ pub fn template_metrics(
         };
         let counts = &mut rows[index].1;
         counts.scenarios += 1;
-        counts.scenarios_passed +=
-            usize::from(!episodes.is_empty() && episodes.iter().all(|e| e.episode.evaluation.passed));
+        counts.scenarios_passed += usize::from(
+            !episodes.is_empty() && episodes.iter().all(|e| e.episode.evaluation.passed),
+        );
         for episode in episodes {
             counts.tasks += 1;
             counts.passed += usize::from(episode.episode.evaluation.passed);
@@ -145,9 +146,15 @@ mod tests {
         assert!(close(eight_of_ten.low, 49.0), "{eight_of_ten:?}");
         assert!(close(eight_of_ten.high, 94.3), "{eight_of_ten:?}");
         let all = wilson_interval(1.0, 60);
-        assert!(all.high <= 100.0 && all.low > 90.0 && all.low < 100.0, "{all:?}");
+        assert!(
+            all.high <= 100.0 && all.low > 90.0 && all.low < 100.0,
+            "{all:?}"
+        );
         let none = wilson_interval(0.0, 60);
-        assert!(none.low >= 0.0 && none.high > 0.0 && none.high < 10.0, "{none:?}");
+        assert!(
+            none.low >= 0.0 && none.high > 0.0 && none.high < 10.0,
+            "{none:?}"
+        );
         let small = wilson_interval(0.5, 60);
         let large = wilson_interval(0.5, 240);
         assert!(large.high - large.low < small.high - small.low);

@@ -38,8 +38,7 @@ pub fn run_eval<P: Policy>(
         iid_seeds: eval.iid_seeds,
         ..CatalogConfig::default()
     };
-    let catalog =
-        Arc::new(Catalog::build_splits(&catalog_config, splits).map_err(failed("eval"))?);
+    let catalog = Arc::new(Catalog::build_splits(&catalog_config, splits).map_err(failed("eval"))?);
     let template = template
         .clone()
         .with_max_len(eval.rollout.max_episode_tokens);

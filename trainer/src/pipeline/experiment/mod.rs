@@ -95,20 +95,19 @@ pub fn run_experiment<K: Kernels>(
         .collect();
     // Each mode's expert data, prepared when a stage needs it and kept for the next.
     let mut data: Vec<(ExpertMode, DataFiles)> = Vec::new();
-    let mut prepare = |mode: ExpertMode,
-                       reporter: &mut dyn Reporter|
-     -> Result<DataFiles, PipelineError> {
-        if let Some((_, files)) = data.iter().find(|(m, _)| *m == mode) {
-            return Ok(files.clone());
-        }
-        let data_config = crate::data::ExpertDataConfig {
-            mode,
-            ..config.data.clone()
+    let mut prepare =
+        |mode: ExpertMode, reporter: &mut dyn Reporter| -> Result<DataFiles, PipelineError> {
+            if let Some((_, files)) = data.iter().find(|(m, _)| *m == mode) {
+                return Ok(files.clone());
+            }
+            let data_config = crate::data::ExpertDataConfig {
+                mode,
+                ..config.data.clone()
+            };
+            let files = prepare_data(&data_config, &dir.join(format!("sft-{mode}")), reporter)?;
+            data.push((mode, files.clone()));
+            Ok(files)
         };
-        let files = prepare_data(&data_config, &dir.join(format!("sft-{mode}")), reporter)?;
-        data.push((mode, files.clone()));
-        Ok(files)
-    };
     let first_mode = *modes
         .first()
         .ok_or_else(|| PipelineError::new("experiment", "no arm to run".to_owned()))?;

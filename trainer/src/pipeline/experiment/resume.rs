@@ -294,11 +294,9 @@ mod tests {
         );
         let mut recipe = config.clone();
         recipe.sft.epochs += 1;
-        let (_, was, now) = first_difference(
-            &comparable_settings(&config),
-            &comparable_settings(&recipe),
-        )
-        .expect("differs");
+        let (_, was, now) =
+            first_difference(&comparable_settings(&config), &comparable_settings(&recipe))
+                .expect("differs");
         assert_eq!(was, format!("[sft] epochs = {}", config.sft.epochs));
         assert_eq!(now, format!("[sft] epochs = {}", recipe.sft.epochs));
     }
@@ -311,8 +309,15 @@ mod tests {
             Some((2, "b = 1".to_owned(), "b = 2".to_owned()))
         );
         assert_eq!(
-            first_difference("[run]\nx = 1\n[sft]\nepochs = 7", "[run]\nx = 1\n[sft]\nepochs = 3"),
-            Some((4, "[sft] epochs = 7".to_owned(), "[sft] epochs = 3".to_owned()))
+            first_difference(
+                "[run]\nx = 1\n[sft]\nepochs = 7",
+                "[run]\nx = 1\n[sft]\nepochs = 3"
+            ),
+            Some((
+                4,
+                "[sft] epochs = 7".to_owned(),
+                "[sft] epochs = 3".to_owned()
+            ))
         );
         assert_eq!(
             first_difference("a", "a\nextra"),

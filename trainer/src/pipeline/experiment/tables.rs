@@ -50,7 +50,8 @@ pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
                     format!("{mean:.decimals$} ± {std:.decimals$}")
                 )
             };
-            let interval = |rate: &dyn Fn(&EvalMetrics) -> f64, count: &dyn Fn(&EvalMetrics) -> usize| {
+            let interval = |rate: &dyn Fn(&EvalMetrics) -> f64,
+                            count: &dyn Fn(&EvalMetrics) -> usize| {
                 let rates: Vec<f64> = rows.iter().map(|m| rate(m)).collect();
                 let counts: Vec<f64> = rows.iter().map(|m| count(m) as f64).collect();
                 let (mean, _) = mean_std(&rates);
