@@ -28,6 +28,8 @@
 //! - [`experiment`]: the arms of the paper-style comparison (SFT only, GRPO without
 //!   skills, SAGE and its reward and chain-length ablations) and their settings;
 //! - [`files`]: writing a file atomically (temporary file, sync, rename);
+//! - [`import`]: a GGUF model (Llama or Qwen2, quantized or not) as a Hugging Face
+//!   directory (`sage import`);
 //! - [`checkpoint`]: atomic, resumable checkpoints (model, tokenizer, optimizer, trainer
 //!   state, skill library) with pruning to the newest few;
 //! - [`metrics`]: metrics as JSON lines and CSV, resumable, and PNG line charts;
@@ -48,6 +50,7 @@ pub mod data;
 pub mod eval;
 pub mod experiment;
 pub mod files;
+pub mod import;
 pub mod init;
 pub mod metrics;
 pub mod optim;

@@ -9,6 +9,7 @@ use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
 use sage_trainer::data::{expert_data, write_records};
+use sage_trainer::import::import_gguf;
 use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricValue, MetricsLog};
 use sage_trainer::pipeline::experiment::run_experiment;
 use sage_trainer::pipeline::{
@@ -18,12 +19,12 @@ use sage_trainer::pipeline::{
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::sft::{SftState, SftStep, SftTrainer};
 use sage_trainer::tokenizer::Tokenizer;
-use sage_trainer::weights::load_model;
+use sage_trainer::weights::{load_model, Dtype};
 use sage_transformer::Kernels;
 
 use super::progress::BarReporter;
 use super::train::{train, TrainSources};
-use super::{checked, load_config, load_config_over, Cli, Command};
+use super::{checked, load_config, load_config_over, Cli, Command, StoredDtype};
 
 /// A command that runs on the configured backend.
 enum Job<'a> {
@@ -171,6 +172,40 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             } else {
                 println!("use `sage config --print` to write every setting out");
             }
+            Ok(())
+        }
+        Command::Import { gguf, out, dtype } => {
+            let dtype = match dtype {
+                StoredDtype::F32 => Dtype::F32,
+                StoredDtype::Bf16 => Dtype::BF16,
+                StoredDtype::F16 => Dtype::F16,
+            };
+            let started = std::time::Instant::now();
+            let summary = import_gguf(&gguf, &out, dtype, &mut |name| {
+                tracing::debug!("converting {name}")
+            })
+            .map_err(failed("import"))?;
+            let types: Vec<String> = summary
+                .types
+                .iter()
+                .map(|(kind, count)| format!("{count} {}", kind.name()))
+                .collect();
+            let c = &summary.config;
+            println!(
+                "{}: {:?}, {} layers, width {}, {} heads / {} kv heads, vocabulary {}; {} tensors ({}) \
+                 -> {} in {:.1} s",
+                gguf.display(),
+                summary.architecture,
+                c.num_hidden_layers,
+                c.hidden_size,
+                c.num_attention_heads,
+                c.num_key_value_heads,
+                c.vocab_size,
+                summary.tensors,
+                types.join(", "),
+                out.display(),
+                started.elapsed().as_secs_f64()
+            );
             Ok(())
         }
         Command::Backends => {

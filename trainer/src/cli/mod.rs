@@ -170,8 +170,33 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Converts a GGUF model (Llama or Qwen2; F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K,
+    /// Q6_K) into a Hugging Face directory that `--init`, `--checkpoint` and transformers
+    /// load.
+    Import {
+        /// The GGUF file.
+        #[arg(long)]
+        gguf: PathBuf,
+        /// The new model directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// How the dequantized weights are stored.
+        #[arg(long, value_enum, default_value_t = StoredDtype::F32)]
+        dtype: StoredDtype,
+    },
     /// Lists the compute backends compiled into this binary.
     Backends,
+}
+
+/// How `sage import` stores weights.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum StoredDtype {
+    /// 32-bit floats (exact for every GGUF type).
+    F32,
+    /// bfloat16.
+    Bf16,
+    /// IEEE half floats.
+    F16,
 }
 
 /// Logs to standard error through `tracing` (`RUST_LOG` filters; info by default).
