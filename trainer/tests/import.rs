@@ -13,6 +13,7 @@ use sage_backend_cpu::CpuBackend;
 use sage_trainer::import::{import_gguf, ImportError};
 use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::{load_model, read_config, read_safetensors, Dtype};
+use sage_transformer::KvCache;
 
 /// A metadata value of the GGUF being written.
 enum Meta {
@@ -613,8 +614,9 @@ fn malformed_files_name_the_problem_and_write_nothing() {
 }
 
 /// The real SmolLM2-135M-Instruct (Q4_1, `SAGE_SMOLLM2_GGUF=path`; CI downloads it):
-/// its values equal those llama.cpp's own reader (`gguf-py` 0.x, `dequantize`, then the
-/// converter's q/k permutation undone) gives, and it completes a sentence sensibly.
+/// its values equal those llama.cpp's own reader (`gguf-py`, `dequantize`, then the
+/// converter's q/k permutation undone) gives, its tokens and logits those transformers
+/// computes from the imported directory, and it completes a sentence sensibly.
 #[test]
 fn smollm2_imports_with_llama_cpps_values_and_answers() {
     use sage_core::policy::SamplingParams;
@@ -691,7 +693,63 @@ fn smollm2_imports_with_llama_cpps_values_and_answers() {
 
     let tokenizer = Tokenizer::from_dir(&out).unwrap();
     let mut k = CpuBackend::new();
-    let model = load_model(&mut k, &out).unwrap();
+    let mut model = load_model(&mut k, &out).unwrap();
+    // Recorded from transformers 4.44.2 (tokenizers 0.19.1, PyTorch 1.13, f32) on this
+    // directory: the ids of each text, the logits of the first and last position (their
+    // first three entries) and the last position's three likeliest tokens.
+    type Recorded = (&'static str, &'static [u32], [f64; 3], [f64; 3], [u32; 3]);
+    let transformers: [Recorded; 3] = [
+        (
+            "The capital of France is",
+            &[504, 3575, 282, 4649, 314],
+            [15.65527057647705, 6.824519634246826, 10.591263771057129],
+            [1.6136491298675537, -11.871877670288086, -7.944445610046387],
+            [7042, 260, 4528],
+        ),
+        (
+            "def add(a, b):\n    return",
+            &[1604, 803, 24, 81, 28, 278, 727, 472, 1003],
+            [15.781514167785645, 7.124183177947998, 10.813345909118652],
+            [5.37355899810791, -3.3658864498138428, -1.2560819387435913],
+            [253, 2822, 365],
+        ),
+        (
+            "Alice paid 42 dollars on 2024-05-28.",
+            &[
+                7356, 5940, 216, 36, 34, 8358, 335, 216, 34, 32, 34, 36, 29, 32, 37, 29, 34, 40, 30,
+            ],
+            [14.117447853088379, 4.508028030395508, 7.664285659790039],
+            [6.598431587219238, 7.890294075012207, 15.204619407653809],
+            [198, 378, 669],
+        ),
+    ];
+    // Summation order differs over 30 layers: within 1e-3 of each logit's size.
+    let close = |ours: &[f32], torch: &[f64; 3]| {
+        ours.iter()
+            .zip(torch)
+            .all(|(&a, &b)| (f64::from(a) - b).abs() <= 1e-3 * b.abs().max(1.0))
+    };
+    for (text, ids, first, last, top) in transformers {
+        assert_eq!(tokenizer.encode(text).unwrap(), ids, "{text:?}");
+        let mut cache = KvCache::new(&mut k, &model, 1, ids.len()).unwrap();
+        let logits = model.prefill(&mut k, &mut cache, &[&ids[..1]]).unwrap();
+        assert!(
+            close(&logits[..3], &first),
+            "{text:?} first: {:?}",
+            &logits[..3]
+        );
+        let logits = model.prefill(&mut k, &mut cache, &[ids]).unwrap();
+        assert!(
+            close(&logits[..3], &last),
+            "{text:?} last: {:?}",
+            &logits[..3]
+        );
+        let mut order: Vec<u32> = (0..logits.len() as u32).collect();
+        order.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]));
+        assert_eq!(order[..3], top, "{text:?}");
+        cache.free(&mut k).unwrap();
+    }
+
     let mut policy = TransformerPolicy::inference(k, model);
     let prompt = tokenizer.encode("The capital of France is").unwrap();
     let params = SamplingParams {
