@@ -159,6 +159,33 @@ fn saves_and_loads_beside_a_model() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// The file's merges are `"a b"` strings, which tokenizers 0.19 (transformers 4.44)
+/// also reads, not the `["a", "b"]` pairs the library writes since 0.20; the rest of the
+/// file is the library's own text.
+#[test]
+fn merges_are_written_as_strings_every_tokenizers_version_reads() {
+    let tokenizer = small_tokenizer();
+    let json = tokenizer.to_json().unwrap();
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let merges = value["model"]["merges"].as_array().unwrap();
+    assert!(merges.len() > 100, "{} merges", merges.len());
+    assert!(
+        merges
+            .iter()
+            .all(|m| m.as_str().is_some_and(|m| m.split(' ').count() == 2)),
+        "{:?}",
+        &merges[..3]
+    );
+    let reloaded = Tokenizer::from_json(&json).unwrap();
+    let text = "def skill(a: str) -> str:\n    return a * 2 [\"]\" 🎉";
+    assert_eq!(
+        reloaded.encode(text).unwrap(),
+        tokenizer.encode(text).unwrap()
+    );
+    // The text before the merges is the library's own, pretty-printed.
+    assert!(json.starts_with("{\n  \"version\""), "{}", &json[..40]);
+}
+
 /// A Qwen2-style `tokenizer.json` written by hand: NFC normalizer, regex split then
 /// byte level, merges as "a b" strings, and the special tokens as added tokens after
 /// the model's vocabulary.

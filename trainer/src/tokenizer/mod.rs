@@ -95,14 +95,18 @@ impl Tokenizer {
         Tokenizer::from_inner(inner, path)
     }
 
-    /// The tokenizer as `tokenizer.json` text (deterministic for a given tokenizer).
+    /// The tokenizer as `tokenizer.json` text (deterministic for a given tokenizer), BPE
+    /// merges written as `"a b"` strings where that is unambiguous, so every version of
+    /// the tokenizers library reads it (see [`merges_as_strings`]).
     pub fn to_json(&self) -> Result<String, TokenizerError> {
-        self.inner
+        let json = self
+            .inner
             .to_string(true)
             .map_err(|e| TokenizerError::Write {
                 path: PathBuf::from("<memory>"),
                 message: e.to_string(),
-            })
+            })?;
+        Ok(merges_as_strings(&json).unwrap_or(json))
     }
 
     /// Writes the tokenizer to `path` atomically: a temporary file beside it is
@@ -217,5 +221,63 @@ impl Tokenizer {
     /// form, e.g. `Ġ` for a space).
     pub fn id_to_token(&self, id: u32) -> Option<String> {
         self.inner.id_to_token(id)
+    }
+}
+
+/// `json` (a `tokenizer.json`) with its BPE merges written as `"a b"` strings instead of
+/// `["a", "b"]` pairs, the rest of the text unchanged; `None` when there is nothing to
+/// rewrite or a pair cannot be written so (a token holding a space, as byte-level BPE
+/// tokens never do). The tokenizers library writes pairs since 0.20, which its earlier
+/// versions (0.19, the one transformers 4.44 requires) cannot parse; every version reads
+/// the strings.
+fn merges_as_strings(json: &str) -> Option<String> {
+    let key = "\"merges\": [";
+    let open = json.rfind(key)? + key.len() - 1;
+    // The matching bracket, skipping brackets inside strings.
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut close = None;
+    for (offset, byte) in json.as_bytes()[open..].iter().enumerate() {
+        match (in_string, escaped, byte) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (true, false, b'"') => in_string = false,
+            (true, false, _) => {}
+            (false, _, b'"') => in_string = true,
+            (false, _, b'[') => depth += 1,
+            (false, _, b']') => {
+                depth -= 1;
+                if depth == 0 {
+                    close = Some(open + offset);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let close = close?;
+    let pairs: Vec<(String, String)> = serde_json::from_str(&json[open..=close]).ok()?;
+    let merges = pairs
+        .iter()
+        .map(|(a, b)| (!a.contains(' ') && !b.contains(' ')).then(|| format!("{a} {b}")))
+        .collect::<Option<Vec<String>>>()?;
+    let merges = serde_json::to_string(&merges).ok()?;
+    Some(format!("{}{merges}{}", &json[..open], &json[close + 1..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merges_as_strings;
+
+    #[test]
+    fn merge_pairs_become_strings_and_brackets_in_strings_are_skipped() {
+        let json = "{\"model\": {\"vocab\": {\"[\": 0}, \"merges\": [[\"[\", \"]\\\"\"], [\"a\", \"b\"]]}, \"z\": 1}";
+        assert_eq!(
+            merges_as_strings(json).unwrap(),
+            "{\"model\": {\"vocab\": {\"[\": 0}, \"merges\": [\"[ ]\\\"\",\"a b\"]}, \"z\": 1}"
+        );
+        // Already strings, or a token with a space: left as they are.
+        assert_eq!(merges_as_strings("{\"merges\": [\"a b\"]}"), None);
+        assert_eq!(merges_as_strings("{\"merges\": [[\"a c\", \"b\"]]}"), None);
+        assert_eq!(merges_as_strings("{\"merges\": [[\"a\", \"b\"]"), None);
     }
 }
