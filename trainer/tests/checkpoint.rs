@@ -190,7 +190,7 @@ fn save_policy(
         tokenizer,
         state,
         library: None,
-        generation_config: None,
+        carried: None,
     };
     checkpoint::save(
         k,
@@ -228,7 +228,7 @@ fn every_part_round_trips_exactly() {
         tokenizer: &tokenizer,
         state: &state,
         library: Some(&library),
-        generation_config: None,
+        carried: None,
     };
     let dir = checkpoint::save(k, &checkpoints, 3, &parts, None).unwrap();
     assert_eq!(dir, checkpoints.join("step-000003"));
@@ -280,7 +280,7 @@ fn optional_parts_stay_absent() {
         tokenizer: &tokenizer,
         state: &state_at(0),
         library: None,
-        generation_config: None,
+        carried: None,
     };
     let dir = checkpoint::save(&mut k, &checkpoints, 0, &parts, None).unwrap();
     assert!(!dir.join(OPTIMIZER_FILE).exists());
@@ -587,7 +587,7 @@ fn a_tokenizer_larger_than_the_model_vocabulary_is_refused() {
         tokenizer: &large,
         state: &state_at(0),
         library: None,
-        generation_config: None,
+        carried: None,
     };
     let error = checkpoint::save(&mut k, &checkpoints, 1, &parts, None)
         .err()
@@ -598,8 +598,8 @@ fn a_tokenizer_larger_than_the_model_vocabulary_is_refused() {
 
 /// A checkpoint holds what Hugging Face tools read beside the tokenizer: the ChatML
 /// chat template with `<|im_end|>` as the end of a turn, and a generation config that
-/// stops there; a generation config given by the run (its `--init` model's) is carried
-/// over as it is.
+/// stops there; the files of the run's `--init` model (its tokenizer and generation
+/// configs, its config's special-token ids) are kept as they are.
 #[test]
 fn checkpoints_carry_the_hugging_face_tokenizer_and_generation_configs() {
     let tokenizer = tokenizer(300);
@@ -607,9 +607,10 @@ fn checkpoints_carry_the_hugging_face_tokenizer_and_generation_configs() {
     let mut policy = fresh_policy(tokenizer.vocab_size(), 8);
     let checkpoints = scratch("hf-files");
     let dir = save_policy(&mut policy, &tokenizer, &checkpoints, 1, &state_at(1), None);
-    let read = |name: &str| -> serde_json::Value {
+    let read_in = |dir: &std::path::Path, name: &str| -> serde_json::Value {
         serde_json::from_slice(&fs::read(dir.join(name)).unwrap()).unwrap()
     };
+    let read = |name: &str| read_in(&dir, name);
     let config = read(TOKENIZER_CONFIG_FILE);
     assert_eq!(config["eos_token"], "<|im_end|>");
     assert_eq!(config["pad_token"], "<|endoftext|>");
@@ -620,7 +621,25 @@ fn checkpoints_carry_the_hugging_face_tokenizer_and_generation_configs() {
         serde_json::json!([special.im_end, special.end_of_text])
     );
 
-    let carried = serde_json::json!({"eos_token_id": 7, "temperature": 0.7, "top_p": 0.8});
+    // A pretrained model's own files, as an --init directory holds them.
+    let source = scratch("hf-files-source");
+    let generation = serde_json::json!({"eos_token_id": 7, "temperature": 0.7, "top_p": 0.8});
+    let own_tokenizer = serde_json::json!({
+        "chat_template": "{{ 'You are a helpful assistant' }}", "bos_token": "<|endoftext|>",
+    });
+    fs::write(source.join(GENERATION_CONFIG_FILE), generation.to_string()).unwrap();
+    fs::write(
+        source.join(TOKENIZER_CONFIG_FILE),
+        own_tokenizer.to_string(),
+    )
+    .unwrap();
+    fs::write(
+        source.join("config.json"),
+        r#"{"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": null, "hidden_size": 8}"#,
+    )
+    .unwrap();
+    let carried = checkpoint::CarriedFiles::read(&source).unwrap();
+    assert_eq!(carried.config_token_ids.len(), 2, "{carried:?}");
     let (k, model, optimizer) = policy.parts_mut();
     let parts = CheckpointParts {
         model,
@@ -628,13 +647,25 @@ fn checkpoints_carry_the_hugging_face_tokenizer_and_generation_configs() {
         tokenizer: &tokenizer,
         state: &state_at(2),
         library: None,
-        generation_config: Some(&carried),
+        carried: Some(&carried),
     };
     let dir = checkpoint::save(k, &checkpoints, 2, &parts, None).unwrap();
     assert_eq!(
         checkpoint::read_generation_config(&dir).unwrap(),
-        Some(carried)
+        Some(generation)
     );
+    assert_eq!(read_in(&dir, TOKENIZER_CONFIG_FILE), own_tokenizer);
+    let config = read_in(&dir, "config.json");
+    assert_eq!(
+        (
+            config["bos_token_id"].clone(),
+            config["eos_token_id"].clone()
+        ),
+        (1.into(), 2.into())
+    );
+    assert_eq!(config["hidden_size"], 8, "the model's own config otherwise");
+    sage_trainer::weights::read_config(&dir.join("config.json")).expect("still a valid config");
+    fs::remove_dir_all(&source).unwrap();
     assert_eq!(
         checkpoint::read_generation_config(&checkpoints).unwrap(),
         None

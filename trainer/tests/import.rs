@@ -533,6 +533,15 @@ fn every_type_dequantizes_to_the_formats_values_and_q_k_rows_are_unpermuted() {
             .unwrap();
     assert_eq!(config_json["chat_template"], "{{ messages }}");
     assert_eq!(config_json["eos_token"], "<|im_end|>");
+    let model_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(
+        (
+            model_json["bos_token_id"].clone(),
+            model_json["eos_token_id"].clone()
+        ),
+        (1.into(), 2.into())
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -2,12 +2,14 @@
 //! `tokenizer_config.json` (the ChatML chat template and the special tokens, so that
 //! `AutoTokenizer` reports `<|im_end|>` as the end of a turn and
 //! `apply_chat_template` renders the text this project trains on) and
-//! `generation_config.json` (when to stop generating; copied from the model a run
-//! started from when that model had one).
+//! `generation_config.json` (when to stop generating). A run that starts from a model
+//! directory keeps that model's own files ([`CarriedFiles`]): its tokenizer
+//! configuration (chat template, system prompt, bos and unk tokens), its generation
+//! configuration, and the special-token ids of its `config.json`.
 
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::{read_json, write_json, CheckpointError};
 use crate::tokenizer::Tokenizer;
@@ -52,24 +54,80 @@ pub fn default_generation_config(tokenizer: &Tokenizer) -> Value {
 
 /// The `generation_config.json` of the model directory `dir`, if it has one.
 pub fn read_generation_config(dir: &Path) -> Result<Option<Value>, CheckpointError> {
-    let path = dir.join(GENERATION_CONFIG_FILE);
+    read_if_present(&dir.join(GENERATION_CONFIG_FILE))
+}
+
+/// The JSON file at `path`, if there is one.
+fn read_if_present(path: &Path) -> Result<Option<Value>, CheckpointError> {
     if path.is_file() {
-        read_json(&path).map(Some)
+        read_json(path).map(Some)
     } else {
         Ok(None)
     }
 }
 
-/// Writes both files into `dir`: `generation` when given, else the default.
+/// The special-token ids a `config.json` may hold.
+const CONFIG_TOKEN_IDS: [&str; 3] = ["bos_token_id", "eos_token_id", "pad_token_id"];
+
+/// The Hugging Face files of the model a run started from, which its checkpoints keep.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CarriedFiles {
+    /// Its `generation_config.json`.
+    pub generation_config: Option<Value>,
+    /// Its `tokenizer_config.json`.
+    pub tokenizer_config: Option<Value>,
+    /// The special-token ids of its `config.json` (`bos_token_id`, `eos_token_id`,
+    /// `pad_token_id`, those it has).
+    pub config_token_ids: Map<String, Value>,
+}
+
+impl CarriedFiles {
+    /// The files of the model directory `dir` (each absent one stays `None`).
+    pub fn read(dir: &Path) -> Result<CarriedFiles, CheckpointError> {
+        let config = read_if_present(&dir.join(crate::weights::CONFIG_FILE))?;
+        let config_token_ids = CONFIG_TOKEN_IDS
+            .iter()
+            .filter_map(|&key| {
+                let value = config.as_ref()?.get(key)?;
+                (!value.is_null()).then(|| (key.to_owned(), value.clone()))
+            })
+            .collect();
+        Ok(CarriedFiles {
+            generation_config: read_generation_config(dir)?,
+            tokenizer_config: read_if_present(&dir.join(TOKENIZER_CONFIG_FILE))?,
+            config_token_ids,
+        })
+    }
+}
+
+/// Writes both files into `dir`, the carried ones where given, else the defaults, and
+/// adds the carried special-token ids to the `config.json` already written there.
 pub(super) fn write_hf_files(
     dir: &Path,
     tokenizer: &Tokenizer,
-    generation: Option<&Value>,
+    carried: Option<&CarriedFiles>,
 ) -> Result<(), CheckpointError> {
-    write_json(&dir.join(TOKENIZER_CONFIG_FILE), &tokenizer_config())?;
-    let generation = match generation {
-        Some(config) => config.clone(),
-        None => default_generation_config(tokenizer),
-    };
-    write_json(&dir.join(GENERATION_CONFIG_FILE), &generation)
+    let carried_or = |file: Option<&Value>, default: Value| file.cloned().unwrap_or(default);
+    let tokenizer_file = carried_or(
+        carried.and_then(|c| c.tokenizer_config.as_ref()),
+        tokenizer_config(),
+    );
+    write_json(&dir.join(TOKENIZER_CONFIG_FILE), &tokenizer_file)?;
+    let generation = carried_or(
+        carried.and_then(|c| c.generation_config.as_ref()),
+        default_generation_config(tokenizer),
+    );
+    write_json(&dir.join(GENERATION_CONFIG_FILE), &generation)?;
+    if let Some(ids) = carried
+        .map(|c| &c.config_token_ids)
+        .filter(|ids| !ids.is_empty())
+    {
+        let path = dir.join(crate::weights::CONFIG_FILE);
+        let mut config: Value = read_json(&path)?;
+        if let Some(fields) = config.as_object_mut() {
+            fields.extend(ids.clone());
+        }
+        write_json(&path, &config)?;
+    }
+    Ok(())
 }

@@ -43,8 +43,8 @@ use crate::weights::{load_model, read_config, save_model, SaveOptions, CONFIG_FI
 pub use dirs::step_dir_name;
 pub use error::CheckpointError;
 pub use hf_files::{
-    default_generation_config, read_generation_config, tokenizer_config, CHATML_TEMPLATE,
-    GENERATION_CONFIG_FILE, TOKENIZER_CONFIG_FILE,
+    default_generation_config, read_generation_config, tokenizer_config, CarriedFiles,
+    CHATML_TEMPLATE, GENERATION_CONFIG_FILE, TOKENIZER_CONFIG_FILE,
 };
 
 /// The optimizer's state in a checkpoint.
@@ -85,9 +85,9 @@ pub struct CheckpointParts<'a, T> {
     pub state: &'a T,
     /// The skill library, when the run keeps one.
     pub library: Option<&'a HashSkillLibrary>,
-    /// The `generation_config.json` of the model the run started from, to carry over;
-    /// `None` writes the default one.
-    pub generation_config: Option<&'a serde_json::Value>,
+    /// The Hugging Face files of the model the run started from, to keep; `None` (or a
+    /// file it lacks) writes the defaults.
+    pub carried: Option<&'a CarriedFiles>,
 }
 
 /// A loaded checkpoint, its model and optimizer in the backend.
@@ -170,7 +170,7 @@ fn write_parts<K: Kernels, T: Serialize>(
     let tokenizer_path = dir.join(TOKENIZER_FILE);
     parts.tokenizer.save(&tokenizer_path)?;
     dirs::sync_file(&tokenizer_path)?;
-    hf_files::write_hf_files(dir, parts.tokenizer, parts.generation_config)?;
+    hf_files::write_hf_files(dir, parts.tokenizer, parts.carried)?;
     write_json(&dir.join(STATE_FILE), parts.state)?;
     if let Some(optimizer) = parts.optimizer {
         let path = dir.join(OPTIMIZER_FILE);

@@ -239,21 +239,21 @@ struct StepSink {
     run_dir: PathBuf,
     every: u64,
     keep: Option<NonZeroUsize>,
-    /// The `generation_config.json` of the model the run started from, if it had one.
-    generation_config: Option<serde_json::Value>,
+    /// The Hugging Face files of the model the run started from, if it started from one.
+    carried: Option<checkpoint::CarriedFiles>,
 }
 
 impl StepSink {
     /// A sink writing `RUN_DIR/metrics/sft.{jsonl,csv}`; on resume from step `step`, the
-    /// rows up to that step are kept. Checkpoints carry over the `generation_config.json`
-    /// of `source`, the model directory the run started from, when it has one.
+    /// rows up to that step are kept. Checkpoints keep the Hugging Face files of
+    /// `source`, the model directory the run started from ([`checkpoint::CarriedFiles`]).
     fn new(
         config: &RunConfig,
         resumed_at: Option<u64>,
         source: Option<&Path>,
     ) -> Result<StepSink, PipelineError> {
-        let generation_config = match source {
-            Some(dir) => checkpoint::read_generation_config(dir).map_err(failed("init"))?,
+        let carried = match source {
+            Some(dir) => Some(checkpoint::CarriedFiles::read(dir).map_err(failed("init"))?),
             None => None,
         };
         let dir = config.run.dir.join("metrics");
@@ -274,7 +274,7 @@ impl StepSink {
             run_dir: checkpoint_dir(config),
             every: config.run.checkpoint_every,
             keep: NonZeroUsize::new(config.run.keep_checkpoints),
-            generation_config,
+            carried,
         })
     }
 
@@ -325,7 +325,7 @@ impl StepSink {
             tokenizer,
             state: &state,
             library: None,
-            generation_config: self.generation_config.as_ref(),
+            carried: self.carried.as_ref(),
         };
         checkpoint::save(k, &self.run_dir, state.step, &parts, self.keep)
             .map_err(failed("checkpoint"))

@@ -88,7 +88,7 @@ pub(super) fn train<K: Kernels>(
         let model = load_model(&mut k, &init).map_err(failed("init"))?;
         (model, tokenizer, None, RlState::default(), init)
     };
-    let generation_config = checkpoint::read_generation_config(&source).map_err(failed("init"))?;
+    let carried = checkpoint::CarriedFiles::read(&source).map_err(failed("init"))?;
     let policy = match optimizer {
         Some(optimizer) => TransformerPolicy::with_optimizer(k, model, optimizer),
         None => {
@@ -151,7 +151,7 @@ pub(super) fn train<K: Kernels>(
                 tokenizer: &tokenizer,
                 state: trainer.state(),
                 library: None,
-                generation_config: generation_config.as_ref(),
+                carried: Some(&carried),
             };
             checkpoint::save(k, &checkpoints, stats.step, &parts, keep)
                 .map(|_| ())

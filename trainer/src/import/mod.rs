@@ -121,8 +121,21 @@ pub fn import_gguf(
             serde_json::to_string_pretty(json).map_err(|e| ImportError::Format(e.to_string()))?;
         write_atomic(&path, text.as_bytes()).map_err(|e| ImportError::Io(path.clone(), e))?;
     }
-    // Written last: a directory with a config.json holds a whole model.
-    write_config(&out.join(CONFIG_FILE), &config, dtype).map_err(ImportError::Weights)?;
+    // Written last: a directory with a config.json holds a whole model. Its
+    // special-token ids are the tokenizer's, as transformers' configs carry them.
+    let config_path = out.join(CONFIG_FILE);
+    write_config(&config_path, &config, dtype).map_err(ImportError::Weights)?;
+    let text = std::fs::read_to_string(&config_path)
+        .map_err(|e| ImportError::Io(config_path.clone(), e))?;
+    let mut config_json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| ImportError::Format(e.to_string()))?;
+    if let (Some(fields), Some(ids)) = (config_json.as_object_mut(), tokenizer.ids.as_object()) {
+        fields.extend(ids.clone());
+    }
+    let text = serde_json::to_string_pretty(&config_json)
+        .map_err(|e| ImportError::Format(e.to_string()))?;
+    write_atomic(&config_path, text.as_bytes())
+        .map_err(|e| ImportError::Io(config_path.clone(), e))?;
     Ok(ImportSummary {
         architecture,
         config,

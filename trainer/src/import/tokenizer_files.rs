@@ -27,6 +27,9 @@ pub struct TokenizerFiles {
     pub config: Json,
     /// `generation_config.json`.
     pub generation: Json,
+    /// The special-token ids for `config.json` (`bos_token_id`, `eos_token_id`,
+    /// `pad_token_id`, those the file names).
+    pub ids: Json,
 }
 
 /// Rebuilds the tokenizer of `file`; `context` is the model's context length.
@@ -150,10 +153,15 @@ pub fn tokenizer_files(file: &GgufFile, context: usize) -> Result<TokenizerFiles
     if let Some((id, _)) = &eos {
         generation.insert("eos_token_id".into(), json!(id));
     }
+    let mut ids = generation.clone();
+    if let Some((id, _)) = &pad {
+        ids.insert("pad_token_id".into(), json!(id));
+    }
     Ok(TokenizerFiles {
         tokenizer,
         config,
         generation: Json::Object(generation),
+        ids: Json::Object(ids),
     })
 }
 
