@@ -27,7 +27,7 @@ pub use quant::TensorType;
 
 use crate::files::write_atomic;
 use crate::weights::{
-    write_config, write_safetensors, Dtype, WeightsError, CONFIG_FILE, SINGLE_FILE,
+    write_config_with, write_safetensors, Dtype, WeightsError, CONFIG_FILE, SINGLE_FILE,
 };
 
 /// Why a GGUF file could not be imported.
@@ -123,19 +123,8 @@ pub fn import_gguf(
     }
     // Written last: a directory with a config.json holds a whole model. Its
     // special-token ids are the tokenizer's, as transformers' configs carry them.
-    let config_path = out.join(CONFIG_FILE);
-    write_config(&config_path, &config, dtype).map_err(ImportError::Weights)?;
-    let text = std::fs::read_to_string(&config_path)
-        .map_err(|e| ImportError::Io(config_path.clone(), e))?;
-    let mut config_json: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| ImportError::Format(e.to_string()))?;
-    if let (Some(fields), Some(ids)) = (config_json.as_object_mut(), tokenizer.ids.as_object()) {
-        fields.extend(ids.clone());
-    }
-    let text = serde_json::to_string_pretty(&config_json)
-        .map_err(|e| ImportError::Format(e.to_string()))?;
-    write_atomic(&config_path, text.as_bytes())
-        .map_err(|e| ImportError::Io(config_path.clone(), e))?;
+    write_config_with(&out.join(CONFIG_FILE), &config, dtype, &tokenizer.ids)
+        .map_err(ImportError::Weights)?;
     Ok(ImportSummary {
         architecture,
         config,

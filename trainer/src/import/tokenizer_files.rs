@@ -29,7 +29,7 @@ pub struct TokenizerFiles {
     pub generation: Json,
     /// The special-token ids for `config.json` (`bos_token_id`, `eos_token_id`,
     /// `pad_token_id`, those the file names).
-    pub ids: Json,
+    pub ids: Map<String, Json>,
 }
 
 /// Rebuilds the tokenizer of `file`; `context` is the model's context length.
@@ -161,7 +161,7 @@ pub fn tokenizer_files(file: &GgufFile, context: usize) -> Result<TokenizerFiles
         tokenizer,
         config,
         generation: Json::Object(generation),
-        ids: Json::Object(ids),
+        ids,
     })
 }
 

@@ -59,8 +59,23 @@ pub fn read_config(path: &Path) -> Result<ModelConfig, WeightsError> {
 /// Writes `config` as a Hugging Face `config.json` whose weights are stored as `dtype`:
 /// Qwen2 when the model has q/k/v bias, Llama when it has none.
 pub fn write_config(path: &Path, config: &ModelConfig, dtype: Dtype) -> Result<(), WeightsError> {
-    let mut text = serde_json::to_string_pretty(&config_json(config, dtype))
-        .map_err(|e| WeightsError::config(path, e))?;
+    write_config_with(path, config, dtype, &Map::new())
+}
+
+/// [`write_config`], with `extra` fields (a tokenizer's `bos_token_id`, say) added to the
+/// JSON object.
+pub fn write_config_with(
+    path: &Path,
+    config: &ModelConfig,
+    dtype: Dtype,
+    extra: &Map<String, Value>,
+) -> Result<(), WeightsError> {
+    let mut json = config_json(config, dtype);
+    if let Some(fields) = json.as_object_mut() {
+        fields.extend(extra.clone());
+    }
+    let mut text =
+        serde_json::to_string_pretty(&json).map_err(|e| WeightsError::config(path, e))?;
     text.push('\n');
     std::fs::write(path, text).map_err(|e| WeightsError::io(path, e))
 }

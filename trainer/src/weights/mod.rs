@@ -27,7 +27,7 @@ mod tensor_file;
 #[cfg(all(test, feature = "cpu"))]
 mod tests;
 
-pub use config_json::{read_config, write_config};
+pub use config_json::{read_config, write_config, write_config_with};
 pub use dtype::Dtype;
 pub use error::WeightsError;
 pub use load::{load_model, load_params};
