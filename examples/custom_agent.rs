@@ -63,7 +63,7 @@ impl ReplayAgent {
         scenarios: &[&Arc<BuiltScenario>],
     ) -> Result<Self, Box<dyn Error>> {
         let expert = Expert::new(ExpertConfig::new(ExpertMode::Skills));
-        let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default());
+        let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default())?;
         let mut turns = HashMap::new();
         for scenario in scenarios {
             for task in expert.solve(&mut env, scenario)?.tasks {
@@ -234,7 +234,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         }),
         None => Box::new(ReplayAgent::new(&catalog, &scenarios)?),
     };
-    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default());
+    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default())?;
     let mut library = HashSkillLibrary::new();
     let mut retriever = Retriever::new(
         RetrievalMode::SameScenario,

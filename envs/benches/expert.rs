@@ -86,8 +86,7 @@ fn world_rows(catalog: &Arc<Catalog>, isolation: Isolation, batch: Duration) {
         isolation,
         ..EnvConfig::default()
     };
-    let mut env = WorldEnv::new(catalog.clone(), config);
-    assert_eq!(env.isolation(), isolation, "no sandbox worker program");
+    let mut env = WorldEnv::new(catalog.clone(), config).expect("a sandbox worker program");
     let scenario = catalog.split(Split::Train)[0].clone();
     let skills = Expert::new(ExpertConfig::new(ExpertMode::Skills))
         .solve(&mut env, &scenario)

@@ -162,6 +162,31 @@ fn measure(sandbox: &mut Sandbox) -> Vec<f64> {
     figures
 }
 
+/// Characters of the string [`large_frame`] sends to the host and back.
+const LARGE_CHARS: usize = 32_000_000;
+
+/// Median milliseconds of one execution that passes a 32 MB string of control
+/// characters to `apis.util.echo` and gets it back (with the heap and argument limits
+/// raised to let it through): through a worker, one JSON frame of 192 MB each way
+/// (`\u0001` per character).
+fn large_frame(sandbox: &mut Sandbox) -> f64 {
+    let mut host = FakeHost::new();
+    let code = format!(
+        "s = \"\".join([chr(1) * 1000000] * {})\nprint(len(apis.util.echo(value=s)))",
+        LARGE_CHARS / 1_000_000
+    );
+    let time = harness::median_time(
+        || {
+            sandbox.reset();
+            let outcome = sandbox.execute(&code, &mut host);
+            assert_eq!(outcome.observation(), format!("{LARGE_CHARS}\n"));
+        },
+        5,
+        Duration::ZERO,
+    );
+    time.as_secs_f64() * 1e3
+}
+
 fn main() {
     let limits = Limits {
         max_api_calls_per_execution: CALLS as u32,
@@ -200,4 +225,24 @@ fn main() {
             target
         );
     }
+    let limits = Limits {
+        max_heap_bytes: 256 << 20,
+        max_api_value_bytes: 256 << 20,
+        wall_clock: Duration::from_secs(30),
+        ..Limits::default()
+    };
+    let in_process = large_frame(&mut Sandbox::new(limits.clone()));
+    let mut worker = Sandbox::with_worker_program(limits, WORKER)
+        .unwrap_or_else(|e| panic!("the worker {WORKER} does not start: {e}"));
+    let isolated = large_frame(&mut worker);
+    let frame_bytes =
+        serde_json::to_string(&"\u{1}".repeat(LARGE_CHARS)).map_or(0, |json| json.len());
+    println!(
+        "| {:<60} | {:>9.1} ms | {:>9.1} ms | {:>6.2} | {} bytes of JSON each way |",
+        "a 32 MB string to an API and back",
+        in_process,
+        isolated,
+        isolated / in_process,
+        frame_bytes
+    );
 }

@@ -33,7 +33,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         other => return Err(format!("unknown mode {other:?}").into()),
     };
     let catalog = Arc::new(Catalog::build_splits(&CatalogConfig::default(), &[split])?);
-    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default());
+    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default())?;
     let mut file = BufWriter::new(File::create(out)?);
     let (mut kept, mut dropped) = (0, 0);
     for mode in modes {

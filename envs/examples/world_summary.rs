@@ -23,7 +23,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         catalog.scenarios().len(),
         start.elapsed()
     );
-    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default());
+    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default())?;
     println!(
         "| {:<14} | {:>9} | {:>9} | {:>5} | {:<46} | {:>4} | {:>15} | {:>15} | {:>11} | {:>11} |",
         "split",

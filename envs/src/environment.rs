@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::sandbox::{Isolation, Limits, Sandbox};
+use crate::sandbox::{Isolation, IsolationError, Limits, Sandbox};
 use crate::scenarios::{evaluate, Catalog, Report, ScenarioError, TaskRef};
 use crate::turn::{load_library, used_and_saved};
 use crate::world::{Db, World};
@@ -33,6 +33,11 @@ pub const NO_CODE_OBSERVATION: &str =
 /// What the agent sees after code that printed nothing and raised no error.
 pub const EMPTY_OUTPUT_OBSERVATION: &str = "(the code ran without error and printed nothing)";
 
+/// What the agent is told, after the error, when the execution that called
+/// `complete_task` was stopped by the sandbox.
+pub const WITHDRAWN_OBSERVATION: &str =
+    "\nThe task is not complete: the code that called complete_task was stopped before it ended.";
+
 /// Settings of a [`WorldEnv`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EnvConfig {
@@ -40,7 +45,9 @@ pub struct EnvConfig {
     pub max_turns: u32,
     /// The sandbox's resource limits.
     pub limits: Limits,
-    /// Where agent code runs: in a worker process (the default), or in-process.
+    /// Where agent code runs: in a worker process (the default: [`WorldEnv::new`] fails
+    /// when there is no worker program), or in-process (an explicit opt-in for trusted
+    /// code and tests).
     pub isolation: Isolation,
 }
 
@@ -63,6 +70,8 @@ pub enum EnvError {
     NoEpisode,
     /// `step` after the episode ended.
     EpisodeOver,
+    /// No sandbox worker process for agent code (the message says how to provide one).
+    Isolation(IsolationError),
 }
 
 impl fmt::Display for EnvError {
@@ -71,6 +80,7 @@ impl fmt::Display for EnvError {
             EnvError::UnknownTask(e) => write!(f, "unknown task: {e}"),
             EnvError::NoEpisode => write!(f, "no episode: call reset first"),
             EnvError::EpisodeOver => write!(f, "the episode is over: call reset to start another"),
+            EnvError::Isolation(e) => write!(f, "{e}"),
         }
     }
 }
@@ -97,15 +107,20 @@ pub struct WorldEnv {
 }
 
 impl WorldEnv {
-    /// An environment over the tasks of `catalog`.
-    pub fn new(catalog: Arc<Catalog>, config: EnvConfig) -> WorldEnv {
-        let sandbox = Sandbox::with_isolation(config.limits.clone(), config.isolation);
-        WorldEnv {
+    /// An environment over the tasks of `catalog`. With [`Isolation::Process`] (the
+    /// default) it needs a sandbox worker program and fails with
+    /// [`EnvError::Isolation`], saying how to provide one, when there is none: a program
+    /// that builds environments calls `sage_envs::sandbox::serve_worker_if_asked()`
+    /// first thing in `main`.
+    pub fn new(catalog: Arc<Catalog>, config: EnvConfig) -> Result<WorldEnv, EnvError> {
+        let sandbox = Sandbox::with_isolation(config.limits.clone(), config.isolation)
+            .map_err(EnvError::Isolation)?;
+        Ok(WorldEnv {
             catalog,
             config,
             sandbox,
             episode: None,
-        }
+        })
     }
 
     /// The catalog it runs.
@@ -118,7 +133,7 @@ impl WorldEnv {
         &self.config
     }
 
-    /// Where agent code runs (after any fallback to in-process).
+    /// Where agent code runs.
     pub fn isolation(&self) -> Isolation {
         self.sandbox.isolation()
     }
@@ -200,7 +215,13 @@ impl Environment for WorldEnv {
                 ..StepResult::default()
             });
         }
+        let was_complete = episode.world.is_complete();
         let outcome = self.sandbox.execute(&response.code, &mut episode.world);
+        // A stopped execution never completes the task, whatever it called first.
+        let withdrawn = !was_complete && episode.world.is_complete() && outcome.stopped();
+        if withdrawn {
+            episode.world.withdraw_completion();
+        }
         episode.done = episode.world.is_complete() || episode.turns >= max_turns;
         let built = episode.task.task();
         let origin = Origin {
@@ -217,6 +238,9 @@ impl Environment for WorldEnv {
         let mut observation = outcome.observation();
         if observation.is_empty() {
             observation = EMPTY_OUTPUT_OBSERVATION.to_owned();
+        }
+        if withdrawn {
+            observation.push_str(WITHDRAWN_OBSERVATION);
         }
         Ok(StepResult {
             observation,

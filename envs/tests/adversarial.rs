@@ -573,10 +573,15 @@ fn shared_structures_cannot_flood_fail_and_string_builders_must_be_called() {
 
 #[test]
 fn api_arguments_are_measured_before_they_are_converted() {
-    let outcome = attack(
-        "s = \"x\" * 1000000\napis.util.echo(value=[s] * 100000)",
-        ExecErrorKind::Limit(LimitKind::Heap),
-    );
+    // 100 GB of JSON: refused at the argument limit (1 MiB), or at the heap limit when
+    // arguments may be larger than the heap.
+    let code = "s = \"x\" * 1000000\napis.util.echo(value=[s] * 100000)";
+    let outcome = attack(code, ExecErrorKind::Limit(LimitKind::ApiValueSize));
+    let message = outcome.error.map(|e| e.message).unwrap_or_default();
+    assert!(message.contains("argument `value`"), "{message}");
+    let mut unbounded = limits();
+    unbounded.max_api_value_bytes = usize::MAX;
+    let outcome = attack_with(unbounded, code, ExecErrorKind::Limit(LimitKind::Heap));
     let message = outcome.error.map(|e| e.message).unwrap_or_default();
     assert!(message.contains("argument `value`"), "{message}");
     let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());

@@ -25,7 +25,7 @@ fn catalog() -> Arc<Catalog> {
 }
 
 fn env() -> WorldEnv {
-    WorldEnv::new(catalog(), EnvConfig::default())
+    WorldEnv::new(catalog(), EnvConfig::default()).expect("a sandbox worker")
 }
 
 fn scenario(template: &str) -> Arc<BuiltScenario> {
@@ -94,7 +94,7 @@ fn the_turn_limit_ends_the_episode() {
         max_turns: 2,
         ..EnvConfig::default()
     };
-    let mut env = WorldEnv::new(catalog(), config);
+    let mut env = WorldEnv::new(catalog(), config).expect("a sandbox worker");
     env.reset(&task("notes_tag_count"), &[]).unwrap();
     assert!(!env.step(&code("x = 1")).unwrap().done);
     let last = env.step(&code("print(x + 1)")).unwrap();

@@ -21,7 +21,7 @@ fn catalog() -> Arc<Catalog> {
 }
 
 fn solve(config: ExpertConfig, scenario: &BuiltScenario) -> ScenarioRun {
-    let mut env = WorldEnv::new(catalog(), EnvConfig::default());
+    let mut env = WorldEnv::new(catalog(), EnvConfig::default()).expect("a sandbox worker");
     Expert::new(config)
         .solve(&mut env, scenario)
         .unwrap_or_else(|e| panic!("{}: {e}", scenario.scenario.id))
@@ -44,7 +44,7 @@ fn the_expert_passes_every_task_of_every_split_in_both_modes() {
         ..CatalogConfig::default()
     };
     let catalog = Arc::new(Catalog::build(&config).expect("the catalog builds"));
-    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default());
+    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default()).expect("a sandbox worker");
     for split in Split::ALL {
         let scenarios = catalog.split(split);
         assert!(
@@ -354,7 +354,7 @@ fn mixed_mode_makes_writing_and_reusing_a_skill_a_choice() {
         ..CatalogConfig::default()
     };
     let catalog = Arc::new(Catalog::build(&config).expect("the catalog builds"));
-    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default());
+    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default()).expect("a sandbox worker");
     let scenarios = catalog.split(Split::Train);
     for skill_share in [0.3, 0.7] {
         let expert = Expert::new(ExpertConfig {

@@ -34,15 +34,11 @@ fn scenario() -> Arc<BuiltScenario> {
     catalog().scenarios()[0].clone()
 }
 
-/// An environment whose agent code runs in worker processes (the test fails rather
-/// than silently testing the in-process fallback).
+/// An environment whose agent code runs in worker processes (the default, which has no
+/// in-process fallback).
 fn env() -> WorldEnv {
-    let env = WorldEnv::new(catalog(), EnvConfig::default());
-    assert_eq!(
-        env.isolation(),
-        Isolation::Process,
-        "no sandbox worker: build the sage-sandbox-worker binary"
-    );
+    let env = WorldEnv::new(catalog(), EnvConfig::default()).expect("a sandbox worker");
+    assert_eq!(env.isolation(), Isolation::Process);
     env
 }
 
@@ -250,4 +246,52 @@ fn agent_code_cannot_shadow_globals_or_save_computing_defaults() {
         .expect("step");
     assert_eq!(fine.observation, "2\n");
     assert_eq!(fine.saved.len(), 1);
+}
+
+#[test]
+fn large_values_never_stall_the_trainer_or_complete_the_task() {
+    let mut env = env();
+    for attack in [
+        "s = \"\".join([\"x\" * 1000000] * 32)\napis.supervisor.complete_task(answer=[s, s])",
+        "s = \"\".join([\"x\" * 1000000] * 32)\napis.supervisor.show_profile(x=s)",
+    ] {
+        let observation = contained(&mut env, attack);
+        assert!(
+            observation.contains("larger than 1048576 bytes"),
+            "{observation}"
+        );
+    }
+}
+
+#[test]
+fn an_execution_stopped_after_complete_task_does_not_complete_it() {
+    let mut env = env();
+    let task = scenario().tasks[0].task.clone();
+    for attack in [
+        // Stopped by a deterministic limit after the call...
+        "apis.supervisor.complete_task(answer=1)\nfor i in range(100000000):\n    pass",
+        // ...and by the worker's process limits.
+        "apis.supervisor.complete_task(answer=1)\nx = [set(range(1000000)) for i in range(999)]",
+    ] {
+        env.reset(&task, &[]).expect("reset");
+        let start = Instant::now();
+        let step = env.step(&code(attack)).expect("step");
+        assert!(start.elapsed() < TURN_BUDGET);
+        assert!(!step.done, "the episode ended:\n{}", step.observation);
+        assert!(!env.world().expect("an episode").is_complete());
+        assert!(
+            step.observation
+                .ends_with(sage_envs::environment::WITHDRAWN_OBSERVATION),
+            "{}",
+            step.observation
+        );
+    }
+    // Code that raises its own error after the call still completed the task.
+    env.reset(&task, &[]).expect("reset");
+    let step = env
+        .step(&code(
+            "apis.supervisor.complete_task(answer=1)\nfail(\"after\")",
+        ))
+        .expect("step");
+    assert!(step.done && env.world().expect("an episode").is_complete());
 }

@@ -191,3 +191,113 @@ fn a_hostile_skill_is_refused_without_harm() {
     let outcome = sandbox.execute("print(double(4))", &mut host);
     assert_eq!(outcome.observation(), "8\n");
 }
+
+/// Both kinds of sandbox, for tests whose outcome must not depend on where code runs.
+fn both(limits: Limits) -> [Sandbox; 2] {
+    [Sandbox::new(limits.clone()), isolated(limits)]
+}
+
+#[test]
+fn large_api_arguments_are_refused_before_anything_is_sent() {
+    // 83 bytes of code make a 32 MB string; passing it (or a list of it twice, as
+    // `complete_task`'s answer) to an API once stalled the trainer's thread for 45 s.
+    let attacks = [
+        (
+            "s = \"\".join([\"x\" * 1000000] * 32)\napis.util.echo(value=s)",
+            "value",
+        ),
+        (
+            "s = \"\".join([\"x\" * 1000000] * 32)\napis.util.echo(value=[s, s])",
+            "value",
+        ),
+        (
+            "s = \"\".join([\"x\" * 1000000] * 32)\napis.util.tag(flag=True, labels=[s])",
+            "labels",
+        ),
+    ];
+    let limits = limits();
+    let mut host = FakeHost::new();
+    for (code, argument) in attacks {
+        // Fresh sessions: each attack's string alone is half the heap limit.
+        let [mut in_process, mut worker] = both(limits.clone());
+        let a = in_process.execute(code, &mut host);
+        let start = Instant::now();
+        let b = worker.execute(code, &mut host);
+        let elapsed = start.elapsed();
+        assert_eq!(a, b, "outcomes differ for:\n{code}");
+        // Refused in the worker before the call is encoded: far from the kill timer.
+        assert!(elapsed < limits.kill_after(), "took {elapsed:?}:\n{code}");
+        let error = b.error.expect("refused");
+        assert_eq!(
+            error.kind,
+            ExecErrorKind::Limit(LimitKind::ApiValueSize),
+            "{}\n{code}",
+            error.message
+        );
+        assert!(
+            error.message.contains(&format!("argument `{argument}`"))
+                && error.message.contains("larger than 1048576 bytes"),
+            "{}",
+            error.message
+        );
+        assert_eq!(host.calls, 0, "the host saw the call");
+        // The worker was not replaced: the session's `s` is still there.
+        let after = worker.execute("print(len(s))", &mut host);
+        assert_eq!(after.observation(), "32000000\n");
+    }
+}
+
+#[test]
+fn a_large_frame_crosses_the_pipe_in_time_linear_in_its_size() {
+    // With the heap and argument limits raised, 32 MB of control characters go to the
+    // host and back: 192 MB of JSON (`\u0001` per character) each way. Reading a frame
+    // used to zero the rest of its buffer on every 64 KiB read, quadratic in its size:
+    // 9.3 s on the 2-core VM, against 1.3 s now (`cargo bench -p sage-envs --bench
+    // sandbox`); the bound leaves room for a loaded machine.
+    let mut limits = limits();
+    limits.max_heap_bytes = 256 << 20;
+    limits.max_api_value_bytes = 256 << 20;
+    limits.wall_clock = Duration::from_secs(30);
+    let mut worker = isolated(limits);
+    let mut host = FakeHost::new();
+    let code = "s = \"\".join([chr(1) * 1000000] * 32)\nprint(len(apis.util.echo(value=s)))";
+    let start = Instant::now();
+    let outcome = worker.execute(code, &mut host);
+    let elapsed = start.elapsed();
+    assert_eq!(outcome.observation(), "32000000\n");
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+}
+
+#[test]
+fn code_over_the_size_limit_is_refused_without_sending_it() {
+    let limits = limits();
+    let [mut in_process, mut worker] = both(limits.clone());
+    let mut host = FakeHost::new();
+    // 40 MB of code, and code just over the limit ending in a multi-byte character.
+    let huge = format!("x = 1\n#{}", "a".repeat(40 << 20));
+    let edge = format!("#{}é", "a".repeat(limits.max_code_bytes - 2));
+    for code in [huge.as_str(), edge.as_str()] {
+        let a = in_process.execute(code, &mut host);
+        let start = Instant::now();
+        let b = worker.execute(code, &mut host);
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(a, b);
+        let error = b.error.expect("refused");
+        assert_eq!(error.kind, ExecErrorKind::Limit(LimitKind::CodeSize));
+    }
+    assert_eq!(worker.executions(), 2);
+    let skill = format!(
+        "def f():\n    \"\"\"{}\"\"\"\n    return 1",
+        "a".repeat(40 << 20)
+    );
+    let (a, b) = (in_process.load_skill(&skill), worker.load_skill(&skill));
+    assert_eq!(a, b);
+    assert_eq!(
+        b.expect_err("refused").kind,
+        ExecErrorKind::Limit(LimitKind::CodeSize)
+    );
+}

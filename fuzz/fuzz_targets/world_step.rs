@@ -57,12 +57,8 @@ fn new_world() -> World {
             limits,
             isolation: Isolation::Process,
         },
-    );
-    assert_eq!(
-        env.isolation(),
-        Isolation::Process,
-        "no sandbox worker: set SAGE_SANDBOX_WORKER to a built sage-sandbox-worker"
-    );
+    )
+    .expect("a sandbox worker: set SAGE_SANDBOX_WORKER to a built sage-sandbox-worker");
     World { env, tasks }
 }
 

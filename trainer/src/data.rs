@@ -152,7 +152,8 @@ pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
     let catalog = Catalog::build_splits(&catalog_config, &[split])
         .map_err(|e| DataError::World(e.to_string()))?;
     let catalog = Arc::new(catalog);
-    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default());
+    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default())
+        .map_err(|e| DataError::World(e.to_string()))?;
     let mut data = ExpertData {
         skipped: catalog.skipped().len(),
         ..ExpertData::default()

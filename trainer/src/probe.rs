@@ -203,7 +203,7 @@ pub fn probe_rl<K: Kernels>(
             .step(
                 policy,
                 reference.as_deref_mut(),
-                &|| TinyEnv::new(1),
+                &|| Ok(TinyEnv::new(1)),
                 &template,
                 &|_: &[Skill]| PROBE_SYSTEM.to_owned(),
             )

@@ -281,7 +281,13 @@ fn run_to_end(trainer: &mut RlTrainer, policy: &mut ChoicePolicy<'_>) -> Vec<RlS
     let mut steps = Vec::new();
     while !trainer.finished() {
         let stats = trainer
-            .step(policy, None, &|| TinyEnv::new(1), &template, &system_prompt)
+            .step(
+                policy,
+                None,
+                &|| Ok(TinyEnv::new(1)),
+                &template,
+                &system_prompt,
+            )
             .unwrap();
         steps.push(stats);
     }

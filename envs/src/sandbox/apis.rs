@@ -23,7 +23,7 @@ use super::context::ExecContext;
 use super::error::clip_name;
 use super::error::ExecErrorKind;
 use super::limits::LimitKind;
-use super::text::text_bytes;
+use super::text::check_api_value;
 use super::values::{from_json, to_json, ConvertError};
 
 /// The global `apis`: its attributes are the apps.
@@ -141,12 +141,15 @@ impl ApiHandle {
         let mut kwargs = Map::new();
         for (name, value) in args.names_map().map_err(runtime)? {
             // The JSON of a shared structure can be far larger than the heap holds:
-            // measure it (without recursion) before converting.
-            if text_bytes(ctx, value, heap, true).is_err() {
-                let (kind, message) = ctx.failure.take().unwrap_or((
+            // measure it (without recursion) before converting, and refuse a value
+            // larger than an API argument may be before anything is built or sent.
+            let refused = check_api_value(ctx, value, heap).err().map(|_| {
+                ctx.failure.take().unwrap_or((
                     ExecErrorKind::Limit(LimitKind::Heap),
                     LimitKind::Heap.describe(&ctx.limits),
-                ));
+                ))
+            });
+            if let Some((kind, message)) = refused {
                 return Err((
                     kind,
                     format!("argument `{}`: {message}", clip_name(name.as_str())),

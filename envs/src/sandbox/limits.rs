@@ -35,6 +35,10 @@ pub struct Limits {
     pub max_output_bytes: usize,
     /// Bytes of source code one execution or one skill may have.
     pub max_code_bytes: usize,
+    /// Bytes one argument of an API call (`complete_task`'s answer among them) may take
+    /// as text, measured before it is converted or sent anywhere. World data is a few
+    /// KiB; this keeps a call's message to the world small whatever the heap holds.
+    pub max_api_value_bytes: usize,
     /// Elements a `range()` may have and elements (or characters) a repetition
     /// (`"ab" * n`, `[x] * n`) may produce.
     pub max_sequence_len: usize,
@@ -68,6 +72,7 @@ impl Default for Limits {
             max_api_calls_per_episode: 10_000,
             max_output_bytes: 8 << 10,
             max_code_bytes: 64 << 10,
+            max_api_value_bytes: 1 << 20,
             max_sequence_len: 1_000_000,
             max_value_depth: 100,
             max_int_bits: 4096,
@@ -103,6 +108,8 @@ pub enum LimitKind {
     ApiCallsPerEpisode,
     /// [`Limits::max_code_bytes`].
     CodeSize,
+    /// [`Limits::max_api_value_bytes`].
+    ApiValueSize,
     /// [`Limits::max_sequence_len`].
     SequenceLength,
     /// [`Limits::max_value_depth`].
@@ -140,6 +147,10 @@ impl LimitKind {
                 limits.max_api_calls_per_episode
             ),
             LimitKind::CodeSize => format!("code longer than {} bytes", limits.max_code_bytes),
+            LimitKind::ApiValueSize => format!(
+                "an API argument larger than {} bytes",
+                limits.max_api_value_bytes
+            ),
             LimitKind::SequenceLength => {
                 format!("sequence longer than {} elements", limits.max_sequence_len)
             }
@@ -175,6 +186,7 @@ impl fmt::Display for LimitKind {
             LimitKind::ApiCallsPerExecution => "API calls per execution",
             LimitKind::ApiCallsPerEpisode => "API calls per episode",
             LimitKind::CodeSize => "code size",
+            LimitKind::ApiValueSize => "API argument size",
             LimitKind::SequenceLength => "sequence length",
             LimitKind::ValueDepth => "value depth",
             LimitKind::IntegerSize => "integer size",

@@ -122,6 +122,18 @@ impl ExecOutcome {
         self.error.is_none()
     }
 
+    /// The sandbox stopped the execution before its end: a limit was reached (ticks,
+    /// memory, time, sizes, a worker process killed) or the sandbox itself failed; an
+    /// error raised by the code or an API is not a stop.
+    pub fn stopped(&self) -> bool {
+        self.error.as_ref().is_some_and(|error| {
+            matches!(
+                error.kind,
+                ExecErrorKind::Limit(_) | ExecErrorKind::Internal
+            )
+        })
+    }
+
     /// An outcome for a failure of the sandbox itself.
     fn internal(execution: u32, message: &str) -> ExecOutcome {
         ExecOutcome {
@@ -142,12 +154,13 @@ impl ExecOutcome {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Isolation {
     /// In a worker process with its own memory and CPU-time limits, killed and replaced
-    /// when it overruns (Linux; elsewhere, or when no worker program can be found, the
-    /// sandbox warns once and runs in-process).
+    /// when it overruns (Linux). Making such a sandbox fails with an [`IsolationError`]
+    /// when there is no worker program (see [`worker_program`]).
     #[default]
     Process,
-    /// In the caller's process: no process start, no messages, but a hostile built-in
-    /// call can abort or hang the caller (for embedding without processes, and fuzzing).
+    /// In the caller's process, an explicit opt-in for tests, fuzzing and trusted code:
+    /// no process start, no messages, but a hostile built-in call that escapes the
+    /// interpreter's limits can abort or hang the caller.
     InProcess,
 }
 
@@ -173,12 +186,13 @@ impl Sandbox {
     }
 
     /// A sandbox that runs code where `isolation` says. [`Isolation::Process`] needs a
-    /// worker program (see [`worker_program`]); without one, or when it cannot start,
-    /// the sandbox warns once on standard error and runs in-process.
-    pub fn with_isolation(limits: Limits, isolation: Isolation) -> Sandbox {
+    /// worker program (see [`worker_program`]): without one, or when it cannot start,
+    /// this fails with an [`IsolationError`] that says how to provide one. It never
+    /// falls back to running code in-process.
+    pub fn with_isolation(limits: Limits, isolation: Isolation) -> Result<Sandbox, IsolationError> {
         match isolation {
-            Isolation::InProcess => Sandbox::new(limits),
-            Isolation::Process => Sandbox::isolated_or_warn(limits),
+            Isolation::InProcess => Ok(Sandbox::new(limits)),
+            Isolation::Process => Sandbox::isolated(limits),
         }
     }
 
@@ -196,35 +210,33 @@ impl Sandbox {
     }
 
     #[cfg(target_os = "linux")]
-    fn isolated_or_warn(limits: Limits) -> Sandbox {
+    fn isolated(limits: Limits) -> Result<Sandbox, IsolationError> {
         let Some(program) = worker_program() else {
-            warn_in_process(&format!(
-                "no sandbox worker program was found (call `serve_worker_if_asked` in main, \
-                 build `sage-sandbox-worker`, or set {WORKER_ENV})"
+            return Err(IsolationError::new(
+                "no sandbox worker program was found".to_owned(),
             ));
-            return Sandbox::new(limits);
         };
-        match WorkerSandbox::start(limits.clone(), program.clone()) {
-            Ok(worker) => Sandbox {
+        match WorkerSandbox::start(limits, program.clone()) {
+            Ok(worker) => Ok(Sandbox {
                 runner: Runner::Worker(worker),
-            },
-            Err(e) => {
-                warn_in_process(&format!(
-                    "the sandbox worker {} could not start: {e}",
-                    program.display()
-                ));
-                Sandbox::new(limits)
-            }
+            }),
+            Err(e) => Err(IsolationError::new(format!(
+                "the sandbox worker {} could not start: {e}",
+                program.display()
+            ))),
         }
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn isolated_or_warn(limits: Limits) -> Sandbox {
-        warn_in_process("process isolation is implemented for Linux only");
-        Sandbox::new(limits)
+    fn isolated(_limits: Limits) -> Result<Sandbox, IsolationError> {
+        Err(IsolationError {
+            message: "process isolation is implemented for Linux only; choose \
+                      `Isolation::InProcess` to run trusted code in-process"
+                .to_owned(),
+        })
     }
 
-    /// Where this sandbox runs code (after any fallback).
+    /// Where this sandbox runs code.
     pub fn isolation(&self) -> Isolation {
         match &self.runner {
             Runner::InProcess(_) => Isolation::InProcess,
@@ -294,13 +306,38 @@ impl Sandbox {
     }
 }
 
-/// Says once per process that process isolation is off, and why.
-fn warn_in_process(why: &str) {
-    static WARNED: std::sync::Once = std::sync::Once::new();
-    WARNED.call_once(|| {
-        eprintln!("warning: {why}; agent code runs in-process, without process isolation");
-    });
+/// Why a sandbox with [`Isolation::Process`] could not be made. Its message says how to
+/// provide a worker program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IsolationError {
+    /// What went wrong and what to do about it.
+    pub message: String,
 }
+
+impl IsolationError {
+    /// The error for `problem`, followed by the ways to provide a worker.
+    #[cfg(target_os = "linux")]
+    fn new(problem: String) -> IsolationError {
+        IsolationError {
+            message: format!(
+                "{problem}. Agent code runs in a worker process by default; provide one: call \
+                 `sage_envs::sandbox::serve_worker_if_asked();` first thing in `main` (the \
+                 program then serves as its own worker), or set {WORKER_ENV} to a \
+                 `sage-sandbox-worker` binary (`cargo build --release -p sage-envs --bin \
+                 sage-sandbox-worker`), or choose `Isolation::InProcess` to run trusted code \
+                 in-process"
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for IsolationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for IsolationError {}
 
 /// Stand-ins for the isolation entry points where process isolation is not implemented.
 #[cfg(not(target_os = "linux"))]

@@ -65,6 +65,57 @@ pub(crate) fn text_bytes<'v>(
     heap: Heap<'v>,
     nesting: bool,
 ) -> starlark::Result<u64> {
+    measure_text(ctx, value, heap, nesting, Budget::Heap)
+}
+
+/// Checks that `value` may be passed as one API argument: [`text_bytes`] (nesting
+/// checked) with the walk stopped, and the error raised, at
+/// [`Limits::max_api_value_bytes`](super::Limits::max_api_value_bytes), before
+/// anything is converted or sent.
+pub(crate) fn check_api_value<'v>(
+    ctx: &ExecContext,
+    value: Value<'v>,
+    heap: Heap<'v>,
+) -> starlark::Result<()> {
+    measure_text(ctx, value, heap, true, Budget::ApiValue).map(|_| ())
+}
+
+/// What a text's size is checked against.
+#[derive(Clone, Copy)]
+enum Budget {
+    /// The heap limit: the text would be built.
+    Heap,
+    /// The size limit of an API argument (and the heap limit).
+    ApiValue,
+}
+
+impl Budget {
+    fn check(self, ctx: &ExecContext, bytes: u64) -> starlark::Result<()> {
+        let limit = ctx.limits.max_api_value_bytes as u64;
+        if let Budget::ApiValue = self {
+            if bytes > limit {
+                let kind = LimitKind::ApiValueSize;
+                return Err(ctx.raise(
+                    ExecErrorKind::Limit(kind),
+                    format!(
+                        "about {bytes} bytes or more: {}",
+                        kind.describe(&ctx.limits)
+                    ),
+                ));
+            }
+        }
+        check_text_bytes(ctx, "converting this value to text", bytes)
+    }
+}
+
+/// [`text_bytes`], checked against `budget`.
+fn measure_text<'v>(
+    ctx: &ExecContext,
+    value: Value<'v>,
+    heap: Heap<'v>,
+    nesting: bool,
+    budget: Budget,
+) -> starlark::Result<u64> {
     let limits = &ctx.limits;
     let mut pending = vec![(value, 0usize)];
     let mut spelled = 0usize;
@@ -73,12 +124,12 @@ pub(crate) fn text_bytes<'v>(
     while let Some((value, depth)) = pending.pop() {
         let Some(items) = elements(value, heap) else {
             bytes = bytes.saturating_add(scalar_bytes(value, &mut cache));
-            check_text_bytes(ctx, "converting this value to text", bytes)?;
+            budget.check(ctx, bytes)?;
             continue;
         };
         // Brackets, and a separator after each element.
         bytes = bytes.saturating_add(2 + 2 * items.len() as u64);
-        check_text_bytes(ctx, "converting this value to text", bytes)?;
+        budget.check(ctx, bytes)?;
         if !nesting {
             pending.extend(items.into_iter().map(|item| (item, depth)));
             continue;

@@ -222,6 +222,12 @@ impl World {
         self.completion.is_some()
     }
 
+    /// Takes back a completion: the execution that called `complete_task` was stopped
+    /// before it ended, so its call does not count.
+    pub(crate) fn withdraw_completion(&mut self) {
+        self.completion = None;
+    }
+
     /// An access token for `person` in `app`, as if they had logged in (for tests and
     /// scenario set-up; agent code logs in with the app's `login`).
     pub fn issue_token(&mut self, app: &str, person: PersonId) -> Result<String, ApiError> {

@@ -296,7 +296,8 @@ pub fn evaluate_split<P: Policy>(
             .collect();
         let mut envs: Vec<WorldEnv> = (0..requests.len())
             .map(|_| WorldEnv::new(catalog.clone(), env_config.clone()))
-            .collect();
+            .collect::<Result<_, _>>()
+            .map_err(|e| RolloutError::Environment(Box::new(e)))?;
         let seed = config.seed ^ (wave as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let episodes = run_episodes(
             policy,

@@ -15,6 +15,7 @@ use super::{
 };
 use crate::chat::ChatTemplate;
 use crate::metrics::{MetricValue, MetricsError, MetricsLog};
+use crate::rollout::RolloutError;
 use crate::sampling::SequenceRng;
 
 /// Where a run is: enough to resume it exactly (with the model and optimizer).
@@ -231,7 +232,7 @@ impl RlTrainer {
         &mut self,
         policy: &mut P,
         reference: Option<&mut P>,
-        new_env: &dyn Fn() -> E,
+        new_env: &dyn Fn() -> Result<E, E::Error>,
         template: &ChatTemplate<'_>,
         system_prompt: &dyn Fn(&[Skill]) -> String,
     ) -> Result<RlStepStats, RlError> {
@@ -239,7 +240,8 @@ impl RlTrainer {
         let rollouts_per_chain = self.config.rollouts;
         let mut envs: Vec<E> = (0..chains.len() * rollouts_per_chain)
             .map(|_| new_env())
-            .collect();
+            .collect::<Result<_, _>>()
+            .map_err(|e| RlError::Rollout(RolloutError::Environment(Box::new(e))))?;
         let seed = self.config.seed ^ self.state.step.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let started = Instant::now();
         let stopped_before = sage_envs::sandbox::stopped_workers();

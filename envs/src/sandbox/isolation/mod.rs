@@ -24,7 +24,7 @@ use std::time::Instant;
 pub use process::{serve_worker_if_asked, worker_program, WORKER_ARG, WORKER_ENV};
 
 use process::{give_back, take_idle, Death, Worker};
-use protocol::{write_frame, ReadError, Reply, Request};
+use protocol::{ReadError, Reply, Request};
 
 use super::session::eval_stack_bytes;
 use super::{
@@ -141,7 +141,9 @@ impl WorkerSandbox {
             function: function.clone(),
         };
         let deadline = Instant::now() + self.limits.kill_after();
-        let reply = write_frame(&mut worker.input, &request)
+        let reply = worker
+            .input
+            .write(&request, Some(deadline))
             .ok()
             .and_then(|()| worker.output.read::<Reply>(Some(deadline)).ok());
         match reply {
@@ -160,8 +162,9 @@ impl WorkerSandbox {
             executions: self.executions,
             episode_api_calls: self.episode_api_calls,
         };
+        let deadline = Instant::now() + self.limits.kill_after();
         if let Some(worker) = self.worker.as_mut() {
-            if write_frame(&mut worker.input, &reset).is_ok() {
+            if worker.input.write(&reset, Some(deadline)).is_ok() {
                 return Ok(());
             }
             self.discard_worker();
@@ -171,7 +174,10 @@ impl WorkerSandbox {
             Some(worker) => worker,
             None => Worker::spawn(self.program.clone(), address_space)?,
         };
-        write_frame(&mut worker.input, &reset)?;
+        worker
+            .input
+            .write(&reset, Some(deadline))
+            .map_err(|e| std::io::Error::other(format!("the new worker took no reset: {e}")))?;
         self.worker = Some(worker);
         Ok(())
     }
@@ -199,17 +205,18 @@ impl WorkerSandbox {
     /// Loads one skill into the worker and reads its reply.
     fn load_into_worker(&mut self, source: &str) -> Result<String, ExecError> {
         let deadline = Instant::now() + self.limits.kill_after();
+        let source = bounded_code(source, self.limits.max_code_bytes);
         let stop = match self.ready_worker() {
             Ok(worker) => {
                 let request = Request::LoadSkill {
                     source: source.to_owned(),
                 };
-                let sent = write_frame(&mut worker.input, &request);
-                match sent.map(|()| worker.output.read::<Reply>(Some(deadline))) {
-                    Ok(Ok(Reply::Loaded(result))) => return result,
-                    Ok(Ok(other)) => Stop::Protocol(format!("it replied {other:?}")),
-                    Ok(Err(ReadError::TimedOut)) => self.kill_worker(true),
-                    Ok(Err(_)) | Err(_) => self.kill_worker(false),
+                let sent = worker.input.write(&request, Some(deadline));
+                match sent.and_then(|()| worker.output.read::<Reply>(Some(deadline))) {
+                    Ok(Reply::Loaded(result)) => return result,
+                    Ok(other) => Stop::Protocol(format!("it replied {other:?}")),
+                    Err(ReadError::TimedOut) => self.kill_worker(true),
+                    Err(_) => self.kill_worker(false),
                 }
             }
             Err(stop) => stop,
@@ -235,18 +242,21 @@ impl WorkerSandbox {
         start: Instant,
     ) -> Result<(ExecOutcome, u32), Stop> {
         let deadline = start + self.limits.kill_after();
+        let code = bounded_code(code, self.limits.max_code_bytes);
         let worker = self.ready_worker()?;
         // The table goes to the worker only when it differs from the one it has.
         let specs = match &worker.specs {
             Some(known) if api_specs(host).eq(known.iter()) => None,
             _ => Some(api_specs(host).cloned().collect::<Vec<_>>()),
         };
+        // Code over the size limit is refused by the worker as it would be in-process;
+        // it is sent only as far as needed to see that.
         let request = Request::Execute {
             code: code.to_owned(),
             specs: specs.clone(),
         };
-        if write_frame(&mut worker.input, &request).is_err() {
-            return Err(self.kill_worker(false));
+        if let Err(error) = worker.input.write(&request, Some(deadline)) {
+            return Err(self.kill_worker(matches!(error, ReadError::TimedOut)));
         }
         if specs.is_some() {
             worker.specs = specs;
@@ -267,8 +277,8 @@ impl WorkerSandbox {
                         error: result.as_ref().err().cloned(),
                     });
                     let answer = Request::ApiResult(result);
-                    if write_frame(&mut worker.input, &answer).is_err() {
-                        return Err(self.kill_worker(false));
+                    if let Err(error) = worker.input.write(&answer, Some(deadline)) {
+                        return Err(self.kill_worker(matches!(error, ReadError::TimedOut)));
                     }
                 }
                 Reply::Executed {
@@ -355,6 +365,19 @@ impl Stop {
             Stop::Lost => "the sandbox process was lost".to_owned(),
         }
     }
+}
+
+/// `code`, or when it is longer than `max_code_bytes`, its shortest prefix (ending on
+/// a character boundary) that is still longer: enough for the worker to refuse it with
+/// the size limit's error, as the in-process sandbox does, without sending all of it.
+fn bounded_code(code: &str, max_code_bytes: usize) -> &str {
+    if code.len() <= max_code_bytes {
+        return code;
+    }
+    let end = (max_code_bytes + 1..=code.len())
+        .find(|&end| code.is_char_boundary(end))
+        .unwrap_or(code.len());
+    &code[..end]
 }
 
 /// Every API signature `host` publishes, app by app.

@@ -3,14 +3,14 @@
 //! telling why one died ([`Worker::death`]), and the pool that keeps idle workers
 //! warm between episodes ([`take_idle`], [`give_back`]).
 
-use std::io::{BufWriter, Read};
+use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use super::protocol::FrameReader;
+use super::protocol::{FrameReader, FrameWriter};
 use super::worker;
 use crate::sandbox::{ApiSpec, LimitKind};
 
@@ -84,7 +84,7 @@ pub fn worker_program() -> Option<PathBuf> {
 pub(crate) struct Worker {
     child: Child,
     /// The worker's standard input: requests.
-    pub input: BufWriter<ChildStdin>,
+    pub input: FrameWriter<ChildStdin>,
     /// The worker's standard output: replies.
     pub output: FrameReader<ChildStdout>,
     /// The program it runs and its address-space limit: what the pool matches on.
@@ -117,8 +117,10 @@ impl Worker {
             let _ = child.wait();
             return Err(std::io::Error::other("the worker's pipes are missing"));
         };
-        let output = match FrameReader::new(output) {
-            Ok(output) => output,
+        let pipes =
+            FrameReader::new(output).and_then(|output| Ok((FrameWriter::new(input)?, output)));
+        let (input, output) = match pipes {
+            Ok(pipes) => pipes,
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -127,7 +129,7 @@ impl Worker {
         };
         Ok(Worker {
             child,
-            input: BufWriter::new(input),
+            input,
             output,
             key: (program, address_space),
             specs: None,

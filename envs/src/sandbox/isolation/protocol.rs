@@ -1,5 +1,5 @@
 //! What the caller and a sandbox worker process say to each other over the worker's
-//! standard input and output: length-prefixed JSON frames ([`write_frame`],
+//! standard input and output: length-prefixed JSON frames ([`FrameWriter`],
 //! [`FrameReader`]) carrying a [`Request`] to the worker or a [`Reply`] from it.
 //!
 //! One conversation at a time: the caller sends a request and reads replies until the
@@ -68,21 +68,54 @@ pub(crate) enum Reply {
     Source(Option<String>),
 }
 
-/// Writes `message` as one frame and flushes.
-pub(crate) fn write_frame(out: &mut impl Write, message: &impl Serialize) -> io::Result<()> {
-    let body = serde_json::to_vec(message).map_err(io::Error::other)?;
-    if body.len() > MAX_FRAME_BYTES {
-        return Err(io::Error::other(format!(
-            "a message of {} bytes is over the frame limit of {MAX_FRAME_BYTES}",
-            body.len()
-        )));
-    }
-    out.write_all(&(body.len() as u32).to_le_bytes())?;
-    out.write_all(&body)?;
-    out.flush()
+/// Writes frames to a pipe (switched to non-blocking), each by a deadline or for ever:
+/// it writes what the pipe takes and sleeps in `poll` until it takes more.
+pub(crate) struct FrameWriter<W> {
+    inner: W,
 }
 
-/// Why no frame came.
+impl<W: Write + AsRawFd> FrameWriter<W> {
+    /// A writer over `inner`, whose file descriptor it makes non-blocking.
+    pub(crate) fn new(inner: W) -> io::Result<FrameWriter<W>> {
+        sys::set_nonblocking(inner.as_raw_fd())?;
+        Ok(FrameWriter { inner })
+    }
+
+    /// Writes `message` as one frame, by `deadline` at most (`None`: for ever). A
+    /// message over [`MAX_FRAME_BYTES`] is refused before anything is written.
+    pub(crate) fn write(
+        &mut self,
+        message: &impl Serialize,
+        deadline: Option<Instant>,
+    ) -> Result<(), ReadError> {
+        let mut frame = vec![0u8; 4];
+        serde_json::to_writer(&mut frame, message)
+            .map_err(|e| ReadError::Broken(format!("a message cannot be encoded: {e}")))?;
+        let len = frame.len() - 4;
+        if len > MAX_FRAME_BYTES {
+            return Err(ReadError::Broken(format!(
+                "a message of {len} bytes is over the frame limit of {MAX_FRAME_BYTES}"
+            )));
+        }
+        frame[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        let mut sent = 0;
+        while sent < frame.len() {
+            match self.inner.write(&frame[sent..]) {
+                Ok(0) => return Err(ReadError::Closed),
+                Ok(written) => sent += written,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    wait_ready(self.inner.as_raw_fd(), Ready::Write, deadline)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(ReadError::Closed),
+                Err(e) => return Err(ReadError::Broken(e.to_string())),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a frame was not read (or written).
 #[derive(Debug)]
 pub(crate) enum ReadError {
     /// The deadline passed first.
@@ -96,7 +129,7 @@ pub(crate) enum ReadError {
 impl std::fmt::Display for ReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReadError::TimedOut => f.write_str("no message before the deadline"),
+            ReadError::TimedOut => f.write_str("the deadline passed"),
             ReadError::Closed => f.write_str("the other side closed the pipe"),
             ReadError::Broken(why) => f.write_str(why),
         }
@@ -109,13 +142,22 @@ impl std::fmt::Display for ReadError {
 /// microseconds on a virtual machine.
 const SPIN: Duration = Duration::from_micros(50);
 
+/// Bytes a reader asks the pipe for at least, per read.
+const READ_BYTES: usize = 64 << 10;
+
+/// A reader's buffer larger than this is freed once it holds nothing unread.
+const KEPT_BUFFER_BYTES: usize = 1 << 20;
+
 /// Reads frames from a pipe (switched to non-blocking), each by a deadline (the
 /// caller's kill timer) or for ever: it reads what is there, keeps trying for [`SPIN`]
 /// when nothing is, then sleeps until the pipe is readable.
 pub(crate) struct FrameReader<R> {
     inner: R,
+    /// Received bytes in `buffer[start..end]`; the bytes after `end` are zeroed room
+    /// for the next reads, so every byte of a frame is zeroed once and read once.
     buffer: Vec<u8>,
     start: usize,
+    end: usize,
 }
 
 impl<R: Read + AsRawFd> FrameReader<R> {
@@ -126,6 +168,7 @@ impl<R: Read + AsRawFd> FrameReader<R> {
             inner,
             buffer: Vec::new(),
             start: 0,
+            end: 0,
         })
     }
 
@@ -149,25 +192,34 @@ impl<R: Read + AsRawFd> FrameReader<R> {
         let message = serde_json::from_slice(body)
             .map_err(|e| ReadError::Broken(format!("a malformed frame: {e}")));
         self.start += 4 + len;
+        if self.start == self.end && self.buffer.len() > KEPT_BUFFER_BYTES {
+            // A large frame's room is not kept for the small ones that follow.
+            self.buffer = Vec::new();
+            (self.start, self.end) = (0, 0);
+        }
         message
     }
 
-    /// Makes at least `needed` unread bytes available.
+    /// Makes at least `needed` unread bytes available, in time linear in `needed`.
     fn fill(&mut self, needed: usize, deadline: Option<Instant>) -> Result<(), ReadError> {
-        if self.buffer.len() - self.start < needed && self.start > 0 {
-            self.buffer.drain(..self.start);
+        if self.end - self.start < needed && self.start > 0 {
+            self.buffer.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
             self.start = 0;
         }
+        // Room for the whole frame at once, and for at least one large read.
+        let room = (self.start + needed).max(self.end + READ_BYTES);
+        if self.buffer.len() < room {
+            self.buffer.resize(room, 0);
+        }
         let mut spin_until = Instant::now() + SPIN;
-        while self.buffer.len() - self.start < needed {
-            let len = self.buffer.len();
-            let want = (needed - (len - self.start)).max(64 << 10);
-            self.buffer.resize(len + want, 0);
-            let read = self.inner.read(&mut self.buffer[len..]);
-            self.buffer.truncate(len + *read.as_ref().unwrap_or(&0));
-            match read {
+        while self.end - self.start < needed {
+            match self.inner.read(&mut self.buffer[self.end..]) {
                 Ok(0) => return Err(ReadError::Closed),
-                Ok(_) => spin_until = Instant::now() + SPIN,
+                Ok(read) => {
+                    self.end += read;
+                    spin_until = Instant::now() + SPIN;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let now = Instant::now();
                     if deadline.is_some_and(|d| now >= d) {
@@ -178,20 +230,30 @@ impl<R: Read + AsRawFd> FrameReader<R> {
                         // when both share one (a loaded machine).
                         std::thread::yield_now();
                     } else {
-                        wait_readable(self.inner.as_raw_fd(), deadline)?;
+                        wait_ready(self.inner.as_raw_fd(), Ready::Read, deadline)?;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(ReadError::Broken(e.to_string())),
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) && self.end - self.start < needed {
+                return Err(ReadError::TimedOut);
             }
         }
         Ok(())
     }
 }
 
-/// Waits until `fd` can be read without blocking, or `deadline` passes (`None`: no
-/// deadline).
-fn wait_readable(fd: RawFd, deadline: Option<Instant>) -> Result<(), ReadError> {
+/// What [`wait_ready`] waits for.
+#[derive(Clone, Copy)]
+enum Ready {
+    Read,
+    Write,
+}
+
+/// Waits until `fd` can be read (or written) without blocking, or `deadline` passes
+/// (`None`: no deadline).
+fn wait_ready(fd: RawFd, ready: Ready, deadline: Option<Instant>) -> Result<(), ReadError> {
     loop {
         let timeout_ms = match deadline {
             Some(deadline) => {
@@ -203,7 +265,11 @@ fn wait_readable(fd: RawFd, deadline: Option<Instant>) -> Result<(), ReadError> 
             }
             None => -1,
         };
-        match sys::wait_readable(fd, timeout_ms) {
+        let waited = match ready {
+            Ready::Read => sys::wait_readable(fd, timeout_ms),
+            Ready::Write => sys::wait_writable(fd, timeout_ms),
+        };
+        match waited {
             Ok(true) => return Ok(()),
             Ok(false) => {}
             Err(error) => return Err(ReadError::Broken(error.to_string())),

@@ -46,7 +46,8 @@ pub(crate) fn set_soft_limit(resource: Resource, value: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Switches the file descriptor `fd` (which the caller owns) to non-blocking reads.
+/// Switches the file descriptor `fd` (which the caller owns) to non-blocking reads and
+/// writes.
 pub(crate) fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     // SAFETY: fcntl on a file descriptor the caller owns, reading and setting flags only.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
@@ -57,11 +58,23 @@ pub(crate) fn set_nonblocking(fd: RawFd) -> io::Result<()> {
 }
 
 /// Waits until `fd` is readable or `timeout_ms` milliseconds have passed (-1: no
-/// timeout). `Ok(true)`: readable; `Ok(false)`: timed out or interrupted by a signal.
+/// timeout). `Ok(true)`: readable (or closed); `Ok(false)`: timed out or interrupted by
+/// a signal.
 pub(crate) fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
+    wait_for(fd, libc::POLLIN, timeout_ms)
+}
+
+/// Waits until `fd` is writable or `timeout_ms` milliseconds have passed (-1: no
+/// timeout). `Ok(true)`: writable (or closed); `Ok(false)`: timed out or interrupted.
+pub(crate) fn wait_writable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
+    wait_for(fd, libc::POLLOUT, timeout_ms)
+}
+
+/// `poll` on one file descriptor for `events`.
+fn wait_for(fd: RawFd, events: libc::c_short, timeout_ms: i32) -> io::Result<bool> {
     let mut poll_fd = libc::pollfd {
         fd,
-        events: libc::POLLIN,
+        events,
         revents: 0,
     };
     // SAFETY: `poll_fd` is a valid, initialised pollfd array of length 1 that lives

@@ -4,11 +4,13 @@
 //! address-space limit first and a CPU-time limit before every execution.
 
 use std::collections::HashMap;
-use std::io::{self, BufWriter, StdinLock, StdoutLock};
+use std::fs::File;
+use std::io::{self, StdinLock};
+use std::os::fd::AsFd;
 
 use serde_json::{Map, Value};
 
-use super::protocol::{write_frame, FrameReader, ReadError, Reply, Request};
+use super::protocol::{FrameReader, FrameWriter, ReadError, Reply, Request};
 use super::sys::{self, Resource};
 use crate::sandbox::interpreter::Interpreter;
 use crate::sandbox::{ApiError, ApiHost, ApiSpec, ExecError, ExecErrorKind, Limits};
@@ -30,7 +32,18 @@ pub(crate) fn serve(address_space_bytes: u64) -> i32 {
             return EXIT_PROTOCOL;
         }
     };
-    let mut output = BufWriter::new(io::stdout().lock());
+    // Frames go straight to the pipe: standard output's own buffering is bypassed.
+    let output = io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(|fd| FrameWriter::new(File::from(fd)));
+    let mut output = match output {
+        Ok(output) => output,
+        Err(e) => {
+            eprintln!("sandbox worker: cannot write its standard output: {e}");
+            return EXIT_PROTOCOL;
+        }
+    };
     let mut interpreter: Option<Interpreter> = None;
     let mut specs = SpecTable::default();
     loop {
@@ -91,7 +104,7 @@ pub(crate) fn serve(address_space_bytes: u64) -> i32 {
                 return EXIT_PROTOCOL;
             }
         };
-        if let Err(e) = write_frame(&mut output, &reply) {
+        if let Err(e) = output.write(&reply, None) {
             eprintln!("sandbox worker: cannot reply: {e}");
             return EXIT_PROTOCOL;
         }
@@ -136,7 +149,7 @@ impl SpecTable {
 struct ProxyHost<'a> {
     specs: &'a SpecTable,
     input: &'a mut FrameReader<StdinLock<'static>>,
-    output: &'a mut BufWriter<StdoutLock<'static>>,
+    output: &'a mut FrameWriter<File>,
 }
 
 impl ApiHost for ProxyHost<'_> {
@@ -164,7 +177,7 @@ impl ApiHost for ProxyHost<'_> {
             api: api.to_owned(),
             args,
         };
-        if let Err(e) = write_frame(self.output, &request) {
+        if let Err(e) = self.output.write(&request, None) {
             eprintln!("sandbox worker: cannot send an API call: {e}");
             std::process::exit(EXIT_PROTOCOL);
         }
