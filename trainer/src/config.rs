@@ -267,8 +267,8 @@ impl RunConfig {
         config
     }
 
-    /// The default `sage experiment` run in `dir`: every arm over 3 seeds (see the
-    /// README's experiment section): the demo's model and tokenizer trained with the
+    /// The default `sage experiment` run in `dir`: every arm over 3 seeds (see
+    /// `docs/results.md`): the demo's model and tokenizer trained with the
     /// [copying SFT recipe](RunConfig::with_copying_sft) (per data mode, shared by the
     /// seeds), 16 RL steps of 2 chains x 4 rollouts of episodes of at most 4 turns on
     /// training scenarios the SFT data did not hold, and the
