@@ -116,7 +116,8 @@ fn train_and_evaluate<K: Kernels>(mut k: K, config: &RunConfig) -> Result<(), Bo
         template: &template,
         label: "rl",
     };
-    let mut after_step = |_: &mut TransformerPolicy<_>, _: &RlStepStats, _: &RlTrainer| Ok(());
+    let mut after_step =
+        |_: &mut TransformerPolicy<_>, _: &RlStepStats, _: &RlTrainer, _last: bool| Ok(());
     run_rl(
         &mut policy,
         None,

@@ -17,6 +17,7 @@ use sage_trainer::pipeline::{
     train_tokenizer, warn_turn_limits, write_chart, BackendJob, PipelineError, Reporter,
 };
 use sage_trainer::policy::TransformerPolicy;
+use sage_trainer::settings::{self, StageRecord};
 use sage_trainer::sft::{SftState, SftStep, SftTrainer};
 use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::{load_model, Dtype};
@@ -58,6 +59,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
     match cli.command {
         Command::Demo { common, tiny } => {
             let config = load_config_over(&common, tiny_or(tiny, RunConfig::default()))?;
+            record(&config, "demo")?;
             run_on_backend(config.run.backend, config.run.precision, Job::Demo(&config))
         }
         Command::Data {
@@ -94,6 +96,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             resume,
         } => {
             let config = load_config(&common)?;
+            record(&config, "sft")?;
             let sources = SftSources {
                 data,
                 dev,
@@ -118,6 +121,8 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.rl.steps = steps.unwrap_or(config.rl.steps);
             config.rl.apply_updates &= !control;
             let config = checked(config)?;
+            record(&config, "train")?;
+            super::stop_at_step_boundaries();
             let sources = TrainSources { init, resume };
             run_on_backend(
                 config.run.backend,
@@ -142,6 +147,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.experiment.arms = arms.unwrap_or(config.experiment.arms);
             config.experiment.skill_data = skill_data.unwrap_or(config.experiment.skill_data);
             let config = checked(config)?;
+            record(&config, "experiment")?;
             run_on_backend(
                 config.run.backend,
                 config.run.precision,
@@ -159,6 +165,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.eval.splits = splits.unwrap_or(config.eval.splits);
             config.eval.modes = modes.unwrap_or(config.eval.modes);
             let config = checked(config)?;
+            record(&config, "eval")?;
             let job = Job::Eval(&config, checkpoint.as_deref(), out.as_deref());
             run_on_backend(config.run.backend, config.run.precision, job)
         }
@@ -215,6 +222,51 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             Ok(())
         }
     }
+}
+
+/// Writes the run directory's record of `command` starting with `config`
+/// (`RUN_DIR/config.toml` and `RUN_DIR/run-info.json`).
+fn record(config: &RunConfig, command: &str) -> Result<(), PipelineError> {
+    settings::record_command(config, command).map_err(|e| {
+        PipelineError::new(
+            "settings",
+            format!(
+                "cannot write the run's record in {}: {e}",
+                config.run.dir.display()
+            ),
+        )
+    })
+}
+
+/// Resets what `sage sft --resume` may change: the number of epochs (a resumed run may
+/// train longer), the checkpoint cadence, the backend and the directory.
+fn sft_resumable(config: &mut RunConfig) {
+    config.sft.epochs = 0;
+    config.run.checkpoint_every = 0;
+    config.run.keep_checkpoints = 0;
+    config.run.backend = Default::default();
+    config.run.dir = PathBuf::new();
+}
+
+/// Refuses `sage sft --resume` when the run's SFT ran with other settings (naming the
+/// first line that differs), then records today's as the SFT stage's.
+fn check_sft_settings(config: &RunConfig, resume: bool) -> Result<(), PipelineError> {
+    let record = StageRecord::new(&config.run.dir, "sft");
+    let io = |e: std::io::Error| PipelineError::new("settings", e.to_string());
+    if resume {
+        if let Some(found) = record.difference(config, sft_resumable).map_err(io)? {
+            return Err(PipelineError::new(
+                "resume",
+                format!(
+                    "the SFT run in {} ran with other settings ({found}), so it cannot be \
+                     continued with these; resume with the settings in {}",
+                    config.run.dir.display(),
+                    record.path().display()
+                ),
+            ));
+        }
+    }
+    record.write(config).map_err(io)
 }
 
 /// The defaults of a command: [`RunConfig::tiny`] in `runs/demo-tiny` with `--tiny`
@@ -350,6 +402,8 @@ fn plot_sft(config: &RunConfig, reporter: &mut dyn Reporter) -> Result<(), Pipel
 
 /// `sage demo`.
 fn demo<K: Kernels>(k: K, config: &RunConfig) -> Result<(), PipelineError> {
+    // The demo's SFT is the run's: `sage sft --resume` may continue it.
+    check_sft_settings(config, false)?;
     let mut reporter = BarReporter::default();
     let mut sink = StepSink::new(config, None, None)?;
     let mut on_step = |policy: &mut TransformerPolicy<K>,
@@ -401,6 +455,7 @@ fn sft<K: Kernels>(
     config: &RunConfig,
     sources: &SftSources,
 ) -> Result<(), PipelineError> {
+    check_sft_settings(config, sources.resume)?;
     let mut reporter = BarReporter::default();
     let dir = &config.run.dir;
     let (train_path, dev_path) = match &sources.data {

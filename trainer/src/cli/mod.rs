@@ -212,6 +212,26 @@ pub fn init_logging() {
         .init();
 }
 
+/// Makes SIGINT and SIGTERM stop a run at its next step boundary (RL saves a checkpoint
+/// of that step first, see `sage_trainer::interrupt`); a second signal ends the process
+/// at once.
+fn stop_at_step_boundaries() {
+    let installed = ctrlc::set_handler(|| {
+        if sage_trainer::interrupt::stop_requested() {
+            eprintln!("stopped");
+            std::process::exit(130);
+        }
+        sage_trainer::interrupt::request_stop();
+        eprintln!(
+            "stopping after the current step, once its checkpoint is saved (signal again \
+             to stop at once)"
+        );
+    });
+    if let Err(e) = installed {
+        tracing::warn!("signals will end the run at once, without a checkpoint: {e}");
+    }
+}
+
 /// The configuration: defaults, then the file, then the common flags.
 fn load_config(common: &Common) -> Result<RunConfig, PipelineError> {
     load_config_over(common, RunConfig::default())

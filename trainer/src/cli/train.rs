@@ -14,12 +14,14 @@ use sage_envs::scenarios::Split;
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
+use sage_trainer::interrupt;
 use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricsError, MetricsLog};
 use sage_trainer::pipeline::{
     failed, run_eval, run_rl, write_chart, PipelineError, Reporter, RlInputs,
 };
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{control_gap, RlState, RlStepStats, RlTrainer, WorldRl};
+use sage_trainer::settings::{self, StageRecord};
 use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::load_model;
 use sage_transformer::Kernels;
@@ -58,6 +60,7 @@ pub(super) fn train<K: Kernels>(
 ) -> Result<(), PipelineError> {
     let rl = &config.rl;
     let mut reporter = BarReporter::default();
+    check_settings(config, sources.resume)?;
     let checkpoints = rl_dir(config).join("checkpoints");
     let optimizer_config = rl.optimizer(&config.optimizer);
     let (model, tokenizer, optimizer, state, source) = if sources.resume {
@@ -138,25 +141,27 @@ pub(super) fn train<K: Kernels>(
         .with_max_len(rl.rollout.max_episode_tokens);
     let mut metrics = open_metrics(config, resumed_at)?;
     let keep = NonZeroUsize::new(config.run.keep_checkpoints);
-    let every = config.run.checkpoint_every;
-    let mut save_checkpoint =
-        |policy: &mut TransformerPolicy<K>, stats: &RlStepStats, trainer: &RlTrainer| {
-            if !trainer.finished() && (every == 0 || stats.step % every != 0) {
-                return Ok(());
-            }
-            let (k, model, optimizer) = policy.parts_mut();
-            let parts = CheckpointParts {
-                model,
-                optimizer: optimizer.map(|o| &*o),
-                tokenizer: &tokenizer,
-                state: trainer.state(),
-                library: None,
-                carried: Some(&carried),
-            };
-            checkpoint::save(k, &checkpoints, stats.step, &parts, keep)
-                .map(|_| ())
-                .map_err(failed("checkpoint"))
+    let every = rl.checkpoint_every;
+    let mut save_checkpoint = |policy: &mut TransformerPolicy<K>,
+                               stats: &RlStepStats,
+                               trainer: &RlTrainer,
+                               last: bool| {
+        if !last && (every == 0 || stats.step % every != 0) {
+            return Ok(());
+        }
+        let (k, model, optimizer) = policy.parts_mut();
+        let parts = CheckpointParts {
+            model,
+            optimizer: optimizer.map(|o| &*o),
+            tokenizer: &tokenizer,
+            state: trainer.state(),
+            library: None,
+            carried: Some(&carried),
         };
+        checkpoint::save(k, &checkpoints, stats.step, &parts, keep)
+            .map(|_| ())
+            .map_err(failed("checkpoint"))
+    };
     let inputs = RlInputs {
         world: &world,
         template: &template,
@@ -170,7 +175,21 @@ pub(super) fn train<K: Kernels>(
         &mut metrics,
         &mut reporter,
         &mut save_checkpoint,
-    )?;
+    )
+    .map_err(|e| {
+        if !interrupt::stop_requested() {
+            return e;
+        }
+        PipelineError::new(
+            "rl",
+            format!(
+                "{}; its checkpoint is in {}: `sage train --resume` (with the same \
+                 settings) continues from there",
+                e.message,
+                checkpoints.display()
+            ),
+        )
+    })?;
     plot_rewards(config, rl.chain_len, &mut reporter)?;
     compare_with_control(config, &mut reporter)?;
     let out = rl_dir(config).join("eval.json");
@@ -184,6 +203,64 @@ pub(super) fn train<K: Kernels>(
         &mut reporter,
     )?;
     Ok(())
+}
+
+/// Resets what a resumed RL run may change: its length, checkpoint cadence, backend and
+/// directory.
+fn rl_resumable(config: &mut RunConfig) {
+    config.rl.steps = 0;
+    config.rl.checkpoint_every = 0;
+    config.run.keep_checkpoints = 0;
+    config.run.backend = Default::default();
+    config.run.dir = PathBuf::new();
+}
+
+/// [`rl_resumable`], and the one setting a control differs from its run in.
+fn paired(config: &mut RunConfig) {
+    rl_resumable(config);
+    config.rl.apply_updates = true;
+}
+
+/// The settings record of the run (`rl`) or of its control (`rl-control`).
+fn stage_record(config: &RunConfig, apply_updates: bool) -> StageRecord {
+    StageRecord::new(&config.run.dir, rl_dir_name(apply_updates))
+}
+
+/// Refuses a resumed run whose recorded settings differ from today's, and an update-off
+/// control whose settings differ from its run's (but for `[rl] apply_updates` and the
+/// run's length), naming the first line that differs; then records today's settings.
+fn check_settings(config: &RunConfig, resume: bool) -> Result<(), PipelineError> {
+    let apply = config.rl.apply_updates;
+    let own = stage_record(config, apply);
+    let io = |e: std::io::Error| PipelineError::new("settings", e.to_string());
+    if resume {
+        if let Some(found) = own.difference(config, rl_resumable).map_err(io)? {
+            return Err(PipelineError::new(
+                "resume",
+                format!(
+                    "{} ran with other settings ({found}), so it cannot be continued with \
+                     these; resume with the settings in {}",
+                    rl_dir(config).display(),
+                    own.path().display()
+                ),
+            ));
+        }
+    }
+    if !apply {
+        let run = stage_record(config, true);
+        if let Some(found) = run.difference(config, paired).map_err(io)? {
+            return Err(PipelineError::new(
+                "control",
+                format!(
+                    "the RL run in {} ran with other settings ({found}); a control must \
+                     differ from its run in [rl] apply_updates only: use the settings in {}",
+                    config.run.dir.join(rl_dir_name(true)).display(),
+                    run.path().display()
+                ),
+            ));
+        }
+    }
+    own.write(config).map_err(io)
 }
 
 /// The checkpoint RL starts from: `--init`, else the run's latest SFT checkpoint.
@@ -248,6 +325,11 @@ fn plot_rewards(
     write_chart(&path, &chart, "reward curve", reporter)
 }
 
+/// Settings text read back as a configuration (`None` when it no longer parses).
+fn recorded(text: &str) -> Option<RunConfig> {
+    RunConfig::from_toml(text).ok()
+}
+
 /// Reports how much of the control's failure lay in groups that solved the task at
 /// least once (what sharpening the policy could win) over the last third of its steps.
 fn report_headroom(control_log: &Path, reporter: &mut dyn Reporter) -> Result<(), PipelineError> {
@@ -297,6 +379,21 @@ fn compare_with_control(
     let (run_log, control_log) = (log(true), log(false));
     if !control_log.is_file() {
         return Ok(());
+    }
+    let io = |e: std::io::Error| PipelineError::new("settings", e.to_string());
+    if let Some(saved) = stage_record(config, false).read().map_err(io)? {
+        if let Some(found) = stage_record(config, true)
+            .read()
+            .map_err(io)?
+            .and_then(|run| settings::difference(&run, &recorded(&saved)?, paired))
+        {
+            reporter.info(&format!(
+                "the control in {} ran with other settings than the run ({found}): not \
+                 compared; run `sage train --control` again with the run's settings",
+                config.run.dir.join(rl_dir_name(false)).display()
+            ));
+            return Ok(());
+        }
     }
     report_headroom(&control_log, reporter)?;
     if !run_log.is_file() {

@@ -1,18 +1,22 @@
 //! The RL stage's loop, written once for every caller (`sage train` with its
 //! checkpoints, the experiment's arms and their controls, the examples): each step's
-//! rollouts and update, its metrics row, a progress line, then the caller's hook.
+//! rollouts and update, its metrics row, a progress line, then the caller's hook; a
+//! requested stop ends the run after the hook has seen its last step.
 
 use sage_transformer::Kernels;
 
 use super::{failed, PipelineError, Reporter};
 use crate::chat::ChatTemplate;
+use crate::interrupt;
 use crate::metrics::MetricsLog;
 use crate::policy::TransformerPolicy;
 use crate::rl::{RlStepStats, RlTrainer, WorldRl};
 
 /// Called after every RL step (once its metrics row is written) with the policy, the
-/// step's statistics and the trainer, whose state a checkpoint saves.
-pub type RlHook<'a, K> = dyn FnMut(&mut TransformerPolicy<K>, &RlStepStats, &RlTrainer) -> Result<(), PipelineError>
+/// step's statistics, the trainer (whose state a checkpoint saves) and whether the step
+/// is the run's last: its final step, or the one a requested stop
+/// ([`interrupt`](crate::interrupt)) ends it at.
+pub type RlHook<'a, K> = dyn FnMut(&mut TransformerPolicy<K>, &RlStepStats, &RlTrainer, bool) -> Result<(), PipelineError>
     + 'a;
 
 /// What an RL run trains on, and what its progress lines are called.
@@ -46,7 +50,14 @@ pub fn run_rl<K: Kernels>(
             .map_err(failed("rl"))?;
         stats.log_to(metrics).map_err(failed("metrics"))?;
         reporter.info(&step_line(inputs.label, &stats, steps));
-        on_step(policy, &stats, trainer)?;
+        let stopping = interrupt::stop_requested();
+        on_step(policy, &stats, trainer, stopping || trainer.finished())?;
+        if stopping && !trainer.finished() {
+            return Err(PipelineError::new(
+                "rl",
+                format!("stopped on request after step {}", stats.step),
+            ));
+        }
     }
     Ok(())
 }

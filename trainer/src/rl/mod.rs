@@ -61,6 +61,9 @@ pub struct RlConfig {
     pub chains_per_step: usize,
     /// Optimizer steps of the run.
     pub steps: u64,
+    /// `sage train` saves a checkpoint every this many steps (0: after the last only),
+    /// after the last step, and after the step at which a SIGINT or SIGTERM stops it.
+    pub checkpoint_every: u64,
     /// Learning rate of the RL stage, constant after `warmup_steps` (AdamW's other
     /// settings come from the run's `[optimizer]` section).
     pub learning_rate: f32,
@@ -109,6 +112,7 @@ impl Default for RlConfig {
             rollouts: 8,
             chains_per_step: 4,
             steps: 20,
+            checkpoint_every: 5,
             learning_rate: 1e-4,
             warmup_steps: 0,
             minibatches: 1,

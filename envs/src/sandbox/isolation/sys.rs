@@ -16,6 +16,18 @@ pub(crate) fn cpu_seconds_used() -> io::Result<u64> {
     Ok((usage.ru_utime.tv_sec + usage.ru_stime.tv_sec).max(0) as u64 + 1)
 }
 
+/// Makes the calling process ignore SIGINT: a worker lives as long as its parent keeps
+/// its standard input open, so a Ctrl-C at the terminal (sent to the whole process
+/// group) reaches the parent, which stops at a step boundary, without killing the
+/// workers of the step it is finishing.
+pub(crate) fn ignore_interrupts() -> io::Result<()> {
+    // SAFETY: installs the predefined "ignore" disposition; no handler code runs.
+    if unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) } == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// A resource [`set_soft_limit`] can limit.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Resource {

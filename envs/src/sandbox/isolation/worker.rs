@@ -21,6 +21,10 @@ const EXIT_PROTOCOL: i32 = 3;
 /// Runs the worker loop until the parent closes standard input; returns the exit code.
 /// `address_space_bytes` is the worker's `RLIMIT_AS`.
 pub(crate) fn serve(address_space_bytes: u64) -> i32 {
+    if let Err(e) = sys::ignore_interrupts() {
+        eprintln!("sandbox worker: cannot ignore SIGINT: {e}");
+        return EXIT_PROTOCOL;
+    }
     if let Err(e) = limit_process(address_space_bytes) {
         eprintln!("sandbox worker: cannot set its process limits: {e}");
         return EXIT_PROTOCOL;

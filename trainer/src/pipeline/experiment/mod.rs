@@ -391,7 +391,7 @@ fn rl_curves<K: Kernels>(
         series("reward_all"),
         series("skill_writing_1"),
     ];
-    let mut record = |_: &mut TransformerPolicy<K>, stats: &RlStepStats, _: &RlTrainer| {
+    let mut record = |_: &mut TransformerPolicy<K>, stats: &RlStepStats, _: &RlTrainer, _last| {
         let mean = |v: &[f32]| v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len().max(1) as f64;
         let step = stats.step as f64;
         curves[0].points.push((step, mean(&stats.success)));

@@ -26,6 +26,7 @@ use crate::config::RunConfig;
 use crate::experiment::Arm;
 use crate::files::write_atomic;
 use crate::pipeline::PipelineError;
+use crate::settings;
 use crate::tokenizer::Tokenizer;
 
 /// The file that holds a run's settings and id.
@@ -84,11 +85,10 @@ impl RunRecord {
             })?;
             let saved: RunSettings = serde_json::from_str(&text)
                 .map_err(|e| resume_error(format!("{}: {e}", path.display())))?;
-            if let Some((line, was, now)) = settings_difference(&saved.settings, &settings) {
+            if let Some(found) = settings::difference(&saved.settings, config, resumable) {
                 return Err(resume_error(format!(
                     "the run in {} used other settings, so its results cannot be reused \
-                     (settings line {line}: was `{was}`, now `{now}`); run with those \
-                     settings, or without --resume to start afresh",
+                     ({found}); run with those settings, or without --resume to start afresh",
                     dir.display()
                 )));
             }
@@ -175,53 +175,17 @@ impl RunRecord {
     }
 }
 
+/// Resets what a resumed experiment may change: its seeds, arms, directory and backend.
+fn resumable(config: &mut RunConfig) {
+    config.experiment.seeds = 0;
+    config.experiment.arms = Vec::new();
+    config.run.dir = PathBuf::new();
+    config.run.backend = Default::default();
+}
+
 /// `config` as TOML without the fields a resumed run may change.
 fn comparable_settings(config: &RunConfig) -> String {
-    let mut comparable = config.clone();
-    comparable.experiment.seeds = 0;
-    comparable.experiment.arms = Vec::new();
-    comparable.run.dir = PathBuf::new();
-    comparable.run.backend = Default::default();
-    comparable.to_toml()
-}
-
-/// Where the recorded settings `saved` differ from `now` (see [`first_difference`]),
-/// after reading `saved` back over today's defaults and printing it again: a setting
-/// added since the run started takes its default, as it would in a config file that
-/// leaves it out. Text that no longer parses (a setting removed or renamed) is compared
-/// as it is.
-fn settings_difference(saved: &str, now: &str) -> Option<(usize, String, String)> {
-    match RunConfig::from_toml_unchecked(saved) {
-        Ok(recorded) => first_difference(&comparable_settings(&recorded), now),
-        Err(_) => first_difference(saved, now),
-    }
-}
-
-/// The first line (1-based) where `was` and `now` differ, with both lines, each led by
-/// the TOML section it stands in (`[sft] epochs = 3`).
-fn first_difference(was: &str, now: &str) -> Option<(usize, String, String)> {
-    let (mut was_lines, mut now_lines) = (was.lines(), now.lines());
-    let mut section = String::new();
-    let mut line = 0;
-    loop {
-        line += 1;
-        match (was_lines.next(), now_lines.next()) {
-            (None, None) => return None,
-            (Some(a), Some(b)) if a == b => {
-                if a.starts_with('[') {
-                    a.clone_into(&mut section);
-                }
-            }
-            (a, b) => {
-                let show = |l: Option<&str>| match l {
-                    None => "(end of settings)".to_owned(),
-                    Some(l) if section.is_empty() || l.starts_with('[') => l.to_owned(),
-                    Some(l) => format!("{section} {l}"),
-                };
-                return Some((line, show(a), show(b)));
-            }
-        }
-    }
+    settings::comparable(config, resumable)
 }
 
 /// An id no earlier run in the directory has: the start time in nanoseconds and the
@@ -249,39 +213,6 @@ fn resume_error(message: String) -> PipelineError {
 mod tests {
     use super::*;
 
-    /// Settings recorded before a setting with a default existed still match a run at
-    /// that default, and not one that changes it.
-    #[test]
-    fn a_setting_added_since_the_record_takes_its_default() {
-        let config = RunConfig::default();
-        let now = comparable_settings(&config);
-        let line = "scenario_seed_offset = 0";
-        assert!(now.lines().any(|l| l == line), "{now}");
-        let recorded: String = now
-            .lines()
-            .filter(|l| *l != line)
-            .map(|l| format!("{l}\n"))
-            .collect();
-        assert_eq!(settings_difference(&recorded, &now), None);
-        // Compared as raw text, the two differ.
-        assert!(first_difference(&recorded, &now).is_some());
-
-        let mut offset = config.clone();
-        offset.rl.scenario_seed_offset = 60;
-        let (_, was, changed) =
-            settings_difference(&recorded, &comparable_settings(&offset)).expect("differs");
-        assert_eq!(
-            (was.as_str(), changed.as_str()),
-            (
-                "[rl] scenario_seed_offset = 0",
-                "[rl] scenario_seed_offset = 60"
-            )
-        );
-
-        let unknown = format!("{recorded}[retired]\nsetting = 1\n");
-        assert!(settings_difference(&unknown, &now).is_some());
-    }
-
     /// A run recorded on one backend resumes on another; other settings still refuse it.
     #[test]
     fn the_backend_is_not_compared_but_the_sft_recipe_is() {
@@ -294,34 +225,12 @@ mod tests {
         );
         let mut recipe = config.clone();
         recipe.sft.epochs += 1;
-        let (_, was, now) =
-            first_difference(&comparable_settings(&config), &comparable_settings(&recipe))
-                .expect("differs");
-        assert_eq!(was, format!("[sft] epochs = {}", config.sft.epochs));
-        assert_eq!(now, format!("[sft] epochs = {}", recipe.sft.epochs));
-    }
-
-    #[test]
-    fn the_first_difference_names_its_line_and_both_texts() {
-        assert_eq!(first_difference("a\nb\nc", "a\nb\nc"), None);
-        assert_eq!(
-            first_difference("a\nb = 1\nc", "a\nb = 2\nc"),
-            Some((2, "b = 1".to_owned(), "b = 2".to_owned()))
-        );
-        assert_eq!(
-            first_difference(
-                "[run]\nx = 1\n[sft]\nepochs = 7",
-                "[run]\nx = 1\n[sft]\nepochs = 3"
-            ),
-            Some((
-                4,
-                "[sft] epochs = 7".to_owned(),
-                "[sft] epochs = 3".to_owned()
-            ))
-        );
-        assert_eq!(
-            first_difference("a", "a\nextra"),
-            Some((2, "(end of settings)".to_owned(), "extra".to_owned()))
-        );
+        let found = settings::first_difference(
+            &comparable_settings(&config),
+            &comparable_settings(&recipe),
+        )
+        .expect("differs");
+        assert_eq!(found.was, format!("[sft] epochs = {}", config.sft.epochs));
+        assert_eq!(found.now, format!("[sft] epochs = {}", recipe.sft.epochs));
     }
 }

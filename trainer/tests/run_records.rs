@@ -1,0 +1,204 @@
+//! Runs that record and protect themselves, through the `sage` binary on the tiny
+//! configuration: every command records its settings and build; a resumed stage or an
+//! update-off control under other settings is refused, naming the line that differs;
+//! SIGTERM stops RL at a step boundary with a checkpoint from which `--resume` ends
+//! with the same weights as a run never interrupted.
+#![cfg(unix)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use sage_trainer::config::RunConfig;
+
+const SAGE: &str = env!("CARGO_BIN_EXE_sage");
+
+/// A fresh directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sage-run-records-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
+/// Writes `config` as `NAME.toml` in `dir` and returns its path.
+fn config_file(dir: &Path, name: &str, config: &RunConfig) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, config.to_toml()).expect("a config file");
+    path
+}
+
+/// Runs `sage ARGS` to its end.
+fn sage(args: &[&str]) -> Output {
+    Command::new(SAGE).args(args).output().expect("sage runs")
+}
+
+fn succeeded(output: &Output) -> bool {
+    if !output.status.success() {
+        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    }
+    output.status.success()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn runs_record_their_settings_and_refuse_to_mix_others() {
+    let root = scratch("mix");
+    let run = root.join("run");
+    let base = RunConfig::tiny(&run);
+    let base_file = config_file(&root, "base", &base);
+    let base_file = base_file.to_str().expect("a UTF-8 path");
+    let mut other = base.clone();
+    other.rl.learning_rate *= 2.0;
+    let other_file = config_file(&root, "other", &other);
+    let other_file = other_file.to_str().expect("a UTF-8 path");
+
+    assert!(succeeded(&sage(&["demo", "--config", base_file])));
+    let recorded = std::fs::read_to_string(run.join("config.toml")).expect("config.toml");
+    assert_eq!(recorded, base.to_toml());
+    let info = std::fs::read_to_string(run.join("run-info.json")).expect("run-info.json");
+    for field in ["\"command\": \"demo\"", "\"version\"", "\"git_revision\""] {
+        assert!(info.contains(field), "{info}");
+    }
+    assert!(run.join("settings/sft.toml").is_file());
+
+    assert!(succeeded(&sage(&["train", "--config", base_file])));
+    assert!(run.join("settings/rl.toml").is_file());
+
+    // A control under other settings than its run is refused before it starts.
+    let refused = sage(&["train", "--config", other_file, "--control"]);
+    assert!(!refused.status.success());
+    let message = stderr(&refused);
+    assert!(
+        message.contains("[rl] learning_rate = ") && message.contains("apply_updates"),
+        "{message}"
+    );
+    assert!(!run.join("rl-control").exists(), "the refused control ran");
+
+    // So is a resumed run, RL or SFT.
+    let refused = sage(&["train", "--config", other_file, "--resume"]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("[rl] learning_rate = "),
+        "{}",
+        stderr(&refused)
+    );
+    let mut other_sft = base.clone();
+    other_sft.sft.batch_tokens /= 2;
+    let other_sft_file = config_file(&root, "other-sft", &other_sft);
+    let refused = sage(&[
+        "sft",
+        "--config",
+        other_sft_file.to_str().expect("a UTF-8 path"),
+        "--resume",
+    ]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("[sft] batch_tokens = "),
+        "{}",
+        stderr(&refused)
+    );
+
+    // With the run's settings (and more steps, which a resume may add) both go on, and
+    // the control is compared with its run.
+    assert!(succeeded(&sage(&[
+        "train", "--config", base_file, "--resume", "--steps", "3"
+    ])));
+    let control = sage(&["train", "--config", base_file, "--control"]);
+    assert!(succeeded(&control));
+    assert!(
+        stderr(&control).contains("against the update-off control"),
+        "{}",
+        stderr(&control)
+    );
+
+    // A run restarted under other settings is not compared with the old control.
+    let rerun = sage(&["train", "--config", other_file]);
+    assert!(succeeded(&rerun));
+    assert!(
+        stderr(&rerun).contains("ran with other settings than the run"),
+        "{}",
+        stderr(&rerun)
+    );
+    std::fs::remove_dir_all(&root).expect("cleaned up");
+}
+
+/// The weights of the latest RL checkpoint of `run`.
+fn final_weights(run: &Path) -> Vec<u8> {
+    let checkpoints = run.join("rl").join("checkpoints");
+    let mut steps: Vec<PathBuf> = std::fs::read_dir(&checkpoints)
+        .expect("RL checkpoints")
+        .map(|entry| entry.expect("an entry").path())
+        .filter(|path| path.join("model.safetensors").is_file())
+        .collect();
+    steps.sort();
+    let last = steps.last().expect("an RL checkpoint");
+    std::fs::read(last.join("model.safetensors")).expect("its weights")
+}
+
+#[test]
+fn sigterm_stops_rl_at_a_step_boundary_and_resume_ends_as_if_never_stopped() {
+    let root = scratch("sigterm");
+    let config_for = |run: &Path| {
+        let mut config = RunConfig::tiny(run);
+        config.rl.steps = 30;
+        config.rl.checkpoint_every = 0;
+        config
+    };
+    let (whole, stopped) = (root.join("whole"), root.join("stopped"));
+    let whole_file = config_file(&root, "whole", &config_for(&whole));
+    let stopped_file = config_file(&root, "stopped", &config_for(&stopped));
+    let (whole_file, stopped_file) = (
+        whole_file.to_str().expect("a UTF-8 path"),
+        stopped_file.to_str().expect("a UTF-8 path"),
+    );
+    for file in [whole_file, stopped_file] {
+        assert!(succeeded(&sage(&["demo", "--config", file])));
+    }
+    assert!(succeeded(&sage(&["train", "--config", whole_file])));
+
+    let child = Command::new(SAGE)
+        .args(["train", "--config", stopped_file])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sage train starts");
+    // Once the first step's metrics row is written, ask it to stop.
+    let metrics = stopped.join("rl").join("metrics").join("rl.jsonl");
+    let started = Instant::now();
+    while std::fs::read_to_string(&metrics).map_or(true, |text| text.lines().count() < 1) {
+        assert!(started.elapsed() < Duration::from_secs(120), "no RL step");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let pid = i32::try_from(child.id()).expect("a pid");
+    // SAFETY: sends a signal to the child this test started and still owns.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let output = child.wait_with_output().expect("sage train ends");
+    let message = stderr(&output);
+    assert!(!output.status.success(), "it ran to the end:\n{message}");
+    assert!(
+        message.contains("stopped on request after step"),
+        "{message}"
+    );
+    assert!(message.contains("--resume"), "{message}");
+    let rows = std::fs::read_to_string(&metrics)
+        .expect("metrics")
+        .lines()
+        .count();
+    assert!(rows < 30, "all {rows} steps ran");
+
+    assert!(succeeded(&sage(&[
+        "train",
+        "--config",
+        stopped_file,
+        "--resume"
+    ])));
+    assert!(
+        final_weights(&whole) == final_weights(&stopped),
+        "the resumed run ended with other weights"
+    );
+    std::fs::remove_dir_all(&root).expect("cleaned up");
+}
