@@ -17,6 +17,7 @@ use super::rewrites::{
     BOUNDED_ADD, BOUNDED_COMPARISONS, BOUNDED_INT, BOUNDED_METHOD, BOUNDED_METHODS, BOUNDED_MUL,
     BOUNDED_PERCENT, BOUNDED_SHIFT, CHECKED_FSTRING,
 };
+use super::trace::TopLevelDef;
 
 /// The dialect agent code is written in: Starlark with top-level statements, lambdas,
 /// keyword-only arguments, type annotations (parsed, not checked) and simple
@@ -34,17 +35,6 @@ pub(crate) fn dialect() -> Dialect {
         enable_f_strings: true,
         ..Dialect::Standard
     }
-}
-
-/// A top-level function definition found in parsed code.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct TopLevelDef {
-    /// The function's name.
-    pub name: String,
-    /// The span of the whole `def` statement, body included.
-    pub span: Span,
-    /// The statement's source as the agent wrote it (before any rewriting).
-    pub source: String,
 }
 
 /// Parsed code, checked and rewritten, ready to evaluate.

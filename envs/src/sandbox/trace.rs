@@ -14,7 +14,16 @@
 use serde::{Deserialize, Serialize};
 use starlark::codemap::{CodeMap, CodeMapId, FileSpanRef, Span};
 
-use super::source::TopLevelDef;
+/// A top-level function definition found in parsed code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TopLevelDef {
+    /// The function's name.
+    pub name: String,
+    /// The span of the whole `def` statement, body included.
+    pub span: Span,
+    /// The statement's source as the agent wrote it (before any rewriting).
+    pub source: String,
+}
 
 /// Where a function definition came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
