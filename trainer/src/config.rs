@@ -1,6 +1,6 @@
 //! Run configuration: one TOML file whose sections configure each stage of the
 //! pipeline (expert data, tokenizer, model, optimizer, SFT, evaluation, RL, the experiment). Every field
-//! has a default, and `sage config --print` writes them all out; a file only needs
+//! has a default, and `sage config` writes them all out; a file only needs
 //! the fields it changes. Unknown fields are errors, so a typo never goes unnoticed.
 
 use std::fmt;

@@ -1,5 +1,5 @@
 //! The `sage` command-line interface: expert data, SFT, evaluation and the demo on
-//! the built-in world, configured by TOML files (`sage config --print` shows every
+//! the built-in world, configured by TOML files (`sage config` shows every
 //! setting with its default).
 #![forbid(unsafe_code)]
 

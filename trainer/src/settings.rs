@@ -1,8 +1,8 @@
 //! What a run directory records of the settings that made it, and their comparison
 //! with today's.
 //!
-//! Every command writes `RUN_DIR/config.toml` (its merged settings, `sage config
-//! --print`'s format) and `RUN_DIR/run-info.json` (the command, the crate version, the
+//! Every command writes `RUN_DIR/config.toml` (its merged settings, `sage config`'s
+//! format) and `RUN_DIR/run-info.json` (the command, the crate version, the
 //! git revision it was built from and the start time) when it starts
 //! ([`record_command`]). A stage whose output a later command continues or compares
 //! also keeps its own record, `RUN_DIR/settings/STAGE.toml` ([`StageRecord`]): SFT's

@@ -1,6 +1,6 @@
-//! The `sage` binary: `config --print` writes a configuration that reads back as the
-//! defaults; bad configurations and missing checkpoints fail with one message and a
-//! non-zero exit; `sft` on the tiny configuration writes checkpoints, metrics and the
+//! The `sage` binary: `config` writes a configuration that reads back as the
+//! defaults; `env` prints what a bug report needs; bad configurations and missing
+//! checkpoints fail with one message and a non-zero exit; `sft` on the tiny configuration writes checkpoints, metrics and the
 //! loss plot, `sft --resume` continues from the latest checkpoint, `eval` reads it, and
 //! `train` runs RL from it, resumably.
 
@@ -33,10 +33,37 @@ fn stderr(output: &Output) -> String {
 
 #[test]
 fn printed_configuration_reads_back_as_the_defaults() {
-    let output = sage(&["config", "--print"]);
+    // `sage config` prints it; `--print` is still accepted.
+    for args in [&["config"][..], &["config", "--print"]] {
+        let output = sage(args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert_eq!(RunConfig::from_toml(&text).unwrap(), RunConfig::default());
+    }
+}
+
+#[test]
+fn env_prints_what_a_bug_report_needs() {
+    let output = sage(&["env"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let text = String::from_utf8(output.stdout).unwrap();
-    assert_eq!(RunConfig::from_toml(&text).unwrap(), RunConfig::default());
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], format!("sage {}", env!("CARGO_PKG_VERSION")));
+    for start in [
+        "git revision: ",
+        "compiler: rustc ",
+        "platform: ",
+        "cpu features: ",
+        "threads: ",
+        "backends compiled: ",
+        "sandbox worker: ",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(start)),
+            "{start}\n{text}"
+        );
+    }
+    assert!(text.contains("backends compiled: cpu"), "{text}");
 }
 
 #[test]

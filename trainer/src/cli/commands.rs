@@ -169,16 +169,12 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             let job = Job::Eval(&config, checkpoint.as_deref(), out.as_deref());
             run_on_backend(config.run.backend, config.run.precision, job)
         }
-        Command::Config { print, config } => {
+        Command::Config { print: _, config } => {
             let config = match config {
                 Some(path) => RunConfig::from_file(&path).map_err(failed("config"))?,
                 None => RunConfig::default(),
             };
-            if print {
-                print!("{}", config.to_toml());
-            } else {
-                println!("use `sage config --print` to write every setting out");
-            }
+            print!("{}", config.to_toml());
             Ok(())
         }
         Command::Import { gguf, out, dtype } => {
@@ -221,6 +217,71 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             }
             Ok(())
         }
+        Command::Env => {
+            print!("{}", environment_report());
+            Ok(())
+        }
+    }
+}
+
+/// The lines of `sage env`.
+fn environment_report() -> String {
+    let backends: Vec<String> = Backend::compiled()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let worker = sage_envs::sandbox::worker_program().map_or_else(
+        || "none found".to_owned(),
+        |path| path.display().to_string(),
+    );
+    [
+        format!("sage {}", env!("CARGO_PKG_VERSION")),
+        format!("git revision: {}", settings::GIT_REVISION),
+        format!("compiler: {}", env!("SAGE_RUSTC_VERSION")),
+        format!(
+            "platform: {} {}",
+            std::env::consts::OS,
+            std::env::consts::ARCH
+        ),
+        format!("cpu features: {}", cpu_features()),
+        format!(
+            "threads: {} (RAYON_NUM_THREADS={})",
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "unset".to_owned())
+        ),
+        format!("backends compiled: {}", backends.join(", ")),
+        format!("sandbox worker: {worker}"),
+    ]
+    .iter()
+    .map(|line| format!("{line}\n"))
+    .collect()
+}
+
+/// The SIMD features the CPU kernels can use that this CPU has.
+fn cpu_features() -> String {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let found: Vec<&str> = [
+            ("avx2", std::arch::is_x86_feature_detected!("avx2")),
+            ("fma", std::arch::is_x86_feature_detected!("fma")),
+            ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
+            (
+                "avx512bf16",
+                std::arch::is_x86_feature_detected!("avx512bf16"),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(name, present)| present.then_some(name))
+        .collect();
+        if found.is_empty() {
+            "none of avx2, fma, avx512f".to_owned()
+        } else {
+            found.join(", ")
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        "(not detected on this architecture)".to_owned()
     }
 }
 

@@ -31,7 +31,7 @@ pub struct Cli {
 /// Options every training or evaluation command takes.
 #[derive(clap::Args, Clone, Debug)]
 struct Common {
-    /// A TOML run configuration (`sage config --print` shows every field).
+    /// A TOML run configuration (`sage config` shows every field).
     #[arg(long)]
     config: Option<PathBuf>,
     /// The run directory (overrides `[run] dir`).
@@ -52,8 +52,8 @@ enum Command {
     Demo {
         #[command(flatten)]
         common: Common,
-        /// A one-minute smoke run of the whole pipeline (a two-layer model on one seed
-        /// of data; it learns little) in runs/demo-tiny.
+        /// A smoke run of the whole pipeline in seconds (a two-layer model on one seed
+        /// of data; it learns nothing) in runs/demo-tiny.
         #[arg(long, conflicts_with = "config")]
         tiny: bool,
     },
@@ -161,10 +161,11 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Prints the run configuration.
+    /// Prints every setting of the run configuration with its value, as TOML (the
+    /// defaults, or `--config FILE` merged with them).
     Config {
-        /// Print every setting with its value (the defaults, or `--config FILE`'s).
-        #[arg(long)]
+        /// Kept for older scripts: printing is what `sage config` does.
+        #[arg(long, hide = true)]
         print: bool,
         /// A TOML run configuration to print merged with the defaults.
         #[arg(long)]
@@ -186,6 +187,9 @@ enum Command {
     },
     /// Lists the compute backends compiled into this binary.
     Backends,
+    /// Prints what a bug report needs: version, git revision, compiler, platform, CPU
+    /// features and threads, compiled backends and the sandbox worker program.
+    Env,
 }
 
 /// How `sage import` stores weights.
@@ -199,14 +203,24 @@ enum StoredDtype {
     F16,
 }
 
-/// Logs to standard error through `tracing` (`RUST_LOG` filters; info by default).
+/// Log lines' time stamps: seconds since the command started.
+struct Elapsed(std::time::Instant);
+
+impl tracing_subscriber::fmt::time::FormatTime for Elapsed {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        write!(w, "{:>8.1}s", self.0.elapsed().as_secs_f64())
+    }
+}
+
+/// Logs to standard error through `tracing` (`RUST_LOG` filters; info by default), each
+/// line stamped with the seconds since the command started.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
-        .without_time()
+        .with_timer(Elapsed(std::time::Instant::now()))
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
