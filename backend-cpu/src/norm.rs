@@ -9,8 +9,9 @@ use sage_transformer::contract::Rows;
 use crate::math;
 
 /// Rows per block of a column reduction: partial sums of fixed blocks are added in block
-/// order, so the result is the same whatever the number of threads.
-const ROWS_PER_BLOCK: usize = 64;
+/// order, so the result is the same whatever the number of threads (and the GPU
+/// backends', which use the same blocks).
+const ROWS_PER_BLOCK: usize = sage_transformer::COLUMN_SUM_ROWS;
 
 /// sum[C] += the columns of each block of rows of `rows`, through `row_term`, which adds
 /// the contribution of row n (its `[C]` input) into the block's partial sum.

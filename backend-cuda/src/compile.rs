@@ -185,9 +185,14 @@ pub(crate) fn compiled(family: Family, arch: &str) -> Result<CompiledFamily, Cud
 }
 
 /// The NVRTC options: the architecture, full-precision division and square roots, no
-/// flush-to-zero (the parity tests compare with the CPU in f32).
+/// flush-to-zero (the parity tests compare with the CPU in f32), and the constants the
+/// kernels share with the other backends.
 fn options(arch: &str) -> Vec<String> {
     vec![
+        format!(
+            "--define-macro=ROWS_PER_BLOCK={}",
+            sage_transformer::COLUMN_SUM_ROWS
+        ),
         format!("--gpu-architecture={arch}"),
         "--std=c++17".into(),
         "--ftz=false".into(),

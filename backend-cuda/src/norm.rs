@@ -10,8 +10,9 @@ use crate::scratch::Scratch;
 use crate::CudaBackend;
 use sage_transformer::contract::{to_u32, Rows};
 
-/// Rows per block of the column sums (ROWS_PER_BLOCK in norm.cu).
-const ROWS_PER_BLOCK: usize = 64;
+/// Rows per block of the column sums (ROWS_PER_BLOCK in norm.cu, defined from it at
+/// compile time).
+const ROWS_PER_BLOCK: usize = sage_transformer::COLUMN_SUM_ROWS;
 /// Columns per block of the column sums (COLUMN_THREADS in norm.cu).
 const COLUMNS_PER_BLOCK: usize = 256;
 

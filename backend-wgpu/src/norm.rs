@@ -31,8 +31,9 @@ const COLUMN_FINISH: Kernel = Kernel {
     bindings: 2,
 };
 
-/// Rows summed per partial (ROWS_PER_BLOCK in columns.wgsl).
-const ROWS_PER_BLOCK: usize = 64;
+/// Rows summed per partial (ROWS_PER_BLOCK in columns.wgsl, defined from it when the
+/// shader is built).
+const ROWS_PER_BLOCK: usize = sage_transformer::COLUMN_SUM_ROWS;
 
 /// Columns one workgroup of the column kernels covers.
 const COLUMNS_PER_GROUP: usize = 256;

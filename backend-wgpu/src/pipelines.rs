@@ -3,6 +3,7 @@
 //! (every binding a read-write storage buffer, so one buffer may be bound several times
 //! in a launch), and push constants for each kernel's offsets and sizes.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::device::{Gpu, PARAM_BYTES};
@@ -34,19 +35,28 @@ macro_rules! shader {
 }
 
 impl Family {
-    fn source(self) -> &'static str {
-        match self {
+    /// The WGSL of the family, with the constants it shares with the other backends
+    /// defined first where it needs them.
+    fn source(self) -> Cow<'static, str> {
+        let source = match self {
             Family::Elementwise => shader!("elementwise.wgsl"),
             Family::Embedding => shader!("embedding.wgsl"),
             Family::Norm => shader!("norm.wgsl"),
-            Family::Columns => shader!("columns.wgsl"),
+            Family::Columns => {
+                return Cow::Owned(format!(
+                    "const ROWS_PER_BLOCK: u32 = {}u;\n{}",
+                    sage_transformer::COLUMN_SUM_ROWS,
+                    shader!("columns.wgsl")
+                ))
+            }
             Family::Matmul => shader!("matmul.wgsl"),
             Family::Rope => shader!("rope.wgsl"),
             Family::Attention => shader!("attention.wgsl"),
             Family::Swiglu => shader!("swiglu.wgsl"),
             Family::Logprob => shader!("logprob.wgsl"),
             Family::Adamw => shader!("adamw.wgsl"),
-        }
+        };
+        Cow::Borrowed(source)
     }
 }
 
@@ -89,7 +99,7 @@ impl Pipelines {
             .or_insert_with(|| {
                 device.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(kernel.entry),
-                    source: wgpu::ShaderSource::Wgsl(kernel.family.source().into()),
+                    source: wgpu::ShaderSource::Wgsl(kernel.family.source()),
                 })
             })
             .clone();

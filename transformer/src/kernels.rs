@@ -12,6 +12,12 @@
 //! start offsets `seq_starts` (length S + 1, first 0, last N), so attention never
 //! crosses from one sequence into another. "(+=)" marks an output that accumulates.
 
+/// Rows each partial sum of a column reduction covers (the weight gradient of RMSNorm,
+/// a bias gradient): every backend sums fixed blocks of this many rows and then adds the
+/// blocks in order, so the CPU, CUDA and wgpu results agree bitwise whatever the thread
+/// count. The GPU kernels receive it when they are compiled.
+pub const COLUMN_SUM_ROWS: usize = 64;
+
 /// Identifies an `f32` buffer owned by a backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BufferId(pub u32);

@@ -40,6 +40,7 @@ pub use decode::KvCache;
 pub use device::Device;
 pub use kernels::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
+    COLUMN_SUM_ROWS,
 };
 pub use layout::{ActLayout, LayerActs, LayerParams, ParamLayout, Slot};
 pub use model::{InputError, ModelError, Transformer};

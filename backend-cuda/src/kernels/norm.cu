@@ -51,7 +51,8 @@ rmsnorm_backward_dx(float* dx, const float* dout, const float* x, const float* w
 }
 
 #define COLUMN_THREADS 256
-#define ROWS_PER_BLOCK 64
+// ROWS_PER_BLOCK comes from the compiler options: sage_transformer::COLUMN_SUM_ROWS, the
+// blocks every backend sums in (64).
 
 // partial[b, c] = sum over rows n of block b (64 rows) of a[n, c] * b[n, c] * rstd[n],
 // or of a[n, c] alone when `b` is null (the bias gradient). Grid: (ceil(C / 256),

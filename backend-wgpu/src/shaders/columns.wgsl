@@ -2,8 +2,8 @@
 // bias gradient, in two fixed-order passes (no atomics): partial sums of blocks of 64
 // rows, then the blocks in order added into the gradient.
 
-// Rows one invocation of column_partials sums.
-const ROWS_PER_BLOCK: u32 = 64u;
+// ROWS_PER_BLOCK, the rows one invocation of column_partials sums, is defined before this
+// file when the shader is built: sage_transformer::COLUMN_SUM_ROWS (64), as on every backend.
 
 struct Params {
     partials: u32, // offset of partials in its window
