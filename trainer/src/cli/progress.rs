@@ -1,6 +1,6 @@
 //! [`BarReporter`]: progress bars on the terminal (indicatif) for SFT steps, with the
-//! ETA and training tokens per second, and evaluation waves; messages go through
-//! `tracing`.
+//! ETA and training tokens per second, RL steps (of `sage train` and of each experiment
+//! arm) with their ETA, and evaluation waves; messages go through `tracing`.
 
 use indicatif::{ProgressBar, ProgressStyle};
 use tracing::info;
@@ -12,12 +12,16 @@ use sage_trainer::sft::SftStep;
 #[derive(Default)]
 pub struct BarReporter {
     sft: Option<ProgressBar>,
+    rl: Option<ProgressBar>,
     eval: Option<ProgressBar>,
 }
 
 impl BarReporter {
     fn finish(&mut self) {
         if let Some(bar) = self.sft.take() {
+            bar.finish();
+        }
+        if let Some(bar) = self.rl.take() {
             bar.finish();
         }
         if let Some(bar) = self.eval.take() {
@@ -39,7 +43,12 @@ impl Reporter for BarReporter {
     }
 
     fn info(&mut self, message: &str) {
-        match self.sft.as_ref().or(self.eval.as_ref()) {
+        match self
+            .sft
+            .as_ref()
+            .or(self.rl.as_ref())
+            .or(self.eval.as_ref())
+        {
             Some(bar) => bar.suspend(|| info!("{message}")),
             None => info!("{message}"),
         }
@@ -73,6 +82,28 @@ impl Reporter for BarReporter {
                 );
             }
             bar.set_message(message);
+        }
+    }
+
+    fn rl_step(&mut self, label: &str, step: u64, steps: u64) {
+        // Every step already logs a line, so a hidden bar (no terminal) adds nothing.
+        let bar = self.rl.get_or_insert_with(|| {
+            // Started at the step before this one (the run's first, or a resumed run's),
+            // so the ETA counts only the steps timed here.
+            let bar = ProgressBar::new(steps).with_position(step.saturating_sub(1));
+            bar.set_style(
+                ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} steps, eta {eta}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        bar.set_message(label.to_owned());
+        bar.set_length(steps);
+        bar.set_position(step);
+        if step >= steps {
+            if let Some(bar) = self.rl.take() {
+                bar.finish();
+            }
         }
     }
 

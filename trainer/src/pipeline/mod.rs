@@ -101,6 +101,11 @@ pub trait Reporter {
     fn sft_step(&mut self, step: &SftStep, tokens_per_second: f64);
     /// Evaluation of `split` under `mode` reached task wave `wave` of `waves`.
     fn eval_wave(&mut self, split: &str, mode: &str, wave: usize, waves: usize);
+    /// RL run `label` (`rl`, or an experiment arm) finished step `step` of `steps`
+    /// (after its progress line went to [`Reporter::info`]).
+    fn rl_step(&mut self, label: &str, step: u64, steps: u64) {
+        let _ = (label, step, steps);
+    }
 }
 
 /// A [`Reporter`] that prints plain lines to standard error (every `every`-th SFT

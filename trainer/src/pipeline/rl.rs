@@ -50,6 +50,7 @@ pub fn run_rl<K: Kernels>(
             .map_err(failed("rl"))?;
         stats.log_to(metrics).map_err(failed("metrics"))?;
         reporter.info(&step_line(inputs.label, &stats, steps));
+        reporter.rl_step(inputs.label, stats.step, steps);
         let stopping = interrupt::stop_requested();
         on_step(policy, &stats, trainer, stopping || trainer.finished())?;
         if stopping && !trainer.finished() {
