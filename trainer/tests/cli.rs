@@ -1,8 +1,8 @@
 //! The `sage` binary: `config` writes a configuration that reads back as the
 //! defaults; `env` prints what a bug report needs; bad configurations and missing
 //! checkpoints fail with one message and a non-zero exit; `sft` on the tiny configuration writes checkpoints, metrics and the
-//! loss plot, `sft --resume` continues from the latest checkpoint, `eval` reads it, and
-//! `train` runs RL from it, resumably.
+//! loss plot, `sft --resume` continues from the latest checkpoint, `eval` reads it,
+//! `generate` plays a scenario with it, and `train` runs RL from it, resumably.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -184,6 +184,30 @@ fn sft_checkpoints_resumes_and_evaluates() {
     let report: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(report[0]["metrics"]["tasks"], 6);
+
+    // The checkpoint plays one scenario, turn by turn.
+    let output = sage(&["generate", "--config", config, "--scenario", "1"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let played = String::from_utf8(output.stdout).unwrap();
+    for part in [
+        "greedy decoding, scenario iid/",
+        "=== task 1 (",
+        "--- agent, turn 1",
+        "--- sandbox",
+    ] {
+        assert!(played.contains(part), "{part}:\n{played}");
+    }
+    assert!(
+        played.contains("=== passed") || played.contains("=== failed"),
+        "{played}"
+    );
+    let refused = sage(&["generate", "--config", config, "--scenario", "100000"]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("--scenario takes 0 to"),
+        "{}",
+        stderr(&refused)
+    );
 
     // RL from the SFT checkpoint: one step, then a resumed second one.
     let output = sage(&["train", "--config", config, "--steps", "1"]);

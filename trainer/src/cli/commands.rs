@@ -23,6 +23,7 @@ use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::{load_model, Dtype};
 use sage_transformer::Kernels;
 
+use super::generate::{generate, GenerateSources};
 use super::progress::BarReporter;
 use super::train::{train, TrainSources};
 use super::{checked, load_config, load_config_over, Cli, Command, StoredDtype};
@@ -34,6 +35,7 @@ enum Job<'a> {
     Train(&'a RunConfig, &'a TrainSources),
     Experiment(&'a RunConfig, bool),
     Eval(&'a RunConfig, Option<&'a Path>, Option<&'a Path>),
+    Generate(&'a RunConfig, &'a GenerateSources),
 }
 
 impl BackendJob for Job<'_> {
@@ -50,6 +52,7 @@ impl BackendJob for Job<'_> {
             Job::Train(config, sources) => train(k, another, config, sources),
             Job::Experiment(config, resume) => experiment(k, another, config, resume),
             Job::Eval(config, checkpoint, out) => eval(k, config, checkpoint, out),
+            Job::Generate(config, sources) => generate(k, config, sources),
         }
     }
 }
@@ -167,6 +170,31 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             let config = checked(config)?;
             record(&config, "eval")?;
             let job = Job::Eval(&config, checkpoint.as_deref(), out.as_deref());
+            run_on_backend(config.run.backend, config.run.precision, job)
+        }
+        Command::Generate {
+            common,
+            checkpoint,
+            split,
+            scenario,
+            temperature,
+            seed,
+        } => {
+            let config = load_config(&common)?;
+            if !(temperature >= 0.0 && temperature.is_finite()) {
+                return Err(PipelineError::new(
+                    "generate",
+                    format!("--temperature {temperature}: use 0 (greedy) or a positive number"),
+                ));
+            }
+            let sources = GenerateSources {
+                checkpoint,
+                split,
+                scenario,
+                temperature,
+                seed,
+            };
+            let job = Job::Generate(&config, &sources);
             run_on_backend(config.run.backend, config.run.precision, job)
         }
         Command::Config { print: _, config } => {

@@ -2,6 +2,7 @@
 //! (defaults, then `--config FILE`, then flags) and fails with one clear message.
 
 mod commands;
+mod generate;
 mod progress;
 mod train;
 
@@ -160,6 +161,29 @@ enum Command {
         /// Where to write the JSON report (default: RUN_DIR/eval.json).
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+    /// Plays one scenario of the built-in world with a checkpoint, task by task, and
+    /// prints every turn: the agent's message, the sandbox's answer, each outcome.
+    Generate {
+        #[command(flatten)]
+        common: Common,
+        /// The checkpoint or model directory (default: the run's latest SFT checkpoint).
+        #[arg(long)]
+        checkpoint: Option<PathBuf>,
+        /// The split the scenario comes from.
+        #[arg(long, default_value = "iid")]
+        split: Split,
+        /// Which of the split's scenarios (0 is the first; `eval.json` lists them in
+        /// this order).
+        #[arg(long, default_value_t = 0)]
+        scenario: usize,
+        /// Sampling temperature: 0 decodes greedily, 1 samples the policy's own
+        /// distribution.
+        #[arg(long, default_value_t = 0.0)]
+        temperature: f32,
+        /// Seed of the sampling.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// Prints every setting of the run configuration with its value, as TOML (the
     /// defaults, or `--config FILE` merged with them).
