@@ -3,6 +3,8 @@
 //! has a default, and `sage config` writes them all out; a file only needs
 //! the fields it changes. Unknown fields are errors, so a typo never goes unnoticed.
 
+mod field_docs;
+
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -189,13 +191,29 @@ impl Default for RunConfig {
     }
 }
 
+/// Tables that hold one of several kinds (an enum, written as `[path.kind]`): given in a
+/// file with another kind than the default's, it replaces the default's whole, since
+/// merging would leave two kinds; with the same kind its fields merge as elsewhere.
+const ONE_OF_TABLES: [&str; 1] = ["optimizer.schedule"];
+
 /// Overwrites `base` with `given`, table by table, so the fields `given` leaves out keep
-/// their values in `base`.
-fn merge_into(base: &mut toml::Table, given: toml::Table) {
+/// their values in `base`; `path` names `base` (empty at the top).
+fn merge_into(base: &mut toml::Table, given: toml::Table, path: &str) {
     for (key, value) in given {
+        let inner_path = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        let other_kind = |inner: &toml::Table, value: &toml::Table| {
+            ONE_OF_TABLES.contains(&inner_path.as_str())
+                && value.keys().any(|kind| !inner.contains_key(kind))
+        };
         match (base.get_mut(&key), value) {
-            (Some(toml::Value::Table(inner)), toml::Value::Table(value)) => {
-                merge_into(inner, value)
+            (Some(toml::Value::Table(inner)), toml::Value::Table(value))
+                if !other_kind(inner, &value) =>
+            {
+                merge_into(inner, value, &inner_path)
             }
             (_, value) => {
                 base.insert(key, value);
@@ -344,13 +362,19 @@ impl RunConfig {
         let given: toml::Table = toml::from_str(text).map_err(|e| problem(e.to_string()))?;
         let mut merged =
             toml::Table::try_from(RunConfig::default()).map_err(|e| problem(e.to_string()))?;
-        merge_into(&mut merged, given);
+        merge_into(&mut merged, given, "");
         RunConfig::deserialize(merged).map_err(|e| problem(e.to_string()))
     }
 
     /// The configuration as TOML, every field written out.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
+    }
+
+    /// [`RunConfig::to_toml`] with a comment line above each setting saying what it
+    /// sets: what `sage config` prints, and a file `--config` reads back as it is.
+    pub fn to_commented_toml(&self) -> String {
+        field_docs::commented(&self.to_toml())
     }
 
     /// Checks every section; the error names the first bad field.

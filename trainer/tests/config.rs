@@ -1,5 +1,6 @@
-//! `config`: the printed defaults read back unchanged, partial sections keep the other
-//! defaults, and every kind of bad configuration fails with a message naming its field.
+//! `config`: the printed defaults read back unchanged, every printed setting has its
+//! comment line, partial sections keep the other defaults, and every kind of bad
+//! configuration fails with a message naming its field.
 
 use sage_trainer::config::{demo_model, RunConfig, COPYING_SFT_EPOCHS, COPYING_SFT_SEEDS};
 
@@ -21,6 +22,58 @@ fn printed_defaults_read_back_unchanged() {
     assert_eq!(RunConfig::from_toml(&text).unwrap(), defaults);
     assert_eq!(RunConfig::from_toml("").unwrap(), defaults);
     RunConfig::tiny("runs/tiny").validate().unwrap();
+}
+
+#[test]
+fn every_printed_setting_says_what_it_sets() {
+    let mut constant = RunConfig::default();
+    constant.optimizer.schedule = sage_trainer::optim::LrSchedule::Constant { lr: 1e-3 };
+    let configs = [
+        RunConfig::default(),
+        RunConfig::tiny("runs/tiny"),
+        RunConfig::experiment("runs/experiment"),
+        constant,
+    ];
+    for config in configs {
+        let text = config.to_commented_toml();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.contains(" = ") && !line.starts_with('#') {
+                let above = if i > 0 { lines[i - 1] } else { "" };
+                assert!(
+                    above.starts_with("# ") && above.len() > 10,
+                    "no comment above `{line}`:\n{text}"
+                );
+            }
+        }
+        assert_eq!(RunConfig::from_toml(&text).unwrap(), config);
+    }
+}
+
+#[test]
+fn a_schedule_of_another_kind_replaces_the_default_and_one_of_the_same_kind_merges() {
+    use sage_trainer::optim::LrSchedule;
+    let constant = RunConfig::from_toml("[optimizer.schedule.constant]\nlr = 0.002\n").unwrap();
+    assert_eq!(
+        constant.optimizer.schedule,
+        LrSchedule::Constant { lr: 0.002 }
+    );
+    let peak =
+        RunConfig::from_toml("[optimizer.schedule.warmup_cosine]\npeak_lr = 0.001\n").unwrap();
+    let LrSchedule::WarmupCosine {
+        peak_lr, min_lr, ..
+    } = peak.optimizer.schedule
+    else {
+        panic!("not a warm-up cosine: {:?}", peak.optimizer.schedule);
+    };
+    let LrSchedule::WarmupCosine {
+        min_lr: default_min,
+        ..
+    } = RunConfig::default().optimizer.schedule
+    else {
+        panic!("the default schedule changed kind");
+    };
+    assert_eq!((peak_lr, min_lr), (0.001, default_min));
 }
 
 #[test]

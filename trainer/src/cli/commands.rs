@@ -202,7 +202,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
                 Some(path) => RunConfig::from_file(&path).map_err(failed("config"))?,
                 None => RunConfig::default(),
             };
-            print!("{}", config.to_toml());
+            print!("{}", config.to_commented_toml());
             Ok(())
         }
         Command::Import { gguf, out, dtype } => {
