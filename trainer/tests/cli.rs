@@ -201,6 +201,10 @@ fn sft_checkpoints_resumes_and_evaluates() {
         played.contains("=== passed") || played.contains("=== failed"),
         "{played}"
     );
+    let output = sage(&["generate", "--config", config, "--prompt", "Hello"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let answer = String::from_utf8(output.stdout).unwrap();
+    assert!(answer.contains("(greedy decoding), "), "{answer}");
     let refused = sage(&["generate", "--config", config, "--scenario", "100000"]);
     assert!(!refused.status.success());
     assert!(

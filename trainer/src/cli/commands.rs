@@ -177,6 +177,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             checkpoint,
             split,
             scenario,
+            prompt,
             temperature,
             seed,
         } => {
@@ -191,6 +192,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
                 checkpoint,
                 split,
                 scenario,
+                prompt,
                 temperature,
                 seed,
             };

@@ -1,12 +1,14 @@
 //! `sage generate`: watch a checkpoint work. It plays one scenario of the built-in
 //! world task by task, as evaluation does (the skills each task saves are given to the
 //! next, same-scenario retrieval), printing every turn: the agent's message, what the
-//! sandbox answered, and each task's outcome. Greedy by default, sampled with
+//! sandbox answered, and each task's outcome; or, with `--prompt`, prints its answer to
+//! one message under the world's system prompt. Greedy by default, sampled with
 //! `--temperature`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use sage_core::policy::{Policy, SamplingParams};
 use sage_core::Skill;
 use sage_envs::environment::{EnvConfig, WorldEnv};
 use sage_envs::prompt::Prompt;
@@ -29,6 +31,8 @@ pub(super) struct GenerateSources {
     pub split: Split,
     /// Which of the split's scenarios, in catalog order.
     pub scenario: usize,
+    /// A message to answer instead of playing a scenario.
+    pub prompt: Option<String>,
     /// Sampling temperature (0: greedy).
     pub temperature: f32,
     /// Seed of the sampling.
@@ -54,6 +58,48 @@ pub(super) fn generate<K: Kernels>(
     let template = ChatTemplate::new(&tokenizer)
         .map_err(failed("generate"))?
         .with_max_len(rollout.max_episode_tokens);
+    let prompt = Prompt {
+        mode: config.eval.prompt,
+        rules: config.data.prompt_rules,
+    };
+    if let Some(message) = &sources.prompt {
+        let chat = template
+            .start(&prompt.system(&[]), message)
+            .map_err(failed("generate"))?;
+        let special = template.special_tokens();
+        let params = SamplingParams {
+            temperature: sources.temperature,
+            max_new_tokens: rollout.max_new_tokens,
+            stop_tokens: vec![special.im_end, special.end_of_text],
+            seed: sources.seed,
+            ..SamplingParams::default()
+        };
+        let generation = policy
+            .generate(&[chat.tokens()], &params)
+            .map_err(failed("generate"))?;
+        let mut tokens = generation
+            .into_iter()
+            .next()
+            .map_or_else(Vec::new, |g| g.tokens);
+        if tokens
+            .last()
+            .is_some_and(|&t| t == special.im_end || t == special.end_of_text)
+        {
+            tokens.pop();
+        }
+        let answer = tokenizer.decode(&tokens).map_err(failed("generate"))?;
+        println!(
+            "{} ({}), {} tokens:",
+            dir.display(),
+            decoding(sources.temperature),
+            tokens.len()
+        );
+        match answer.trim_end() {
+            "" => println!("(an empty answer)"),
+            text => println!("{text}"),
+        }
+        return Ok(());
+    }
     let catalog_config = CatalogConfig {
         iid_seeds: config.eval.iid_seeds,
         ..CatalogConfig::default()
@@ -73,10 +119,6 @@ pub(super) fn generate<K: Kernels>(
             ),
         )
     })?;
-    let prompt = Prompt {
-        mode: config.eval.prompt,
-        rules: config.data.prompt_rules,
-    };
     let env_config = EnvConfig {
         max_turns: rollout.max_turns.max(1),
         ..EnvConfig::default()
@@ -84,11 +126,7 @@ pub(super) fn generate<K: Kernels>(
     println!(
         "{} with {}, scenario {} of {} ({} tasks)",
         dir.display(),
-        if sources.temperature > 0.0 {
-            format!("sampling at temperature {}", sources.temperature)
-        } else {
-            "greedy decoding".to_owned()
-        },
+        decoding(sources.temperature),
         scenario.scenario.id,
         sources.split.name(),
         scenario.tasks.len()
@@ -120,6 +158,15 @@ pub(super) fn generate<K: Kernels>(
         }
     }
     Ok(())
+}
+
+/// How `temperature` decodes, in words.
+fn decoding(temperature: f32) -> String {
+    if temperature > 0.0 {
+        format!("sampling at temperature {temperature}")
+    } else {
+        "greedy decoding".to_owned()
+    }
 }
 
 /// Prints one task's episode: instruction, every turn, the outcome.

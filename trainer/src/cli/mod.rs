@@ -177,6 +177,10 @@ enum Command {
         /// this order).
         #[arg(long, default_value_t = 0)]
         scenario: usize,
+        /// Answer this message (under the world's system prompt) instead of playing a
+        /// scenario.
+        #[arg(long, conflicts_with_all = ["split", "scenario"])]
+        prompt: Option<String>,
         /// Sampling temperature: 0 decodes greedily, 1 samples the policy's own
         /// distribution.
         #[arg(long, default_value_t = 0.0)]
