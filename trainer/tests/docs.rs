@@ -236,9 +236,40 @@ fn drop_optional(args: &str) -> Vec<String> {
             _ => {}
         }
     }
-    kept.split_whitespace()
-        .map(|word| word.trim_matches(|c| c == '"' || c == '\'').to_owned())
-        .collect()
+    shell_words(&kept)
+}
+
+/// `text` split into words as a shell would at its simplest: at whitespace, but not
+/// inside single or double quotes, which are taken off.
+fn shell_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    let mut in_word = false;
+    for c in text.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => word.push(c),
+            None if c == '"' || c == '\'' => {
+                quote = Some(c);
+                in_word = true;
+            }
+            None if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            None => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
 }
 
 #[test]
@@ -288,5 +319,9 @@ fn the_checker_sees_links_anchors_and_commands() {
     assert_eq!(
         drop_optional("import --gguf F [--dtype f32|bf16]"),
         ["import", "--gguf", "F"]
+    );
+    assert_eq!(
+        drop_optional("generate --prompt \"List my playlists.\" --seed 7"),
+        ["generate", "--prompt", "List my playlists.", "--seed", "7"]
     );
 }
