@@ -7,6 +7,7 @@
 #   cargo build --release --features cuda --bin sage
 #   mkdir -p target/cuda-bench && cp target/release/sage target/cuda-bench/ && strip target/cuda-bench/sage
 #   bash scripts/gpu_experiment.sh configs/experiment-mechanism.toml      # on the GPU machine
+#   bash scripts/gpu_experiment.sh configs/experiment-default.toml        # the default experiment
 #
 # Measured on an H100 (2026-11-26, docs/rl.md): for configs/experiment-mechanism.toml the
 # two copying SFT models take about 6 minutes beside three probes (1.9 minutes alone,

@@ -157,6 +157,18 @@ fn the_shipped_configurations_are_valid() {
     assert!(checked > 0, "no configuration in {}", dir.display());
 }
 
+/// `configs/experiment-default.toml` is the default experiment, field for field.
+#[test]
+fn the_default_experiment_file_is_the_default_experiment() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+    let file = RunConfig::from_file(&dir.join("experiment-default.toml")).unwrap();
+    let default = RunConfig::experiment("runs/experiment");
+    let (file, default) = (file.to_toml(), default.to_toml());
+    let first = file.lines().zip(default.lines()).find(|(a, b)| a != b);
+    assert_eq!(first, None, "the file differs from RunConfig::experiment");
+    assert_eq!(file, default);
+}
+
 /// Both experiment presets train their SFT models with the copying recipe, and RL draws
 /// scenarios after the SFT data's seeds.
 #[test]
