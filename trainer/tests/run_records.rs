@@ -1,8 +1,8 @@
 //! Runs that record and protect themselves, through the `sage` binary on the tiny
 //! configuration: every command records its settings and build; a resumed stage or an
 //! update-off control under other settings is refused, naming the line that differs;
-//! SIGTERM stops RL at a step boundary with a checkpoint from which `--resume` ends
-//! with the same weights as a run never interrupted.
+//! SIGTERM stops SFT or RL at a step boundary with a checkpoint from which `--resume`
+//! ends with the same weights as a run never interrupted.
 #![cfg(unix)]
 
 use std::path::{Path, PathBuf};
@@ -199,6 +199,71 @@ fn sigterm_stops_rl_at_a_step_boundary_and_resume_ends_as_if_never_stopped() {
     assert!(
         final_weights(&whole) == final_weights(&stopped),
         "the resumed run ended with other weights"
+    );
+    std::fs::remove_dir_all(&root).expect("cleaned up");
+}
+
+/// The weights of the latest SFT checkpoint of `run`.
+fn final_sft_weights(run: &Path) -> Vec<u8> {
+    let mut steps: Vec<PathBuf> = std::fs::read_dir(run.join("checkpoints"))
+        .expect("SFT checkpoints")
+        .map(|entry| entry.expect("an entry").path())
+        .filter(|path| path.join("model.safetensors").is_file())
+        .collect();
+    steps.sort();
+    let last = steps.last().expect("an SFT checkpoint");
+    std::fs::read(last.join("model.safetensors")).expect("its weights")
+}
+
+#[test]
+fn sigterm_stops_sft_at_a_step_boundary_and_resume_ends_as_if_never_stopped() {
+    let root = scratch("sft-sigterm");
+    let config_for = |run: &Path| {
+        let mut config = RunConfig::tiny(run);
+        config.sft.epochs = 6;
+        config
+    };
+    let (whole, stopped) = (root.join("whole"), root.join("stopped"));
+    let whole_file = config_file(&root, "whole", &config_for(&whole));
+    let stopped_file = config_file(&root, "stopped", &config_for(&stopped));
+    let (whole_file, stopped_file) = (
+        whole_file.to_str().expect("a UTF-8 path"),
+        stopped_file.to_str().expect("a UTF-8 path"),
+    );
+    assert!(succeeded(&sage(&["sft", "--config", whole_file])));
+
+    let child = Command::new(SAGE)
+        .args(["sft", "--config", stopped_file])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sage sft starts");
+    let metrics = stopped.join("metrics").join("sft.jsonl");
+    let started = Instant::now();
+    while std::fs::read_to_string(&metrics).map_or(true, |text| text.lines().count() < 2) {
+        assert!(started.elapsed() < Duration::from_secs(120), "no SFT step");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let pid = i32::try_from(child.id()).expect("a pid");
+    // SAFETY: sends a signal to the child this test started and still owns.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let output = child.wait_with_output().expect("sage sft ends");
+    let message = stderr(&output);
+    assert!(!output.status.success(), "it ran to the end:\n{message}");
+    assert!(
+        message.contains("stopped on request after step"),
+        "{message}"
+    );
+
+    assert!(succeeded(&sage(&[
+        "sft",
+        "--config",
+        stopped_file,
+        "--resume"
+    ])));
+    assert!(
+        final_sft_weights(&whole) == final_sft_weights(&stopped),
+        "the resumed SFT ended with other weights"
     );
     std::fs::remove_dir_all(&root).expect("cleaned up");
 }

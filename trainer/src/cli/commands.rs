@@ -10,6 +10,7 @@ use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
 use sage_trainer::data::{expert_data, write_records};
 use sage_trainer::import::import_gguf;
+use sage_trainer::interrupt;
 use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricValue, MetricsLog};
 use sage_trainer::pipeline::experiment::run_experiment;
 use sage_trainer::pipeline::{
@@ -100,6 +101,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
         } => {
             let config = load_config(&common)?;
             record(&config, "sft")?;
+            super::stop_at_step_boundaries();
             let sources = SftSources {
                 data,
                 dev,
@@ -421,7 +423,9 @@ impl StepSink {
         })
     }
 
-    /// Logs `step` and saves a checkpoint when one is due.
+    /// Logs `step` and saves a checkpoint when one is due, or when a stop was requested
+    /// (SIGINT or SIGTERM to `sage sft`): then the run ends here with an error that says
+    /// where the checkpoint is.
     fn on_step<K: Kernels>(
         &mut self,
         policy: &mut TransformerPolicy<K>,
@@ -448,8 +452,20 @@ impl StepSink {
                 ("skipped", MetricValue::from(u64::from(step.update.skipped))),
             ])
             .map_err(failed("metrics"))?;
-        if last || (self.every > 0 && step.step % self.every == 0) {
+        let stopping = interrupt::stop_requested();
+        if last || stopping || (self.every > 0 && step.step % self.every == 0) {
             self.save(policy, tokenizer, state)?;
+        }
+        if stopping && !last {
+            return Err(PipelineError::new(
+                "sft",
+                format!(
+                    "stopped on request after step {}; its checkpoint is in {}: `sage sft \
+                     --resume` (with the same settings) continues from there",
+                    step.step,
+                    self.run_dir.display()
+                ),
+            ));
         }
         Ok(())
     }

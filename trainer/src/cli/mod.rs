@@ -254,9 +254,9 @@ pub fn init_logging() {
         .init();
 }
 
-/// Makes SIGINT and SIGTERM stop a run at its next step boundary (RL saves a checkpoint
-/// of that step first, see `sage_trainer::interrupt`); a second signal ends the process
-/// at once.
+/// Makes SIGINT and SIGTERM stop a run at its next step boundary (`sage sft` and `sage
+/// train` save a checkpoint of that step first, see `sage_trainer::interrupt`); a second
+/// signal ends the process at once.
 fn stop_at_step_boundaries() {
     let installed = ctrlc::set_handler(|| {
         if sage_trainer::interrupt::stop_requested() {
