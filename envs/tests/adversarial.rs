@@ -590,6 +590,29 @@ fn api_arguments_are_measured_before_they_are_converted() {
 }
 
 #[test]
+fn index_and_remove_of_a_shared_structure_are_refused_before_they_start() {
+    // Each compares its argument with every element and, when it is missing, spells it
+    // out in the error: for 2^45 shared elements that took 1.5 GiB and never ended.
+    for code in [
+        "a = [1]\nfor i in range(45):\n    a = [a, a]\nprint([1, 2].index(a))",
+        "a = [1]\nfor i in range(45):\n    a = [a, a]\nb = [1, 2]\nb.remove(a)",
+    ] {
+        let outcome = attack(code, ExecErrorKind::Limit(LimitKind::SequenceLength));
+        let message = outcome.error.map(|e| e.message).unwrap_or_default();
+        assert!(message.contains("comparing this value"), "{message}");
+    }
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
+    let ordinary = sb.execute(
+        "b = [3, 4, 5]\nb.remove(4)\nprint([1, 2, 3].index(2), \"abc\".index(\"c\"), b)",
+        &mut host,
+    );
+    assert_eq!(ordinary.observation(), "1 2 [3, 5]\n");
+    let missing = sb.execute("print([1, 2].index(7))", &mut host);
+    let error = missing.error.expect("7 is not in the list");
+    assert_eq!(error.kind, ExecErrorKind::Runtime, "{}", error.message);
+}
+
+#[test]
 fn comparing_shared_structures_is_refused_before_it_starts() {
     for code in [
         "a = [1]\nb = [1]\nfor i in range(60):\n    a = [a, a]\n    b = [b, b]\nprint(a == b)",

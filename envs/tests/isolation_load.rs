@@ -11,6 +11,12 @@ use std::time::{Duration, Instant};
 use fake_host::FakeHost;
 use sage_envs::sandbox::{Isolation, Limits, Sandbox};
 
+/// How far past the kill timer a caller may wait on its worker here: 65 busy
+/// processes share 2 cores in this test, so a thread whose `poll` has timed out can
+/// wait tens of milliseconds to run again (2.121 s against the 2 s timer was measured
+/// once with a build and a training job also running).
+const WAKE_UP: Duration = Duration::from_millis(250);
+
 /// The worker binary cargo built for these tests.
 const WORKER: &str = env!("CARGO_BIN_EXE_sage-sandbox-worker");
 
@@ -76,7 +82,7 @@ fn concurrent_sessions(hostile: Option<&'static str>) -> Vec<Duration> {
         let longest_hostile = hostile.map(|h| h.join().expect("the hostile session"));
         (times, longest_hostile)
     });
-    let limit = limits.kill_after() + Duration::from_millis(100);
+    let limit = limits.kill_after() + WAKE_UP;
     if let Some(longest) = longest_hostile {
         assert!(longest < limit, "the caller waited {longest:?} on a worker");
     }
@@ -105,7 +111,7 @@ fn a_hostile_session_does_not_slow_63_others_down() {
     }
     // No benign execution waits for its worker past the kill timer either.
     let longest = loaded.iter().max().copied().unwrap_or_default();
-    assert!(longest < Limits::default().kill_after() + Duration::from_millis(100));
+    assert!(longest < Limits::default().kill_after() + WAKE_UP);
     let (quiet, loaded) = (median(&mut quiet), median(&mut loaded));
     println!("median execution: {quiet:?} alone, {loaded:?} beside the hostile session");
     // Measured 2-7% slower on the 2-core VM (medians of rounds alone vary by about 5%

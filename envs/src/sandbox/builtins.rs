@@ -337,7 +337,9 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
 
     /// `x.name(*args, **kwargs)` for the methods calls are rewritten for: on a string,
     /// `replace`, `join` and `format` are refused when their result would be larger
-    /// than the memory limit.
+    /// than the memory limit; `index` and `remove` first bound the walks their argument
+    /// can cost (comparing it with each element, and its text in the error when it is
+    /// not found), so a shared structure cannot keep them busy for ever.
     fn _sandbox_method<'v>(
         #[starlark(require = pos)] this: Value<'v>,
         #[starlark(require = pos)] name: &str,
@@ -351,6 +353,13 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
             .map(|(k, v)| (k.unpack_str().unwrap_or_default().to_owned(), v))
             .collect();
         drop(kwargs);
+        if matches!(name, "index" | "remove") {
+            let ctx = ExecContext::of(eval)?;
+            for value in &args.items {
+                check_comparison_size(ctx, *value, heap)?;
+                check_text_size(ctx, *value, heap)?;
+            }
+        }
         if let Some(s) = this.unpack_str() {
             let ctx = ExecContext::of(eval)?;
             let length = match name {
@@ -420,8 +429,9 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
         eval.eval_function(standard_int.to_value(), &positional, &named)
     }
 
-    /// `getattr(x, name[, default])`: Starlark's `getattr`, refusing the string methods
-    /// that are bounded only when called directly (`replace`, `join`, `format`).
+    /// `getattr(x, name[, default])`: Starlark's `getattr`, refusing the methods that are
+    /// bounded only when called directly (`replace`, `join`, `format`, `index`,
+    /// `remove`).
     fn getattr<'v>(
         #[starlark(require = pos)] this: Value<'v>,
         #[starlark(require = pos)] name: &str,

@@ -40,5 +40,7 @@ pub(crate) const BOUNDED_METHOD: &str = "_sandbox_method";
 pub(crate) const CHECKED_FSTRING: &str = "_sandbox_fstring";
 
 /// Methods whose calls are routed through [`BOUNDED_METHOD`], whatever the value they
-/// are called on (string methods that can build a string far larger than their inputs).
-pub(crate) const BOUNDED_METHODS: [&str; 3] = ["replace", "join", "format"];
+/// are called on: string methods that can build a string far larger than their inputs,
+/// and the list methods that compare their argument with every element and, when it is
+/// missing, spell it out in their error (`index`, `remove`).
+pub(crate) const BOUNDED_METHODS: [&str; 5] = ["replace", "join", "format", "index", "remove"];
