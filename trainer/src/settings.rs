@@ -49,6 +49,14 @@ impl fmt::Display for SettingsDifference {
     }
 }
 
+/// Resets where a run runs and on what: its directory and backend, which no comparison
+/// counts (a run started on a GPU may be continued on the CPU, or in a copied
+/// directory). Every stage's normalisation starts from it.
+pub fn portable(config: &mut RunConfig) {
+    config.run.dir = PathBuf::new();
+    config.run.backend = Default::default();
+}
+
 /// `config` as TOML after `normalize` has reset what the comparison leaves out.
 pub fn comparable(config: &RunConfig, normalize: fn(&mut RunConfig)) -> String {
     let mut config = config.clone();

@@ -126,144 +126,127 @@ fn runs_record_their_settings_and_refuse_to_mix_others() {
     std::fs::remove_dir_all(&root).expect("cleaned up");
 }
 
-/// The weights of the latest RL checkpoint of `run`.
-fn final_weights(run: &Path) -> Vec<u8> {
-    let checkpoints = run.join("rl").join("checkpoints");
-    let mut steps: Vec<PathBuf> = std::fs::read_dir(&checkpoints)
-        .expect("RL checkpoints")
+/// The weights of the newest checkpoint in `checkpoints`.
+fn latest_weights(checkpoints: &Path) -> Vec<u8> {
+    let mut steps: Vec<PathBuf> = std::fs::read_dir(checkpoints)
+        .expect("checkpoints")
         .map(|entry| entry.expect("an entry").path())
         .filter(|path| path.join("model.safetensors").is_file())
         .collect();
     steps.sort();
-    let last = steps.last().expect("an RL checkpoint");
+    let last = steps.last().expect("a checkpoint");
     std::fs::read(last.join("model.safetensors")).expect("its weights")
+}
+
+/// Runs `sage COMMAND --config FILE`, sends it SIGTERM once `metrics` has `rows` rows,
+/// and checks that it stopped early, saying so; returns how many rows it wrote.
+fn stop_with_sigterm(command: &str, file: &str, metrics: &Path, rows: usize) -> usize {
+    let child = Command::new(SAGE)
+        .args([command, "--config", file])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sage starts");
+    let started = Instant::now();
+    while std::fs::read_to_string(metrics).map_or(true, |text| text.lines().count() < rows) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no {command} step"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let pid = i32::try_from(child.id()).expect("a pid");
+    // SAFETY: sends a signal to the child this test started and still owns.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let output = child.wait_with_output().expect("sage ends");
+    let message = stderr(&output);
+    assert!(!output.status.success(), "it ran to the end:\n{message}");
+    assert!(
+        message.contains("stopped on request after step") && message.contains("--resume"),
+        "{message}"
+    );
+    std::fs::read_to_string(metrics)
+        .expect("metrics")
+        .lines()
+        .count()
+}
+
+/// Two runs of `config_for`'s settings in `root`, set up by `prepare` (a file each): one
+/// runs `command` whole, the other is stopped by SIGTERM once its `metrics` file has
+/// `rows` rows and resumed; both must end with the same weights in `checkpoints`.
+fn stopped_and_resumed_ends_as_whole(
+    name: &str,
+    config_for: impl Fn(&Path) -> RunConfig,
+    prepare: &[&str],
+    command: &str,
+    (metrics, rows): (&str, usize),
+    checkpoints: &str,
+) {
+    let root = scratch(name);
+    let (whole, stopped) = (root.join("whole"), root.join("stopped"));
+    let whole_file = config_file(&root, "whole", &config_for(&whole));
+    let stopped_file = config_file(&root, "stopped", &config_for(&stopped));
+    let (whole_file, stopped_file) = (
+        whole_file.to_str().expect("a UTF-8 path"),
+        stopped_file.to_str().expect("a UTF-8 path"),
+    );
+    for step in prepare {
+        for file in [whole_file, stopped_file] {
+            assert!(succeeded(&sage(&[step, "--config", file])));
+        }
+    }
+    assert!(succeeded(&sage(&[command, "--config", whole_file])));
+    let written = stop_with_sigterm(command, stopped_file, &stopped.join(metrics), rows);
+    let all = std::fs::read_to_string(whole.join(metrics))
+        .expect("metrics")
+        .lines()
+        .count();
+    assert!(written < all, "all {written} steps ran");
+    assert!(succeeded(&sage(&[
+        command,
+        "--config",
+        stopped_file,
+        "--resume"
+    ])));
+    assert!(
+        latest_weights(&whole.join(checkpoints)) == latest_weights(&stopped.join(checkpoints)),
+        "the resumed {command} ended with other weights"
+    );
+    std::fs::remove_dir_all(&root).expect("cleaned up");
 }
 
 #[test]
 fn sigterm_stops_rl_at_a_step_boundary_and_resume_ends_as_if_never_stopped() {
-    let root = scratch("sigterm");
     let config_for = |run: &Path| {
         let mut config = RunConfig::tiny(run);
         config.rl.steps = 30;
         config.rl.checkpoint_every = 0;
         config
     };
-    let (whole, stopped) = (root.join("whole"), root.join("stopped"));
-    let whole_file = config_file(&root, "whole", &config_for(&whole));
-    let stopped_file = config_file(&root, "stopped", &config_for(&stopped));
-    let (whole_file, stopped_file) = (
-        whole_file.to_str().expect("a UTF-8 path"),
-        stopped_file.to_str().expect("a UTF-8 path"),
-    );
-    for file in [whole_file, stopped_file] {
-        assert!(succeeded(&sage(&["demo", "--config", file])));
-    }
-    assert!(succeeded(&sage(&["train", "--config", whole_file])));
-
-    let child = Command::new(SAGE)
-        .args(["train", "--config", stopped_file])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("sage train starts");
-    // Once the first step's metrics row is written, ask it to stop.
-    let metrics = stopped.join("rl").join("metrics").join("rl.jsonl");
-    let started = Instant::now();
-    while std::fs::read_to_string(&metrics).map_or(true, |text| text.lines().count() < 1) {
-        assert!(started.elapsed() < Duration::from_secs(120), "no RL step");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let pid = i32::try_from(child.id()).expect("a pid");
-    // SAFETY: sends a signal to the child this test started and still owns.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let output = child.wait_with_output().expect("sage train ends");
-    let message = stderr(&output);
-    assert!(!output.status.success(), "it ran to the end:\n{message}");
-    assert!(
-        message.contains("stopped on request after step"),
-        "{message}"
-    );
-    assert!(message.contains("--resume"), "{message}");
-    let rows = std::fs::read_to_string(&metrics)
-        .expect("metrics")
-        .lines()
-        .count();
-    assert!(rows < 30, "all {rows} steps ran");
-
-    assert!(succeeded(&sage(&[
+    // The signal comes once the first step's metrics row is written.
+    stopped_and_resumed_ends_as_whole(
+        "sigterm",
+        config_for,
+        &["demo"],
         "train",
-        "--config",
-        stopped_file,
-        "--resume"
-    ])));
-    assert!(
-        final_weights(&whole) == final_weights(&stopped),
-        "the resumed run ended with other weights"
+        ("rl/metrics/rl.jsonl", 1),
+        "rl/checkpoints",
     );
-    std::fs::remove_dir_all(&root).expect("cleaned up");
-}
-
-/// The weights of the latest SFT checkpoint of `run`.
-fn final_sft_weights(run: &Path) -> Vec<u8> {
-    let mut steps: Vec<PathBuf> = std::fs::read_dir(run.join("checkpoints"))
-        .expect("SFT checkpoints")
-        .map(|entry| entry.expect("an entry").path())
-        .filter(|path| path.join("model.safetensors").is_file())
-        .collect();
-    steps.sort();
-    let last = steps.last().expect("an SFT checkpoint");
-    std::fs::read(last.join("model.safetensors")).expect("its weights")
 }
 
 #[test]
 fn sigterm_stops_sft_at_a_step_boundary_and_resume_ends_as_if_never_stopped() {
-    let root = scratch("sft-sigterm");
     let config_for = |run: &Path| {
         let mut config = RunConfig::tiny(run);
         config.sft.epochs = 6;
         config
     };
-    let (whole, stopped) = (root.join("whole"), root.join("stopped"));
-    let whole_file = config_file(&root, "whole", &config_for(&whole));
-    let stopped_file = config_file(&root, "stopped", &config_for(&stopped));
-    let (whole_file, stopped_file) = (
-        whole_file.to_str().expect("a UTF-8 path"),
-        stopped_file.to_str().expect("a UTF-8 path"),
-    );
-    assert!(succeeded(&sage(&["sft", "--config", whole_file])));
-
-    let child = Command::new(SAGE)
-        .args(["sft", "--config", stopped_file])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("sage sft starts");
-    let metrics = stopped.join("metrics").join("sft.jsonl");
-    let started = Instant::now();
-    while std::fs::read_to_string(&metrics).map_or(true, |text| text.lines().count() < 2) {
-        assert!(started.elapsed() < Duration::from_secs(120), "no SFT step");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let pid = i32::try_from(child.id()).expect("a pid");
-    // SAFETY: sends a signal to the child this test started and still owns.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let output = child.wait_with_output().expect("sage sft ends");
-    let message = stderr(&output);
-    assert!(!output.status.success(), "it ran to the end:\n{message}");
-    assert!(
-        message.contains("stopped on request after step"),
-        "{message}"
-    );
-
-    assert!(succeeded(&sage(&[
+    stopped_and_resumed_ends_as_whole(
+        "sft-sigterm",
+        config_for,
+        &[],
         "sft",
-        "--config",
-        stopped_file,
-        "--resume"
-    ])));
-    assert!(
-        final_sft_weights(&whole) == final_sft_weights(&stopped),
-        "the resumed SFT ended with other weights"
+        ("metrics/sft.jsonl", 2),
+        "checkpoints",
     );
-    std::fs::remove_dir_all(&root).expect("cleaned up");
 }

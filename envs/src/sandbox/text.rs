@@ -91,18 +91,15 @@ enum Budget {
 
 impl Budget {
     fn check(self, ctx: &ExecContext, bytes: u64) -> starlark::Result<()> {
-        let limit = ctx.limits.max_api_value_bytes as u64;
-        if let Budget::ApiValue = self {
-            if bytes > limit {
-                let kind = LimitKind::ApiValueSize;
-                return Err(ctx.raise(
-                    ExecErrorKind::Limit(kind),
-                    format!(
-                        "about {bytes} bytes or more: {}",
-                        kind.describe(&ctx.limits)
-                    ),
-                ));
-            }
+        if matches!(self, Budget::ApiValue) && bytes > ctx.limits.max_api_value_bytes as u64 {
+            let kind = LimitKind::ApiValueSize;
+            return Err(ctx.raise(
+                ExecErrorKind::Limit(kind),
+                format!(
+                    "about {bytes} bytes or more: {}",
+                    kind.describe(&ctx.limits)
+                ),
+            ));
         }
         check_text_bytes(ctx, "converting this value to text", bytes)
     }

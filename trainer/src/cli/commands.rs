@@ -334,32 +334,67 @@ fn record(config: &RunConfig, command: &str) -> Result<(), PipelineError> {
 /// Resets what `sage sft --resume` may change: the number of epochs (a resumed run may
 /// train longer), the checkpoint cadence, the backend and the directory.
 fn sft_resumable(config: &mut RunConfig) {
+    settings::portable(config);
     config.sft.epochs = 0;
     config.run.checkpoint_every = 0;
     config.run.keep_checkpoints = 0;
-    config.run.backend = Default::default();
-    config.run.dir = PathBuf::new();
 }
 
 /// Refuses `sage sft --resume` when the run's SFT ran with other settings (naming the
 /// first line that differs), then records today's as the SFT stage's.
 fn check_sft_settings(config: &RunConfig, resume: bool) -> Result<(), PipelineError> {
     let record = StageRecord::new(&config.run.dir, "sft");
-    let io = |e: std::io::Error| PipelineError::new("settings", e.to_string());
     if resume {
-        if let Some(found) = record.difference(config, sft_resumable).map_err(io)? {
-            return Err(PipelineError::new(
-                "resume",
-                format!(
-                    "the SFT run in {} ran with other settings ({found}), so it cannot be \
-                     continued with these; resume with the settings in {}",
-                    config.run.dir.display(),
-                    record.path().display()
-                ),
-            ));
-        }
+        let what = format!("the SFT run in {}", config.run.dir.display());
+        refuse_changed_settings(&record, config, sft_resumable, &what)?;
     }
-    record.write(config).map_err(io)
+    record.write(config).map_err(settings_error)
+}
+
+/// Refuses to continue the stage `record` keeps (`what` names it) under settings other
+/// than its recorded ones, both normalised by `normalize`.
+pub(super) fn refuse_changed_settings(
+    record: &StageRecord,
+    config: &RunConfig,
+    normalize: fn(&mut RunConfig),
+    what: &str,
+) -> Result<(), PipelineError> {
+    match record
+        .difference(config, normalize)
+        .map_err(settings_error)?
+    {
+        None => Ok(()),
+        Some(found) => Err(PipelineError::new(
+            "resume",
+            format!(
+                "{what} ran with other settings ({found}), so it cannot be continued with \
+                 these; resume with the settings in {}",
+                record.path().display()
+            ),
+        )),
+    }
+}
+
+/// A run's settings record could not be read or written.
+pub(super) fn settings_error(e: std::io::Error) -> PipelineError {
+    PipelineError::new("settings", e.to_string())
+}
+
+/// The model directory a command runs: `chosen`, else the run's latest SFT checkpoint;
+/// without either, `stage`'s error with `missing(checkpoints directory)` as its message.
+pub(super) fn chosen_or_latest(
+    config: &RunConfig,
+    chosen: Option<&Path>,
+    stage: &'static str,
+    missing: impl FnOnce(&Path) -> String,
+) -> Result<PathBuf, PipelineError> {
+    if let Some(dir) = chosen {
+        return Ok(dir.to_owned());
+    }
+    let checkpoints = checkpoint_dir(config);
+    checkpoint::latest(&checkpoints)
+        .map_err(failed(stage))?
+        .ok_or_else(|| PipelineError::new(stage, missing(&checkpoints)))
 }
 
 /// The defaults of a command: [`RunConfig::tiny`] in `runs/demo-tiny` with `--tiny`
@@ -671,20 +706,9 @@ fn eval<K: Kernels>(
     out: Option<&Path>,
 ) -> Result<(), PipelineError> {
     let mut reporter = BarReporter::default();
-    let dir = match checkpoint {
-        Some(dir) => dir.to_owned(),
-        None => checkpoint::latest(&checkpoint_dir(config))
-            .map_err(failed("eval"))?
-            .ok_or_else(|| {
-                PipelineError::new(
-                    "eval",
-                    format!(
-                        "no checkpoint in {}: pass --checkpoint DIR",
-                        checkpoint_dir(config).display()
-                    ),
-                )
-            })?,
-    };
+    let dir = chosen_or_latest(config, checkpoint, "eval", |dir| {
+        format!("no checkpoint in {}: pass --checkpoint DIR", dir.display())
+    })?;
     let tokenizer = Tokenizer::from_dir(&dir).map_err(failed("eval"))?;
     let model = load_model(&mut k, &dir).map_err(failed("eval"))?;
     let template = ChatTemplate::new(&tokenizer).map_err(failed("eval"))?;

@@ -5,7 +5,7 @@
 //! one message under the world's system prompt. Greedy by default, sampled with
 //! `--temperature`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use sage_core::policy::{Policy, SamplingParams};
@@ -14,7 +14,6 @@ use sage_envs::environment::{EnvConfig, WorldEnv};
 use sage_envs::prompt::Prompt;
 use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 use sage_trainer::chat::ChatTemplate;
-use sage_trainer::checkpoint;
 use sage_trainer::config::RunConfig;
 use sage_trainer::pipeline::{failed, PipelineError};
 use sage_trainer::policy::TransformerPolicy;
@@ -22,6 +21,8 @@ use sage_trainer::rollout::{run_episodes, EpisodeRequest, RolloutEpisode};
 use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::load_model;
 use sage_transformer::Kernels;
+
+use super::commands::chosen_or_latest;
 
 /// What `sage generate` plays.
 pub(super) struct GenerateSources {
@@ -45,7 +46,9 @@ pub(super) fn generate<K: Kernels>(
     config: &RunConfig,
     sources: &GenerateSources,
 ) -> Result<(), PipelineError> {
-    let dir = model_dir(config, sources.checkpoint.as_deref())?;
+    let dir = chosen_or_latest(config, sources.checkpoint.as_deref(), "generate", |dir| {
+        format!("no checkpoint in {}: pass --checkpoint DIR", dir.display())
+    })?;
     let tokenizer = Tokenizer::from_dir(&dir).map_err(failed("generate"))?;
     let model = load_model(&mut k, &dir).map_err(failed("generate"))?;
     let mut policy =
@@ -203,23 +206,4 @@ fn print_episode(index: usize, episode: &RolloutEpisode) {
         record.steps(),
         record.generated_tokens()
     );
-}
-
-/// The model to play: `--checkpoint`, else the run's latest SFT checkpoint.
-fn model_dir(config: &RunConfig, checkpoint: Option<&Path>) -> Result<PathBuf, PipelineError> {
-    if let Some(dir) = checkpoint {
-        return Ok(dir.to_owned());
-    }
-    let checkpoints = config.run.dir.join("checkpoints");
-    checkpoint::latest(&checkpoints)
-        .map_err(failed("generate"))?
-        .ok_or_else(|| {
-            PipelineError::new(
-                "generate",
-                format!(
-                    "no checkpoint in {}: pass --checkpoint DIR",
-                    checkpoints.display()
-                ),
-            )
-        })
 }

@@ -26,6 +26,7 @@ use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::load_model;
 use sage_transformer::Kernels;
 
+use super::commands::{chosen_or_latest, refuse_changed_settings, settings_error};
 use super::progress::BarReporter;
 
 /// Inputs of `sage train` beyond the configuration.
@@ -208,11 +209,10 @@ pub(super) fn train<K: Kernels>(
 /// Resets what a resumed RL run may change: its length, checkpoint cadence, backend and
 /// directory.
 fn rl_resumable(config: &mut RunConfig) {
+    settings::portable(config);
     config.rl.steps = 0;
     config.rl.checkpoint_every = 0;
     config.run.keep_checkpoints = 0;
-    config.run.backend = Default::default();
-    config.run.dir = PathBuf::new();
 }
 
 /// [`rl_resumable`], and the one setting a control differs from its run in.
@@ -232,23 +232,13 @@ fn stage_record(config: &RunConfig, apply_updates: bool) -> StageRecord {
 fn check_settings(config: &RunConfig, resume: bool) -> Result<(), PipelineError> {
     let apply = config.rl.apply_updates;
     let own = stage_record(config, apply);
-    let io = |e: std::io::Error| PipelineError::new("settings", e.to_string());
     if resume {
-        if let Some(found) = own.difference(config, rl_resumable).map_err(io)? {
-            return Err(PipelineError::new(
-                "resume",
-                format!(
-                    "{} ran with other settings ({found}), so it cannot be continued with \
-                     these; resume with the settings in {}",
-                    rl_dir(config).display(),
-                    own.path().display()
-                ),
-            ));
-        }
+        let what = rl_dir(config).display().to_string();
+        refuse_changed_settings(&own, config, rl_resumable, &what)?;
     }
     if !apply {
         let run = stage_record(config, true);
-        if let Some(found) = run.difference(config, paired).map_err(io)? {
+        if let Some(found) = run.difference(config, paired).map_err(settings_error)? {
             return Err(PipelineError::new(
                 "control",
                 format!(
@@ -260,27 +250,17 @@ fn check_settings(config: &RunConfig, resume: bool) -> Result<(), PipelineError>
             ));
         }
     }
-    own.write(config).map_err(io)
+    own.write(config).map_err(settings_error)
 }
 
 /// The checkpoint RL starts from: `--init`, else the run's latest SFT checkpoint.
 fn init_dir(config: &RunConfig, init: Option<&Path>) -> Result<PathBuf, PipelineError> {
-    if let Some(init) = init {
-        return Ok(init.to_owned());
-    }
-    let sft = config.run.dir.join("checkpoints");
-    checkpoint::latest(&sft)
-        .map_err(failed("init"))?
-        .ok_or_else(|| {
-            PipelineError::new(
-                "init",
-                format!(
-                    "no SFT checkpoint in {}: run `sage sft` (or `sage demo`) first, or pass \
-                 --init DIR",
-                    sft.display()
-                ),
-            )
-        })
+    chosen_or_latest(config, init, "init", |sft| {
+        format!(
+            "no SFT checkpoint in {}: run `sage sft` (or `sage demo`) first, or pass --init DIR",
+            sft.display()
+        )
+    })
 }
 
 /// `RUN_DIR/rl/metrics/rl.{jsonl,csv}`, keeping the rows up to `resumed_at`.
@@ -323,11 +303,6 @@ fn plot_rewards(
     };
     let path = dir.join("plots").join("rl_reward.png");
     write_chart(&path, &chart, "reward curve", reporter)
-}
-
-/// Settings text read back as a configuration (`None` when it no longer parses).
-fn recorded(text: &str) -> Option<RunConfig> {
-    RunConfig::from_toml(text).ok()
 }
 
 /// Reports how much of the control's failure lay in groups that solved the task at
@@ -380,13 +355,14 @@ fn compare_with_control(
     if !control_log.is_file() {
         return Ok(());
     }
-    let io = |e: std::io::Error| PipelineError::new("settings", e.to_string());
-    if let Some(saved) = stage_record(config, false).read().map_err(io)? {
-        if let Some(found) = stage_record(config, true)
-            .read()
-            .map_err(io)?
-            .and_then(|run| settings::difference(&run, &recorded(&saved)?, paired))
-        {
+    // The control's recorded settings against the run's record.
+    let control = stage_record(config, false)
+        .read()
+        .map_err(settings_error)?
+        .and_then(|text| RunConfig::from_toml(&text).ok());
+    if let Some(control) = control {
+        let run = stage_record(config, true);
+        if let Some(found) = run.difference(&control, paired).map_err(settings_error)? {
             reporter.info(&format!(
                 "the control in {} ran with other settings than the run ({found}): not \
                  compared; run `sage train --control` again with the run's settings",

@@ -24,7 +24,7 @@ use std::time::Instant;
 pub use process::{serve_worker_if_asked, worker_program, WORKER_ARG, WORKER_ENV};
 
 use process::{give_back, take_idle, Death, Worker};
-use protocol::{ReadError, Reply, Request};
+use protocol::{PipeError, Reply, Request};
 
 use super::session::eval_stack_bytes;
 use super::{
@@ -215,7 +215,7 @@ impl WorkerSandbox {
                 match sent.and_then(|()| worker.output.read::<Reply>(Some(deadline))) {
                     Ok(Reply::Loaded(result)) => return result,
                     Ok(other) => Stop::Protocol(format!("it replied {other:?}")),
-                    Err(ReadError::TimedOut) => self.kill_worker(true),
+                    Err(PipeError::TimedOut) => self.kill_worker(true),
                     Err(_) => self.kill_worker(false),
                 }
             }
@@ -256,7 +256,7 @@ impl WorkerSandbox {
             specs: specs.clone(),
         };
         if let Err(error) = worker.input.write(&request, Some(deadline)) {
-            return Err(self.kill_worker(matches!(error, ReadError::TimedOut)));
+            return Err(self.kill_worker(matches!(error, PipeError::TimedOut)));
         }
         if specs.is_some() {
             worker.specs = specs;
@@ -265,7 +265,7 @@ impl WorkerSandbox {
             let worker = self.worker.as_mut().ok_or(Stop::Lost)?;
             let reply = match worker.output.read::<Reply>(Some(deadline)) {
                 Ok(reply) => reply,
-                Err(ReadError::TimedOut) => return Err(self.kill_worker(true)),
+                Err(PipeError::TimedOut) => return Err(self.kill_worker(true)),
                 Err(_) => return Err(self.kill_worker(false)),
             };
             match reply {
@@ -278,7 +278,7 @@ impl WorkerSandbox {
                     });
                     let answer = Request::ApiResult(result);
                     if let Err(error) = worker.input.write(&answer, Some(deadline)) {
-                        return Err(self.kill_worker(matches!(error, ReadError::TimedOut)));
+                        return Err(self.kill_worker(matches!(error, PipeError::TimedOut)));
                     }
                 }
                 Reply::Executed {

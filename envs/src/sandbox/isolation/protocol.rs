@@ -87,13 +87,13 @@ impl<W: Write + AsRawFd> FrameWriter<W> {
         &mut self,
         message: &impl Serialize,
         deadline: Option<Instant>,
-    ) -> Result<(), ReadError> {
+    ) -> Result<(), PipeError> {
         let mut frame = vec![0u8; 4];
         serde_json::to_writer(&mut frame, message)
-            .map_err(|e| ReadError::Broken(format!("a message cannot be encoded: {e}")))?;
+            .map_err(|e| PipeError::Broken(format!("a message cannot be encoded: {e}")))?;
         let len = frame.len() - 4;
         if len > MAX_FRAME_BYTES {
-            return Err(ReadError::Broken(format!(
+            return Err(PipeError::Broken(format!(
                 "a message of {len} bytes is over the frame limit of {MAX_FRAME_BYTES}"
             )));
         }
@@ -101,23 +101,23 @@ impl<W: Write + AsRawFd> FrameWriter<W> {
         let mut sent = 0;
         while sent < frame.len() {
             match self.inner.write(&frame[sent..]) {
-                Ok(0) => return Err(ReadError::Closed),
+                Ok(0) => return Err(PipeError::Closed),
                 Ok(written) => sent += written,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     wait_ready(self.inner.as_raw_fd(), Ready::Write, deadline)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(ReadError::Closed),
-                Err(e) => return Err(ReadError::Broken(e.to_string())),
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(PipeError::Closed),
+                Err(e) => return Err(PipeError::Broken(e.to_string())),
             }
         }
         Ok(())
     }
 }
 
-/// Why a frame was not read (or written).
+/// Why a frame was not read or written.
 #[derive(Debug)]
-pub(crate) enum ReadError {
+pub(crate) enum PipeError {
     /// The deadline passed first.
     TimedOut,
     /// The peer closed its end (it exited).
@@ -126,12 +126,12 @@ pub(crate) enum ReadError {
     Broken(String),
 }
 
-impl std::fmt::Display for ReadError {
+impl std::fmt::Display for PipeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReadError::TimedOut => f.write_str("the deadline passed"),
-            ReadError::Closed => f.write_str("the other side closed the pipe"),
-            ReadError::Broken(why) => f.write_str(why),
+            PipeError::TimedOut => f.write_str("the deadline passed"),
+            PipeError::Closed => f.write_str("the other side closed the pipe"),
+            PipeError::Broken(why) => f.write_str(why),
         }
     }
 }
@@ -176,21 +176,21 @@ impl<R: Read + AsRawFd> FrameReader<R> {
     pub(crate) fn read<T: DeserializeOwned>(
         &mut self,
         deadline: Option<Instant>,
-    ) -> Result<T, ReadError> {
+    ) -> Result<T, PipeError> {
         self.fill(4, deadline)?;
         let header: [u8; 4] = self.buffer[self.start..self.start + 4]
             .try_into()
-            .map_err(|_| ReadError::Broken("short frame header".to_owned()))?;
+            .map_err(|_| PipeError::Broken("short frame header".to_owned()))?;
         let len = u32::from_le_bytes(header) as usize;
         if len > MAX_FRAME_BYTES {
-            return Err(ReadError::Broken(format!(
+            return Err(PipeError::Broken(format!(
                 "a frame of {len} bytes is over the limit of {MAX_FRAME_BYTES}"
             )));
         }
         self.fill(4 + len, deadline)?;
         let body = &self.buffer[self.start + 4..self.start + 4 + len];
         let message = serde_json::from_slice(body)
-            .map_err(|e| ReadError::Broken(format!("a malformed frame: {e}")));
+            .map_err(|e| PipeError::Broken(format!("a malformed frame: {e}")));
         self.start += 4 + len;
         if self.start == self.end && self.buffer.len() > KEPT_BUFFER_BYTES {
             // A large frame's room is not kept for the small ones that follow.
@@ -201,7 +201,7 @@ impl<R: Read + AsRawFd> FrameReader<R> {
     }
 
     /// Makes at least `needed` unread bytes available, in time linear in `needed`.
-    fn fill(&mut self, needed: usize, deadline: Option<Instant>) -> Result<(), ReadError> {
+    fn fill(&mut self, needed: usize, deadline: Option<Instant>) -> Result<(), PipeError> {
         if self.end - self.start < needed && self.start > 0 {
             self.buffer.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -215,17 +215,13 @@ impl<R: Read + AsRawFd> FrameReader<R> {
         let mut spin_until = Instant::now() + SPIN;
         while self.end - self.start < needed {
             match self.inner.read(&mut self.buffer[self.end..]) {
-                Ok(0) => return Err(ReadError::Closed),
+                Ok(0) => return Err(PipeError::Closed),
                 Ok(read) => {
                     self.end += read;
                     spin_until = Instant::now() + SPIN;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let now = Instant::now();
-                    if deadline.is_some_and(|d| now >= d) {
-                        return Err(ReadError::TimedOut);
-                    }
-                    if now < spin_until {
+                    if Instant::now() < spin_until {
                         // Yielding rather than spinning hands the CPU to the other side
                         // when both share one (a loaded machine).
                         std::thread::yield_now();
@@ -234,10 +230,11 @@ impl<R: Read + AsRawFd> FrameReader<R> {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(ReadError::Broken(e.to_string())),
+                Err(e) => return Err(PipeError::Broken(e.to_string())),
             }
+            // Checked after every read, so a peer that trickles cannot outlast it.
             if deadline.is_some_and(|d| Instant::now() >= d) && self.end - self.start < needed {
-                return Err(ReadError::TimedOut);
+                return Err(PipeError::TimedOut);
             }
         }
         Ok(())
@@ -253,13 +250,13 @@ enum Ready {
 
 /// Waits until `fd` can be read (or written) without blocking, or `deadline` passes
 /// (`None`: no deadline).
-fn wait_ready(fd: RawFd, ready: Ready, deadline: Option<Instant>) -> Result<(), ReadError> {
+fn wait_ready(fd: RawFd, ready: Ready, deadline: Option<Instant>) -> Result<(), PipeError> {
     loop {
         let timeout_ms = match deadline {
             Some(deadline) => {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
-                    return Err(ReadError::TimedOut);
+                    return Err(PipeError::TimedOut);
                 }
                 left.as_millis().clamp(1, i32::MAX as u128) as i32
             }
@@ -272,7 +269,7 @@ fn wait_ready(fd: RawFd, ready: Ready, deadline: Option<Instant>) -> Result<(), 
         match waited {
             Ok(true) => return Ok(()),
             Ok(false) => {}
-            Err(error) => return Err(ReadError::Broken(error.to_string())),
+            Err(error) => return Err(PipeError::Broken(error.to_string())),
         }
     }
 }

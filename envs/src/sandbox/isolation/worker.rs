@@ -10,7 +10,7 @@ use std::os::fd::AsFd;
 
 use serde_json::{Map, Value};
 
-use super::protocol::{FrameReader, FrameWriter, ReadError, Reply, Request};
+use super::protocol::{FrameReader, FrameWriter, PipeError, Reply, Request};
 use super::sys::{self, Resource};
 use crate::sandbox::interpreter::Interpreter;
 use crate::sandbox::{ApiError, ApiHost, ApiSpec, ExecError, ExecErrorKind, Limits};
@@ -53,7 +53,7 @@ pub(crate) fn serve(address_space_bytes: u64) -> i32 {
     loop {
         let request = match input.read::<Request>(None) {
             Ok(request) => request,
-            Err(ReadError::Closed) => return 0,
+            Err(PipeError::Closed) => return 0,
             Err(e) => {
                 eprintln!("sandbox worker: {e}");
                 return EXIT_PROTOCOL;

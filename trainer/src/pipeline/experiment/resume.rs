@@ -177,10 +177,9 @@ impl RunRecord {
 
 /// Resets what a resumed experiment may change: its seeds, arms, directory and backend.
 fn resumable(config: &mut RunConfig) {
+    settings::portable(config);
     config.experiment.seeds = 0;
     config.experiment.arms = Vec::new();
-    config.run.dir = PathBuf::new();
-    config.run.backend = Default::default();
 }
 
 /// `config` as TOML without the fields a resumed run may change.
