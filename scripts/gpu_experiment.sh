@@ -18,12 +18,14 @@
 # SAGE_FROM; SAGE_ARMS picks the arms of this call.
 #
 # Stages (each process's log in OUT_DIR/logs.tar.gz, a line per stage on stdout):
-#   1. (skipped with SAGE_FROM) the SFT model on the skill (or mixed) data, and once its
-#      tokenizer is saved, the SFT model on plain-code data beside it (a copy of the run
-#      directory resumed with the same tokenizer and run id); each probe's `sage demo`;
-#   2. every RL arm in its own copy of the run directory (`--resume --arms ARM`), and
-#      the SFT arms' evaluations under every seed in the run directory itself;
-#   3. the arms' results moved into the run directory and one more `--resume` that reuses
+#   1. the SFT models this call's arms start from that the run lacks (all of them, or
+#      those SAGE_FROM's run has not finished): the skill (or mixed) model in the run
+#      directory, and once its tokenizer is saved, the plain-code model beside it (a copy
+#      resumed with the same tokenizer and run id); each probe's `sage demo`;
+#   2. every (arm, seed) of this call not yet finished in its own copy of the run
+#      directory (`--resume --arms ARM --only-seed SEED`), started as soon as the model
+#      it starts from is saved;
+#   3. the results moved into the run directory and one more `--resume` that reuses
 #      them all and writes the table of every arm finished under every seed,
 #      experiment.json and the plots.
 # Into OUT_DIR: experiment.md, experiment.json, probes.md, logs.tar.gz, and the run
@@ -69,8 +71,10 @@ left() { local s=$((DEADLINE - (SECONDS - START))); echo $((s > 0 ? s : 1)); }
 read -r -a ARMS < <("$BIN" config --print --config "$PRESET" | python3 -c '
 import sys, tomllib
 experiment = tomllib.loads(sys.stdin.read())["experiment"]
-print(" ".join(experiment["arms"]), experiment["seeds"])')
+print(" ".join(experiment["arms"]), experiment["skill_data"], experiment["seeds"])')
 SEEDS=${ARMS[-1]}
+SKILL_MODE=${ARMS[-2]}
+unset 'ARMS[-1]'
 unset 'ARMS[-1]'
 read -r -a CALL_ARMS <<<"${SAGE_ARMS:-${ARMS[*]}}"
 say "preset $NAME: arms ${ARMS[*]}, $SEEDS seeds, backend $BACKEND; this call: ${CALL_ARMS[*]}"
@@ -111,17 +115,26 @@ for recipe in $PROBES; do
 done
 
 # --- stage 1: the SFT models (or an earlier call's run directory) ------------------
+# An arm starts from the skill (or mixed) model, or from the direct one.
+arm_mode() { case $1 in sft-direct | grpo-no-skills) echo direct ;; *) echo "$SKILL_MODE" ;; esac; }
+needs_mode() { # MODE: does an arm of this call start from it?
+    local arm
+    for arm in "${CALL_ARMS[@]}"; do [ "$(arm_mode "$arm")" = "$1" ] && return 0; done
+    return 1
+}
+sft_done() { [ -f "$BASE/sft-$1/finished.json" ]; }
 if [ -n "$FROM" ]; then
     cat "$FROM"/run.tar.gz.part-* | tar xz -C "$RUNS" || { echo "cannot unpack $FROM/run.tar.gz.part-*" >&2; exit 1; }
-    say "continuing the run of $FROM: $(ls "$BASE"/sft-*/finished.json | wc -l) SFT models"
-    SKILL_PID=
-else
-    experiment "$BASE" sft-skill --arms sft-only --seeds 1 &
+    say "continuing the run of $FROM: $(ls "$BASE"/sft-*/finished.json 2>/dev/null | wc -l) SFT models"
+fi
+SKILL_PID=
+if needs_mode "$SKILL_MODE" && ! sft_done "$SKILL_MODE"; then
+    experiment "$BASE" sft-skill ${FROM:+--resume} --arms sft-only --seeds 1 &
     SKILL_PID=$!
 fi
 DIRECT_PID=
-if [ -n "$SKILL_PID" ] && { has_arm sft-direct || has_arm grpo-no-skills; }; then
-    while [ ! -f "$BASE/tokenizer-finished.json" ] && kill -0 "$SKILL_PID" 2>/dev/null; do sleep 1; done
+if needs_mode direct && ! sft_done direct; then
+    while [ ! -f "$BASE/tokenizer-finished.json" ] && [ -n "$SKILL_PID" ] && kill -0 "$SKILL_PID" 2>/dev/null; do sleep 1; done
     if [ -f "$BASE/tokenizer-finished.json" ]; then
         mkdir -p "$BASE-direct"
         cp "$BASE"/experiment-settings.json "$BASE"/tokenizer.json "$BASE"/tokenizer-finished.json "$BASE-direct/"
@@ -129,68 +142,73 @@ if [ -n "$SKILL_PID" ] && { has_arm sft-direct || has_arm grpo-no-skills; }; the
         DIRECT_PID=$!
     fi
 fi
-# Says how the stage 1 process PID (log LOG) ended; stops the script when it failed.
-stage_one() { # PID LOG
-    wait "$1"
-    local rc=$?
-    say "$2: rc $rc"
-    if [ "$rc" != 0 ]; then
-        tail -20 "$LOGS/$2.log"
-        kill "${PROBE_PIDS[@]}" 2>/dev/null
-        tar czf "$OUT_DIR/logs.tar.gz" -C "$RUNS" logs
-        exit 1
-    fi
-}
-[ -n "$SKILL_PID" ] && stage_one "$SKILL_PID" sft-skill
-if [ -n "$DIRECT_PID" ]; then
-    stage_one "$DIRECT_PID" sft-direct
-    mv "$BASE-direct/sft-direct" "$BASE/" && mkdir -p "$BASE/seed-0" &&
-        mv "$BASE-direct/seed-0/sft-direct" "$BASE/seed-0/"
-fi
 
-# --- stage 2: every RL arm in its own copy, the SFT arms' seeds in the run itself --
-sft_arms=()
-rl_arms=()
-for arm in "${CALL_ARMS[@]}"; do
-    case $arm in sft-only | sft-direct) sft_arms+=("$arm") ;; *) rl_arms+=("$arm") ;; esac
+# --- stage 2: every (arm, seed) of this call in its own copy, once its model is ready -
+# (`--only-seed`); the copies share the run id, so stage 3 can move their results back.
+launch() { # ARM SEED
+    local dir=$RUNS/$1-$2
+    [ -f "$BASE/seed-$2/$1/run.json" ] && return # finished by an earlier call
+    mkdir -p "$dir"
+    COPIES+=("$dir")
+    (cd "$BASE" && tar cf - --exclude='./sft-*/data' --exclude='./seed-*' .) | tar xf - -C "$dir"
+    experiment "$dir" "$1-$2" --resume --arms "$1" --seeds "$SEEDS" --only-seed "$2" &
+    PIDS+=($!)
+    NAMES+=("$1-$2")
+}
+PIDS=()
+NAMES=()
+COPIES=("$BASE-direct")
+launch_mode() { # MODE: every (arm, seed) of this call that starts from MODE's model
+    local arm seed
+    for arm in "${CALL_ARMS[@]}"; do
+        [ "$(arm_mode "$arm")" = "$1" ] || continue
+        for seed in $(seq 0 $((SEEDS - 1))); do launch "$arm" "$seed"; done
+    done
+}
+# Waits until MODE's model is saved (or its process ended), then starts its arms.
+when_trained() { # MODE PID SOURCE_DIR
+    while [ ! -f "$3/sft-$1/finished.json" ] && [ -n "$2" ] && kill -0 "$2" 2>/dev/null; do sleep 2; done
+    if [ ! -f "$3/sft-$1/finished.json" ]; then
+        say "sft on $1 trajectories did not finish:"
+        tail -20 "$LOGS"/sft-*.log
+        return 1
+    fi
+    if [ "$3" != "$BASE" ]; then
+        (cd "$3" && tar cf - --exclude='./sft-*/data' "sft-$1") | tar xf - -C "$BASE"
+    fi
+    say "sft on $1 trajectories: ready"
+    launch_mode "$1"
+}
+needs_mode "$SKILL_MODE" && when_trained "$SKILL_MODE" "$SKILL_PID" "$BASE"
+needs_mode direct && when_trained direct "$DIRECT_PID" "$BASE-direct"
+for i in "${!PIDS[@]}"; do
+    wait "${PIDS[$i]}"
+    say "${NAMES[$i]}: rc $?"
 done
-ARM_PIDS=()
-for arm in "${rl_arms[@]}"; do
-    mkdir -p "$BASE-$arm"
-    (cd "$BASE" && tar cf - --exclude=./sft-*/data .) | tar xf - -C "$BASE-$arm"
-    experiment "$BASE-$arm" "$arm" --resume --arms "$arm" --seeds "$SEEDS" &
-    ARM_PIDS+=($!)
-done
-if [ ${#sft_arms[@]} -gt 0 ]; then
-    experiment "$BASE" sft-arms --resume --arms "$(IFS=,; echo "${sft_arms[*]}")" --seeds "$SEEDS"
-    say "sft arms' evaluations: rc $?"
-fi
-for i in "${!rl_arms[@]}"; do
-    wait "${ARM_PIDS[$i]}"
-    say "${rl_arms[$i]}: rc $?"
-done
+[ -n "$SKILL_PID" ] && { wait "$SKILL_PID"; say "sft-skill: rc $?"; }
+[ -n "$DIRECT_PID" ] && { wait "$DIRECT_PID"; say "sft-direct: rc $?"; }
 
 # --- stage 3: one run directory and its table ---------------------------------------
+for dir in "${COPIES[@]}"; do
+    for finished in "$dir"/seed-*/*/run.json; do
+        [ -f "$finished" ] || continue
+        arm_dir=$(dirname "$finished")
+        seed_dir=$BASE/$(basename "$(dirname "$arm_dir")")
+        mkdir -p "$seed_dir"
+        for part in "$arm_dir" "$arm_dir-control"; do
+            [ -d "$part" ] && rm -rf "${seed_dir:?}/$(basename "$part")" && mv "$part" "$seed_dir/"
+        done
+    done
+done
 finished=()
 for arm in "${ARMS[@]}"; do
-    source_dir=$BASE
-    [[ " ${rl_arms[*]} " == *" $arm "* ]] && source_dir=$BASE-$arm
     whole=1
     for seed in $(seq 0 $((SEEDS - 1))); do
-        [ -f "$source_dir/seed-$seed/$arm/run.json" ] || whole=0
+        [ -f "$BASE/seed-$seed/$arm/run.json" ] || whole=0
     done
-    if [ "$source_dir" != "$BASE" ]; then
-        for seed in $(seq 0 $((SEEDS - 1))); do
-            mkdir -p "$BASE/seed-$seed"
-            for part in "$arm" "$arm-control"; do
-                [ -d "$source_dir/seed-$seed/$part" ] && rm -rf "$BASE/seed-$seed/$part" &&
-                    mv "$source_dir/seed-$seed/$part" "$BASE/seed-$seed/"
-            done
-        done
-    fi
     [ "$whole" = 1 ] && finished+=("$arm")
 done
-say "finished arms: ${finished[*]:-none}"
+say "arms finished under every seed: ${finished[*]:-none}"
 if [ ${#finished[@]} -gt 0 ]; then
     "$BIN" experiment --config "$PRESET" --backend "$BACKEND" --run-dir "$BASE" --resume \
         --arms "$(IFS=,; echo "${finished[*]}")" --seeds "$SEEDS" >"$LOGS/table.log" 2>&1

@@ -232,6 +232,9 @@ pub struct AssembledFamily {
 pub fn assemble_kernels(arch: &str) -> Result<Vec<AssembledFamily>, CudaError> {
     let mut options = options(arch);
     options.push("--ptxas-options=-v".into());
+    // Where a driver is installed, NVRTC hands back a cubin from the driver's compute
+    // cache without running ptxas, and so without its report: always assemble afresh.
+    options.push("--no-cache".into());
     Family::ALL
         .iter()
         .map(|&family| {

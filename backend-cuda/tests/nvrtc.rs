@@ -85,3 +85,28 @@ fn every_loaded_kernel_is_in_the_ptx() {
         }
     }
 }
+
+/// A second assembly in one process reports as fully as the first: where a driver is
+/// installed, NVRTC would otherwise hand back the first one's cubin from the driver's
+/// compute cache without running ptxas, and the report came back empty (on an H100,
+/// 2026-11-26).
+#[test]
+fn a_repeated_assembly_still_reports_every_kernel() {
+    if !nvrtc_available() {
+        return;
+    }
+    let compiled = compile_kernels("compute_90").expect("compiles");
+    for _ in 0..2 {
+        let families = assemble_kernels("sm_90").unwrap_or_else(|e| panic!("{e}"));
+        for (family, entries) in families.iter().zip(compiled.iter().map(|c| c.entries)) {
+            for entry in entries {
+                assert!(
+                    family.report.contains(&format!("entry function '{entry}'")),
+                    "{}: a repeated assembly did not report `{entry}`:\n{}",
+                    family.file,
+                    family.report
+                );
+            }
+        }
+    }
+}

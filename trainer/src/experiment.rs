@@ -205,6 +205,12 @@ pub struct ExperimentConfig {
     /// skill prompt: writing and reusing a skill become the policy's choice).
     #[serde(with = "text")]
     pub skill_data: ExpertMode,
+    /// Run only this seed (below `seeds`) of every arm, e.g. one process per seed in
+    /// copies of the run directory; `None` runs them all. Set by `sage experiment
+    /// --only-seed`, never read from or written to a file: a later `--resume` without
+    /// it gathers every seed's arms into one table.
+    #[serde(skip)]
+    pub only_seed: Option<u64>,
 }
 
 impl Default for ExperimentConfig {
@@ -214,18 +220,26 @@ impl Default for ExperimentConfig {
             arms: Arm::DEFAULT.to_vec(),
             controls: true,
             skill_data: ExpertMode::Skills,
+            only_seed: None,
         }
     }
 }
 
 impl ExperimentConfig {
-    /// Checks the seed count, that some arm is named, and the skill data mode.
+    /// Checks the seed count, that some arm is named, the chosen seed, and the skill data
+    /// mode.
     pub fn validate(&self) -> Result<(), String> {
         if self.seeds == 0 {
             return Err("seeds must be at least 1".to_owned());
         }
         if self.arms.is_empty() {
             return Err("arms must name at least one arm".to_owned());
+        }
+        if let Some(seed) = self.only_seed.filter(|&seed| seed >= self.seeds) {
+            return Err(format!(
+                "only_seed {seed} is not below the seed count {} (seeds count from 0)",
+                self.seeds
+            ));
         }
         if self.skill_data == ExpertMode::Direct {
             return Err(

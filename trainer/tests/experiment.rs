@@ -141,6 +141,18 @@ fn unknown_arms_and_zero_seeds_are_named() {
         ..ExperimentConfig::default()
     };
     assert!(config.validate().unwrap_err().contains("skill_data"));
+    let config = ExperimentConfig {
+        seeds: 3,
+        only_seed: Some(3),
+        ..ExperimentConfig::default()
+    };
+    assert!(config.validate().unwrap_err().contains("only_seed 3"));
+    let config = ExperimentConfig {
+        seeds: 3,
+        only_seed: Some(2),
+        ..ExperimentConfig::default()
+    };
+    config.validate().unwrap();
     // A name outside the arms fails when the file is read, naming it and the arms there are.
     let error = RunConfig::from_toml("[experiment]\narms = [\"sage\", \"magic\"]\n")
         .unwrap_err()

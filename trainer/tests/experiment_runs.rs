@@ -79,42 +79,54 @@ fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
     let weights = dir.join("sft-skills/model/model.safetensors");
     let trained_at = modified(&weights);
 
-    // Resumed with a second seed: the SFT model and seed 0 are reused as they were,
-    // only seed 1 runs.
-    let mut resumed = Recorder::default();
-    let two_seeds = run(&tiny(&dir, 2), true, &mut resumed).unwrap();
+    // Resumed with a second seed, run alone (`--only-seed 1`): the SFT model and seed
+    // 0 are left as they were, only seed 1 runs.
+    let mut only = tiny(&dir, 2);
+    only.experiment.only_seed = Some(1);
+    let mut alone = Recorder::default();
+    let seed_one = run(&only, true, &mut alone).unwrap();
     assert_eq!(
         modified(&weights),
         trained_at,
         "the SFT model was not trained again"
     );
     assert!(
-        !resumed
+        !alone
             .lines
             .iter()
             .any(|l| l.starts_with("stage sft") || l.starts_with("stage expert data")),
         "no SFT, and no expert data for it: {:?}",
-        resumed.lines
+        alone.lines
     );
+    assert!(
+        alone.lines.iter().all(|l| !l.contains("seed 0")),
+        "{:?}",
+        alone.lines
+    );
+    assert_eq!(
+        seed_one
+            .iter()
+            .map(|r| (r.arm.as_str(), r.seed))
+            .collect::<Vec<_>>(),
+        [("sft-only", 1), ("sage", 1)]
+    );
+    assert!(alone.lines.contains(&"stage seed 1: sage".to_owned()));
+
+    // Resumed over both seeds: everything is reused and the table holds both.
+    let mut resumed = Recorder::default();
+    let two_seeds = run(&tiny(&dir, 2), true, &mut resumed).unwrap();
     let reused = resumed
         .lines
         .iter()
         .filter(|l| l.contains("reused"))
         .count();
     assert_eq!(
-        reused, 4,
-        "the tokenizer, the SFT model and seed 0's two arms: {:?}",
+        reused, 6,
+        "the tokenizer, the SFT model and both seeds' two arms: {:?}",
         resumed.lines
     );
     assert_eq!(as_json(&two_seeds[..2]), as_json(&one_seed));
-    assert_eq!(
-        two_seeds[2..]
-            .iter()
-            .map(|r| (r.arm.as_str(), r.seed))
-            .collect::<Vec<_>>(),
-        [("sft-only", 1), ("sage", 1)]
-    );
-    assert!(resumed.lines.contains(&"stage seed 1: sage".to_owned()));
+    assert_eq!(as_json(&two_seeds[2..]), as_json(&seed_one));
 
     // A resumed run that adds the plain-code arm trains its SFT model with the run's
     // tokenizer (the one the skill model was trained with), not one of its own data's.

@@ -138,6 +138,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
         Command::Experiment {
             common,
             seeds,
+            only_seed,
             arms,
             skill_data,
             tiny,
@@ -149,6 +150,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
                 load_config_over(&common, RunConfig::experiment("runs/experiment"))?
             };
             config.experiment.seeds = seeds.unwrap_or(config.experiment.seeds);
+            config.experiment.only_seed = only_seed;
             config.experiment.arms = arms.unwrap_or(config.experiment.arms);
             config.experiment.skill_data = skill_data.unwrap_or(config.experiment.skill_data);
             let config = checked(config)?;

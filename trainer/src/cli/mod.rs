@@ -129,6 +129,11 @@ enum Command {
         /// Seeds per arm (overrides `[experiment] seeds`).
         #[arg(long)]
         seeds: Option<u64>,
+        /// Run only this seed of every arm (counted from 0, below the seed count), e.g. one
+        /// process per seed in copies of the run directory; a later `--resume` without it
+        /// reuses every seed's finished arms and writes the whole table.
+        #[arg(long)]
+        only_seed: Option<u64>,
         /// Comma-separated arms (overrides `[experiment] arms`): sft-only, sft-direct,
         /// grpo-no-skills, sage, sage-outcome-only, sage-chain-reward, sage-k3, sage-kl.
         #[arg(long, value_delimiter = ',')]

@@ -146,7 +146,11 @@ pub fn run_experiment<K: Kernels>(
         record.mark_sft_finished(mode.name(), done)?;
     }
     let mut runs = Vec::new();
-    for seed in 0..config.experiment.seeds {
+    let seeds = match config.experiment.only_seed {
+        Some(seed) => seed..seed + 1,
+        None => 0..config.experiment.seeds,
+    };
+    for seed in seeds {
         let mut seeded = config.clone();
         seeded.rl.seed = config.rl.seed.wrapping_add(seed);
         seeded.eval.seed = config.eval.seed.wrapping_add(seed);
