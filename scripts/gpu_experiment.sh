@@ -9,13 +9,13 @@
 #   bash scripts/gpu_experiment.sh configs/experiment-mechanism.toml      # on the GPU machine
 #   bash scripts/gpu_experiment.sh configs/experiment-default.toml        # the default experiment
 #
-# Measured on an H100 (2026-11-26, docs/rl.md): for configs/experiment-mechanism.toml the
-# two copying SFT models take about 6 minutes beside three probes (1.9 minutes alone,
-# one at a time), and three RL arms of one seed with their controls and evaluations 3.4
-# minutes side by side; the processes share the GPU by time-slicing, so the whole table
-# (15 arm-seeds) takes about 20 minutes: more than one call. A later call continues an
-# earlier one's run directory: carry its run.tar.gz.part-* and name their folder in
-# SAGE_FROM; SAGE_ARMS picks the arms of this call.
+# Measured on an H100 (2026-11-26, docs/results.md): the default experiment's plain-code
+# SFT model took 2.8 minutes with three SAGE arms beside it, an (arm, seed) with its
+# control and 435-task evaluation 1.5 minutes with five others beside it and 4.6 with
+# eleven (the processes share the GPU by time-slicing); the whole table (the
+# skill model's SFT carried in from the VM) took two calls of 4.5 and 4.8 minutes. A
+# later call continues an earlier one's run directory: carry its run.tar.gz.part-* and
+# name their folder in SAGE_FROM; SAGE_ARMS picks the arms of this call.
 #
 # Stages (each process's log in OUT_DIR/logs.tar.gz, a line per stage on stdout):
 #   1. the SFT models this call's arms start from that the run lacks (all of them, or

@@ -21,8 +21,9 @@ use sage_trainer::init::init_params;
 use sage_trainer::optim::{AdamWConfig, LrSchedule};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{
-    chain_rewards, group_outcomes, rollout_chains, update_policy, ChainRollout, GroupOutcomes,
-    RlConfig, RlState, RlStepStats, RlTrainer, UpdateOptions, WorldRl,
+    chain_rewards, group_outcomes, informative_chains, rollout_chains, update_policy,
+    ChainRollout, DynamicSampling, GroupOutcomes, RlConfig, RlState, RlStepStats, RlTrainer,
+    UpdateOptions, WorldRl,
 };
 use sage_trainer::rollout::RolloutConfig;
 use sage_trainer::sampling::SequenceRng;
@@ -973,4 +974,166 @@ fn a_scenario_seed_offset_draws_the_training_seeds_after_the_skipped_ones() {
         .err()
         .expect("seeds past the split's own are refused");
     assert!(error.to_string().contains("1990..2010"), "{error}");
+}
+
+#[test]
+fn a_chain_is_informative_when_its_rollouts_earned_different_rewards_somewhere() {
+    // Two chains of K = 2 tasks, G = 2 rollouts, laid out [chain][rollout][position].
+    let rewards = [
+        1.0, 0.5, 1.0, 0.5, // chain 0: both rollouts earned the same at both positions
+        1.0, 0.0, 1.0, 2.0, // chain 1: the same first task, different second ones
+    ];
+    assert_eq!(informative_chains(&rewards, 2, 2), [false, true]);
+    assert_eq!(informative_chains(&[3.0, 3.0, 3.0], 3, 1), [false]);
+    assert_eq!(informative_chains(&[3.0, 3.0, -1.0], 3, 1), [true]);
+}
+
+/// A `ChoicePolicy` sure of its choices (the best ones, `confidence` logits ahead): most
+/// groups earn the same reward in every rollout.
+fn confident_policy<'t>(tk: &'t Tokenizer, tasks: Vec<Task>, confidence: f32) -> ChoicePolicy<'t> {
+    let mut policy = ChoicePolicy::new(tk, tasks);
+    policy.logits[EMPTY_LIBRARY][DEFINE] = confidence;
+    policy.logits[WITH_LIBRARY][REUSE] = confidence;
+    policy
+}
+
+fn dynamic_config(dynamic_sampling: DynamicSampling, apply_updates: bool, steps: u64) -> RlConfig {
+    RlConfig {
+        rollouts: 4,
+        chains_per_step: 2,
+        max_extra_chains: 4,
+        steps,
+        rollout: one_turn(),
+        seed: 5,
+        dynamic_sampling,
+        apply_updates,
+        ..RlConfig::default()
+    }
+}
+
+/// `drop` trains on the step's informative chains only; its statistics are the same
+/// rollouts' as without dynamic sampling (same chains, same streams).
+#[test]
+fn drop_trains_on_the_informative_chains_of_the_step_only() {
+    let (tasks, chains) = tasks_and_chains();
+    let tk = tokenizer(&tasks);
+    let step = |dynamic_sampling| {
+        let mut policy = confident_policy(&tk, tasks.clone(), 2.5);
+        let config = dynamic_config(dynamic_sampling, true, 1);
+        let mut trainer = RlTrainer::new(config, chains.clone(), RlState::default()).unwrap();
+        run_to_end(&mut trainer, &mut policy).remove(0)
+    };
+    let off = step(DynamicSampling::Off);
+    let dropped = step(DynamicSampling::Drop);
+    assert_eq!(off.reward_mean, dropped.reward_mean);
+    assert_eq!(off.uninformative_chains, dropped.uninformative_chains);
+    assert_eq!((off.chains_rolled_out, off.chains_trained), (2, 2));
+    let informative = (2.0 * (1.0 - dropped.uninformative_chains)).round() as u64;
+    assert_eq!(dropped.chains_rolled_out, 2);
+    assert_eq!(dropped.chains_trained, informative);
+    // Without the uninformative chains the sequence-mean loss is no longer diluted.
+    assert!(
+        informative == 1 && dropped.update.grad_norm > off.update.grad_norm,
+        "one chain of two informative at this seed; grad norms {} and {}",
+        dropped.update.grad_norm,
+        off.update.grad_norm
+    );
+    assert_eq!(dropped.update.zero_advantage_groups, 0.0);
+}
+
+/// `resample` rolls out further chains until the batch holds `chains_per_step`
+/// informative ones or `max_extra_chains` more were drawn; its control draws none, yet
+/// both set aside the same chains at every step, so they stay paired.
+#[test]
+fn resample_draws_more_chains_up_to_its_cap_and_its_control_stays_paired() {
+    let (tasks, chains) = tasks_and_chains();
+    let tk = tokenizer(&tasks);
+    let run = |apply_updates: bool, confidence: f32| {
+        let mut policy = confident_policy(&tk, tasks.clone(), confidence);
+        let config = dynamic_config(DynamicSampling::Resample, apply_updates, 4);
+        let mut trainer = RlTrainer::new(config, chains.clone(), RlState::default()).unwrap();
+        let mut states = Vec::new();
+        let mut steps = Vec::new();
+        while !trainer.finished() {
+            let template = policy.template.clone();
+            steps.push(
+                trainer
+                    .step(&mut policy, None, &|| Ok(TinyEnv::new(1)), &template, &system_prompt)
+                    .unwrap(),
+            );
+            states.push(trainer.state().clone());
+        }
+        (steps, states)
+    };
+    let (learned, learned_states) = run(true, 2.5);
+    let (control, control_states) = run(false, 2.5);
+    assert_eq!(learned_states, control_states, "the same chains set aside");
+    assert_eq!(control[0].reward_mean, learned[0].reward_mean);
+    for (stats, control) in learned.iter().zip(&control) {
+        assert_eq!(control.chains_rolled_out, 2, "the control draws nothing more");
+        assert!(stats.chains_rolled_out >= 2 && stats.chains_rolled_out <= 6);
+        assert!(stats.chains_trained <= 2);
+        // Either the batch is full, or every extra chain was drawn.
+        assert!(
+            stats.chains_trained == 2 || stats.chains_rolled_out == 6,
+            "{} trained of {} rolled out",
+            stats.chains_trained,
+            stats.chains_rolled_out
+        );
+    }
+    assert!(
+        learned.iter().any(|s| s.chains_rolled_out > 2),
+        "some step needed more chains"
+    );
+    // A policy sure of everything leaves no informative chain: every extra chain is
+    // drawn and the update has nothing to learn.
+    let (sure, _) = run(true, 30.0);
+    for stats in &sure {
+        assert_eq!((stats.chains_rolled_out, stats.chains_trained), (6, 0));
+        assert_eq!(
+            stats.update.not_applied,
+            Some(sage_trainer::rl::NotApplied::NoSignal)
+        );
+    }
+}
+
+#[test]
+fn a_policy_still_learns_to_write_then_reuse_skills_with_resampling() {
+    let (tasks, chains) = tasks_and_chains();
+    let tk = tokenizer(&tasks);
+    let mut policy = ChoicePolicy::new(&tk, tasks);
+    let config = RlConfig {
+        rollouts: 8,
+        chains_per_step: 4,
+        steps: 40,
+        rollout: one_turn(),
+        seed: 3,
+        dynamic_sampling: DynamicSampling::Resample,
+        ..RlConfig::default()
+    };
+    let mut trainer = RlTrainer::new(config, chains, RlState::default()).unwrap();
+    run_to_end(&mut trainer, &mut policy);
+    let empty = policy.probabilities(EMPTY_LIBRARY);
+    let with_library = policy.probabilities(WITH_LIBRARY);
+    assert!(empty[DEFINE] > 0.8, "{empty:?}");
+    assert!(with_library[REUSE] > 0.8, "{with_library:?}");
+}
+
+#[test]
+fn resampling_without_extra_chains_is_refused() {
+    let (_, chains) = tasks_and_chains();
+    let config = RlConfig {
+        max_extra_chains: 0,
+        dynamic_sampling: DynamicSampling::Resample,
+        ..RlConfig::default()
+    };
+    let error = RlTrainer::new(config, chains, RlState::default())
+        .err()
+        .expect("an error")
+        .to_string();
+    assert!(error.contains("max_extra_chains"), "{error}");
+    let error = sage_trainer::config::RunConfig::from_toml("[rl]\ndynamic_sampling = \"some\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("off, drop, resample"), "{error}");
 }

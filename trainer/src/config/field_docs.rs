@@ -301,6 +301,16 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
     ),
     (
         "rl",
+        "dynamic_sampling",
+        "chains the update trains on: off, drop (informative only), resample",
+    ),
+    (
+        "rl",
+        "max_extra_chains",
+        "most chains a resample step draws beyond chains_per_step",
+    ),
+    (
+        "rl",
         "max_failed_in_row",
         "non-finite updates in a row that stop the run",
     ),

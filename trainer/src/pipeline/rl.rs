@@ -72,15 +72,24 @@ fn step_line(label: &str, stats: &RlStepStats, steps: u64) -> String {
             .collect::<Vec<_>>()
             .join("/")
     };
+    // With dynamic sampling the update trains on other chains than the step rolled out.
+    let trained = if stats.chains_trained == stats.chains_rolled_out {
+        String::new()
+    } else {
+        format!(
+            ", trained on {} of {} chains",
+            stats.chains_trained, stats.chains_rolled_out
+        )
+    };
     format!(
         "{label} step {}/{steps}: reward {}, success % {}, skill use {:.0}%, {:.0} \
-         tokens/episode, zero-adv groups {:.0}%, grad norm {:.3}{}",
+         tokens/episode, uninformative chains {:.0}%{trained}, grad norm {:.3}{}",
         stats.step,
         list(&stats.reward_mean, 1.0),
         list(&stats.success, 100.0),
         100.0 * stats.skill_usage,
         stats.generated_tokens,
-        100.0 * stats.update.zero_advantage_groups,
+        100.0 * stats.uninformative_chains,
         stats.update.grad_norm,
         stats
             .update

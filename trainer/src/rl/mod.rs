@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use sage_core::grpo::{GrpoConfig, GrpoError};
 use sage_core::reward::{RewardConfig, RewardError};
 use sage_core::TaskChain;
+use sage_envs::names::Named;
 use sage_envs::prompt::PromptMode;
 
 use crate::optim::{AdamWConfig, LrSchedule};
@@ -42,7 +43,7 @@ use crate::rollout::{Cause, RolloutConfig, RolloutError};
 pub use chain::{rollout_chains, ChainRollout};
 pub use control::{control_gap, ControlGap};
 pub use outcome::{chain_outcomes, chain_rewards, group_outcomes, GroupOutcomes};
-pub use trainer::{RlState, RlStepStats, RlTrainer};
+pub use trainer::{informative_chains, RlState, RlStepStats, RlTrainer};
 pub use update::{update_policy, NotApplied, UpdateOptions, UpdateReport};
 pub use world::{world_chains, WorldRl};
 
@@ -99,6 +100,21 @@ pub struct RlConfig {
     /// The system prompt's rules: `skills` (SAGE) or `direct` (the no-skill baseline).
     #[serde(with = "crate::text")]
     pub prompt: PromptMode,
+    /// Which chains the update trains on: `off` (every chain of the step), `drop` (only
+    /// the informative ones: a chain whose rollouts earned the same reward at every
+    /// position has no advantage and only dilutes the loss), or `resample` (drop, then
+    /// roll out further chains, `chains_per_step` at a time, until `chains_per_step`
+    /// informative ones are found or `max_extra_chains` more were drawn: DAPO's dynamic
+    /// sampling). The step's statistics are always those of its first
+    /// `chains_per_step` chains.
+    #[serde(with = "crate::text")]
+    pub dynamic_sampling: DynamicSampling,
+    /// The most chains a `resample` step rolls out beyond `chains_per_step`. Every step
+    /// sets aside `chains_per_step + max_extra_chains` chains of the shuffled order
+    /// (`chains_per_step` without `resample`), drawn or not, so a run and its update-off
+    /// control (which never draws extra chains: it trains on nothing) see the same
+    /// chains at every step whatever the filter keeps.
+    pub max_extra_chains: usize,
     /// Failed updates in a row (non-finite loss or gradient) that stop the run.
     pub max_failed_in_row: u32,
     /// Seed of the chain order and of sampling.
@@ -124,6 +140,8 @@ impl Default for RlConfig {
             grpo: GrpoConfig::default(),
             rollout: RolloutConfig::default(),
             prompt: PromptMode::Skills,
+            dynamic_sampling: DynamicSampling::Off,
+            max_extra_chains: 8,
             max_failed_in_row: 5,
             seed: 0,
         }
@@ -151,6 +169,15 @@ impl RlConfig {
         AdamWConfig {
             schedule,
             ..base.clone()
+        }
+    }
+
+    /// Chains each step sets aside from the shuffled order: `chains_per_step`, and
+    /// `max_extra_chains` more under `resample`.
+    pub fn chains_set_aside(&self) -> usize {
+        match self.dynamic_sampling {
+            DynamicSampling::Resample => self.chains_per_step + self.max_extra_chains,
+            DynamicSampling::Off | DynamicSampling::Drop => self.chains_per_step,
         }
     }
 
@@ -204,6 +231,11 @@ impl RlConfig {
         if self.scenario_seeds == 0 {
             return invalid("scenario_seeds must be at least 1");
         }
+        if self.dynamic_sampling == DynamicSampling::Resample && self.max_extra_chains == 0 {
+            return invalid(
+                "dynamic_sampling = \"resample\" needs max_extra_chains >= 1 (with 0 it is \"drop\")",
+            );
+        }
         if self.max_failed_in_row == 0 {
             return invalid("max_failed_in_row must be at least 1");
         }
@@ -215,6 +247,35 @@ impl RlConfig {
             .map_err(|e| RlError::Config(format!("grpo: {e}")))
     }
 }
+
+/// Which chains an RL update trains on (`[rl] dynamic_sampling`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DynamicSampling {
+    /// Every chain of the step.
+    Off,
+    /// The step's informative chains only (rewards that differ between its rollouts).
+    Drop,
+    /// The informative chains, with further chains rolled out to replace the others.
+    Resample,
+}
+
+impl Named for DynamicSampling {
+    const WHAT: &'static str = "dynamic_sampling";
+    const ALL: &'static [DynamicSampling] = &[
+        DynamicSampling::Off,
+        DynamicSampling::Drop,
+        DynamicSampling::Resample,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            DynamicSampling::Off => "off",
+            DynamicSampling::Drop => "drop",
+            DynamicSampling::Resample => "resample",
+        }
+    }
+}
+
+sage_envs::impl_named_text!(DynamicSampling);
 
 /// Why an RL step or run failed.
 #[derive(Debug)]

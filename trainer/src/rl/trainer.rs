@@ -11,7 +11,7 @@ use sage_core::{Environment, Skill, TaskChain};
 
 use super::{
     chain_rewards, check_chains, group_outcomes, rollout_chains, update_policy, ChainRollout,
-    NotApplied, RlConfig, RlError, UpdateReport,
+    DynamicSampling, NotApplied, RlConfig, RlError, UpdateReport,
 };
 use crate::chat::ChatTemplate;
 use crate::metrics::{MetricValue, MetricsError, MetricsLog};
@@ -60,6 +60,18 @@ pub struct RlStepStats {
     /// either: nothing left to learn there).
     #[serde(default)]
     pub solved_all: Vec<f32>,
+    /// Share of the step's first `chains_per_step` chains whose rollouts earned the same
+    /// reward at every position: no advantage, nothing to learn (what `[rl]
+    /// dynamic_sampling` leaves out).
+    #[serde(default)]
+    pub uninformative_chains: f32,
+    /// Chains whose rollouts the step ran: `chains_per_step`, and the extra ones of
+    /// `dynamic_sampling = "resample"`.
+    #[serde(default)]
+    pub chains_rolled_out: u64,
+    /// Chains the update trained on (every one rolled out, without dynamic sampling).
+    #[serde(default)]
+    pub chains_trained: u64,
     /// Share of the episodes given a non-empty library that called one of its skills.
     pub skill_usage: f32,
     /// Share of episodes that ended without code.
@@ -116,6 +128,18 @@ impl RlStepStats {
         row.push((
             "solved_any_all".to_owned(),
             MetricValue::Float(f64::from(mean(&self.solved_any))),
+        ));
+        row.push((
+            "uninformative_chains".to_owned(),
+            MetricValue::Float(f64::from(self.uninformative_chains)),
+        ));
+        row.push((
+            "chains_rolled_out".to_owned(),
+            MetricValue::UInt(self.chains_rolled_out),
+        ));
+        row.push((
+            "chains_trained".to_owned(),
+            MetricValue::UInt(self.chains_trained),
         ));
         let per_position = [
             ("reward_mean", &self.reward_mean),
@@ -208,11 +232,13 @@ impl RlTrainer {
         self.state.step >= self.config.steps
     }
 
-    /// The chains of the next step: the next ones of a per-pass shuffled order.
+    /// The chains set aside for the next step ([`RlConfig::chains_set_aside`]): the
+    /// next ones of a per-pass shuffled order.
     fn next_chains(&mut self) -> Vec<TaskChain> {
-        let mut batch = Vec::with_capacity(self.config.chains_per_step);
+        let wanted = self.config.chains_set_aside();
+        let mut batch = Vec::with_capacity(wanted);
         let mut order = shuffled(self.chains.len(), self.config.seed, self.state.epoch);
-        while batch.len() < self.config.chains_per_step {
+        while batch.len() < wanted {
             if self.state.next_chain >= self.chains.len() {
                 self.state.epoch += 1;
                 self.state.next_chain = 0;
@@ -236,38 +262,86 @@ impl RlTrainer {
         template: &ChatTemplate<'_>,
         system_prompt: &dyn Fn(&[Skill]) -> String,
     ) -> Result<RlStepStats, RlError> {
-        let chains = self.next_chains();
-        let rollouts_per_chain = self.config.rollouts;
-        let mut envs: Vec<E> = (0..chains.len() * rollouts_per_chain)
-            .map(|_| new_env())
-            .collect::<Result<_, _>>()
-            .map_err(|e| RlError::Rollout(RolloutError::Environment(Box::new(e))))?;
+        let set_aside = self.next_chains();
+        let (first, extra) = set_aside.split_at(self.config.chains_per_step);
         let seed = self.config.seed ^ self.state.step.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let started = Instant::now();
         let stopped_before = sage_envs::sandbox::stopped_workers();
-        let rollouts = rollout_chains(
-            policy,
-            &mut envs,
+        let wave = Wave {
+            policy: &mut *policy,
+            new_env,
             template,
             system_prompt,
-            &chains,
-            rollouts_per_chain,
-            &self.config.rollout,
-            seed,
-        )?;
-        let rollout_seconds = started.elapsed().as_secs_f32();
-        let stopped_sandboxes = sage_envs::sandbox::stopped_workers() - stopped_before;
-        let rewards = chain_rewards(&rollouts, &self.config.reward)?;
-        let started = Instant::now();
-        let update = update_policy(
-            policy,
-            reference,
+            config: &self.config,
+        };
+        let (rollouts, rewards) = wave.roll_out(first, seed)?;
+        let informative = informative_chains(&rewards, self.config.rollouts, self.config.chain_len);
+        let mut stats = step_stats(
             &rollouts,
             &rewards,
-            rollouts_per_chain,
-            &self.config.grpo,
-            self.config.update_options(),
-        )?;
+            self.config.chain_len,
+            self.config.rollouts,
+        );
+        let mut generated = generated_tokens(&rollouts);
+        let mut batch = TrainingBatch::default();
+        match self.config.dynamic_sampling {
+            DynamicSampling::Off => batch.add_all(rollouts, rewards, first.len()),
+            DynamicSampling::Drop | DynamicSampling::Resample => {
+                batch.add_informative(rollouts, rewards, &informative, &self.config);
+            }
+        }
+        let mut rolled_out = first.len();
+        // Only a run that trains draws more: the control's update is off anyway.
+        if self.config.dynamic_sampling == DynamicSampling::Resample && self.config.apply_updates
+        {
+            let mut wave_index = 0u64;
+            for more in extra.chunks(self.config.chains_per_step) {
+                if batch.chains >= self.config.chains_per_step {
+                    break;
+                }
+                wave_index += 1;
+                let wave = Wave {
+                    policy: &mut *policy,
+                    new_env,
+                    template,
+                    system_prompt,
+                    config: &self.config,
+                };
+                let (rollouts, rewards) =
+                    wave.roll_out(more, seed ^ wave_index.wrapping_mul(0xd1b5_4a32_d192_ed03))?;
+                let informative =
+                    informative_chains(&rewards, self.config.rollouts, self.config.chain_len);
+                generated += generated_tokens(&rollouts);
+                rolled_out += more.len();
+                batch.add_informative(rollouts, rewards, &informative, &self.config);
+            }
+            batch.keep_first(self.config.chains_per_step, &self.config);
+        }
+        let rollout_seconds = started.elapsed().as_secs_f32();
+        let stopped_sandboxes = sage_envs::sandbox::stopped_workers() - stopped_before;
+        let started = Instant::now();
+        let update = if batch.chains == 0 {
+            // No chain of the step had a reward that differed between its rollouts.
+            UpdateReport {
+                zero_advantage_groups: 1.0,
+                not_applied: Some(if self.config.apply_updates {
+                    NotApplied::NoSignal
+                } else {
+                    NotApplied::Control
+                }),
+                ..UpdateReport::default()
+            }
+        } else {
+            update_policy(
+                policy,
+                reference,
+                &batch.rollouts,
+                &batch.rewards,
+                self.config.rollouts,
+                &self.config.grpo,
+                self.config.update_options(),
+            )?
+        };
         let update_seconds = started.elapsed().as_secs_f32();
         self.state.step += 1;
         if let Some(why @ NotApplied::NonFinite(_)) = &update.not_applied {
@@ -283,24 +357,132 @@ impl RlTrainer {
         } else {
             self.state.failed_in_row = 0;
         }
-        let mut stats = step_stats(
-            &rollouts,
-            &rewards,
-            self.config.chain_len,
-            self.config.rollouts,
-        );
         stats.step = self.state.step;
         stats.stopped_sandboxes = stopped_sandboxes;
-        stats.rollout_tokens_per_s = per_second(
-            stats.generated_tokens * (rollouts.len() * self.config.chain_len) as f32,
-            rollout_seconds,
-        );
+        stats.uninformative_chains =
+            informative.iter().filter(|&&i| !i).count() as f32 / informative.len().max(1) as f32;
+        stats.chains_rolled_out = rolled_out as u64;
+        stats.chains_trained = batch.chains as u64;
+        stats.rollout_tokens_per_s = per_second(generated as f32, rollout_seconds);
         // The update runs a log-prob pass and a backward pass (itself a forward and a
         // backward) over the trained sequences.
         stats.update_tokens_per_s = per_second(update.backward_tokens as f32, update_seconds);
         stats.update = update;
         Ok(stats)
     }
+}
+
+/// What one wave of rollouts needs: the policy, the environments' maker, the chat.
+struct Wave<'a, 't, P, E: Environment> {
+    policy: &'a mut P,
+    new_env: &'a dyn Fn() -> Result<E, E::Error>,
+    template: &'a ChatTemplate<'t>,
+    system_prompt: &'a dyn Fn(&[Skill]) -> String,
+    config: &'a RlConfig,
+}
+
+impl<P: Policy, E: Environment> Wave<'_, '_, P, E> {
+    /// `G` rollouts of every chain of `chains` (fresh environments) and their rewards.
+    fn roll_out(
+        self,
+        chains: &[TaskChain],
+        seed: u64,
+    ) -> Result<(Vec<ChainRollout>, Vec<f32>), RlError> {
+        let rollouts_per_chain = self.config.rollouts;
+        let mut envs: Vec<E> = (0..chains.len() * rollouts_per_chain)
+            .map(|_| (self.new_env)())
+            .collect::<Result<_, _>>()
+            .map_err(|e| RlError::Rollout(RolloutError::Environment(Box::new(e))))?;
+        let rollouts = rollout_chains(
+            self.policy,
+            &mut envs,
+            self.template,
+            self.system_prompt,
+            chains,
+            rollouts_per_chain,
+            &self.config.rollout,
+            seed,
+        )?;
+        let rewards = chain_rewards(&rollouts, &self.config.reward)?;
+        Ok((rollouts, rewards))
+    }
+}
+
+/// The chains an update trains on, laid out as [`update_policy`] reads them.
+#[derive(Default)]
+struct TrainingBatch {
+    /// `[chain][rollout]`.
+    rollouts: Vec<ChainRollout>,
+    /// `[chain][rollout][position]`.
+    rewards: Vec<f32>,
+    /// Chains held.
+    chains: usize,
+}
+
+impl TrainingBatch {
+    /// Adds every chain of a wave of `chains` chains.
+    fn add_all(&mut self, rollouts: Vec<ChainRollout>, rewards: Vec<f32>, chains: usize) {
+        self.rollouts.extend(rollouts);
+        self.rewards.extend(rewards);
+        self.chains += chains;
+    }
+
+    /// Adds the chains of a wave whose `informative` flag is set.
+    fn add_informative(
+        &mut self,
+        rollouts: Vec<ChainRollout>,
+        rewards: Vec<f32>,
+        informative: &[bool],
+        config: &RlConfig,
+    ) {
+        let per_chain = config.rollouts * config.chain_len;
+        for (index, rollout) in rollouts.into_iter().enumerate() {
+            if informative[index / config.rollouts] {
+                self.rollouts.push(rollout);
+            }
+        }
+        for (chain, chunk) in rewards.chunks(per_chain).enumerate() {
+            if informative[chain] {
+                self.rewards.extend_from_slice(chunk);
+                self.chains += 1;
+            }
+        }
+    }
+
+    /// Keeps the first `chains` chains.
+    fn keep_first(&mut self, chains: usize, config: &RlConfig) {
+        if self.chains > chains {
+            self.rollouts.truncate(chains * config.rollouts);
+            self.rewards
+                .truncate(chains * config.rollouts * config.chain_len);
+            self.chains = chains;
+        }
+    }
+}
+
+/// Per chain of a wave (rewards laid out `[chain][rollout][position]`): whether its
+/// rollouts' rewards differ at some position, so that its advantages are not all 0.
+pub fn informative_chains(rewards: &[f32], rollouts_per_chain: usize, chain_len: usize) -> Vec<bool> {
+    let per_chain = (rollouts_per_chain * chain_len).max(1);
+    rewards
+        .chunks(per_chain)
+        .map(|chain| {
+            (0..chain_len).any(|position| {
+                let mut values = chain.iter().skip(position).step_by(chain_len.max(1));
+                let first = values.next();
+                values.any(|v| Some(v) != first)
+            })
+        })
+        .collect()
+}
+
+/// Tokens the agent generated over every episode of `rollouts`.
+fn generated_tokens(rollouts: &[ChainRollout]) -> u64 {
+    rollouts
+        .iter()
+        .flat_map(|r| &r.episodes)
+        .map(|e| e.episode.generated_tokens())
+        .sum()
 }
 
 /// `amount / seconds`, 0 for an empty interval.
