@@ -54,7 +54,7 @@ fi
 
 common=(--config "$CONFIG" --backend "$BACKEND" --precision "$PRECISION" --run-dir "$RUNS/run")
 # Prints the table of an evaluation's log.
-table() { grep -A3 "^split" "$1" | grep -v "^--$"; }
+table() { awk '/^split/ { on = 1 } on && NF == 0 { exit } on' "$1"; }
 if [ "${SAGE_SKIP_ZERO_SHOT:-0}" != 1 ]; then
     "$BIN" eval "${common[@]}" --checkpoint "$RUNS/model" --out "$OUT_DIR/zero-shot.json" \
         >"$OUT_DIR/zero-shot.log" 2>&1
