@@ -862,6 +862,15 @@ fn a_transformer_update_is_on_policy_and_moves_toward_positive_advantages() {
 
 #[test]
 fn a_resumed_run_takes_exactly_the_steps_of_an_uninterrupted_one() {
+    resumed_run_matches_uninterrupted(DynamicSampling::Off);
+}
+
+#[test]
+fn a_resumed_run_with_resampling_takes_exactly_the_steps_of_an_uninterrupted_one() {
+    resumed_run_matches_uninterrupted(DynamicSampling::Resample);
+}
+
+fn resumed_run_matches_uninterrupted(dynamic_sampling: DynamicSampling) {
     let (tasks, chains) = tasks_and_chains();
     let tk = tokenizer(&tasks);
     // 7 chains, 3 per step: six steps cross two pass boundaries (reshuffles).
@@ -873,6 +882,8 @@ fn a_resumed_run_takes_exactly_the_steps_of_an_uninterrupted_one() {
             steps,
             rollout: one_turn(),
             seed: 9,
+            dynamic_sampling,
+            max_extra_chains: 2,
             ..RlConfig::default()
         };
         let mut trainer = RlTrainer::new(config, chains.to_vec(), state).unwrap();
@@ -886,7 +897,14 @@ fn a_resumed_run_takes_exactly_the_steps_of_an_uninterrupted_one() {
     };
     let mut straight = ChoicePolicy::new(&tk, tasks.clone());
     let (all, end) = run(&mut straight, RlState::default(), 6);
-    assert_eq!(end.epoch, 2);
+    // Off: 3 chains a step; resample: 5 set aside a step. Six steps cross two or
+    // four pass boundaries of the 7 chains.
+    let passes = if dynamic_sampling == DynamicSampling::Off {
+        2
+    } else {
+        4
+    };
+    assert_eq!(end.epoch, passes);
 
     let mut interrupted = ChoicePolicy::new(&tk, tasks.clone());
     let (head, state) = run(&mut interrupted, RlState::default(), 3);
