@@ -180,7 +180,8 @@ when_trained() { # MODE PID SOURCE_DIR
     launch_mode "$1"
 }
 needs_mode "$SKILL_MODE" && when_trained "$SKILL_MODE" "$SKILL_PID" "$BASE"
-needs_mode direct && when_trained direct "$DIRECT_PID" "$BASE-direct"
+# The direct model trains in its own copy, unless the run already holds it.
+needs_mode direct && when_trained direct "$DIRECT_PID" "$([ -n "$DIRECT_PID" ] && echo "$BASE-direct" || echo "$BASE")"
 for i in "${!PIDS[@]}"; do
     wait "${PIDS[$i]}"
     say "${NAMES[$i]}: rc $?"
