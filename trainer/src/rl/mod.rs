@@ -106,7 +106,8 @@ pub struct RlConfig {
     /// roll out further chains, `chains_per_step` at a time, until `chains_per_step`
     /// informative ones are found or `max_extra_chains` more were drawn: DAPO's dynamic
     /// sampling). The step's statistics are always those of its first
-    /// `chains_per_step` chains.
+    /// `chains_per_step` chains. Under a KL term (`grpo.kl_coef > 0`) the chains left
+    /// out no longer add to it either.
     #[serde(with = "crate::text")]
     pub dynamic_sampling: DynamicSampling,
     /// The most chains a `resample` step rolls out beyond `chains_per_step`. Every step
