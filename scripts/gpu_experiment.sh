@@ -84,7 +84,6 @@ if command -v nvidia-smi >/dev/null && [ "$BACKEND" = cuda ]; then
     SMI_PID=$!
     trap 'kill $SMI_PID 2>/dev/null' EXIT
 fi
-has_arm() { [[ " ${ARMS[*]} " == *" $1 "* ]]; }
 experiment() { # DIR LOG ARGS...
     local dir=$1 log=$2
     shift 2

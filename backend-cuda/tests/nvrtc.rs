@@ -3,7 +3,19 @@
 //! loader's path, e.g. from the `nvidia-cuda-nvrtc` wheel (see `.ci/run`). Without NVRTC
 //! the test says so and passes; with `SAGE_REQUIRE_NVRTC=1` it fails instead.
 
-use sage_backend_cuda::{assemble_kernels, compile_kernels, nvrtc_available};
+use sage_backend_cuda::{assemble_kernels, compile_kernels, nvrtc_available, AssembledFamily};
+
+/// Fails unless ptxas's report of `family` names every kernel in `entries`.
+fn assert_every_entry_reported(family: &AssembledFamily, entries: &[&str]) {
+    for entry in entries {
+        assert!(
+            family.report.contains(&format!("entry function '{entry}'")),
+            "{}: ptxas did not report `{entry}`:\n{}",
+            family.file,
+            family.report
+        );
+    }
+}
 
 #[test]
 fn every_kernel_compiles_for_hopper() {
@@ -47,14 +59,7 @@ fn every_kernel_assembles_for_hopper_without_spills() {
     let compiled = compile_kernels("compute_90").expect("compiles");
     for (family, entries) in families.iter().zip(compiled.iter().map(|c| c.entries)) {
         assert!(family.cubin_bytes > 0, "{}: an empty cubin", family.file);
-        for entry in entries {
-            assert!(
-                family.report.contains(&format!("entry function '{entry}'")),
-                "{}: ptxas did not report `{entry}`:\n{}",
-                family.file,
-                family.report
-            );
-        }
+        assert_every_entry_reported(family, entries);
         let reports = family.report.matches("bytes spill stores").count();
         let clean = family
             .report
@@ -99,14 +104,7 @@ fn a_repeated_assembly_still_reports_every_kernel() {
     for _ in 0..2 {
         let families = assemble_kernels("sm_90").unwrap_or_else(|e| panic!("{e}"));
         for (family, entries) in families.iter().zip(compiled.iter().map(|c| c.entries)) {
-            for entry in entries {
-                assert!(
-                    family.report.contains(&format!("entry function '{entry}'")),
-                    "{}: a repeated assembly did not report `{entry}`:\n{}",
-                    family.file,
-                    family.report
-                );
-            }
+            assert_every_entry_reported(family, entries);
         }
     }
 }

@@ -556,21 +556,33 @@ fn check_update_coefficients(negative_weight: f32) {
     assert!(checked > 0);
 }
 
-#[test]
-fn the_reward_rises_and_the_policy_learns_to_write_then_reuse_skills() {
-    let (tasks, chains) = tasks_and_chains();
-    let tk = tokenizer(&tasks);
-    let mut policy = ChoicePolicy::new(&tk, tasks);
+/// 40 steps of 4 chains x 8 rollouts from the uniform policy, with `dynamic_sampling`.
+fn learning_run(
+    tk: &Tokenizer,
+    tasks: Vec<Task>,
+    chains: Vec<TaskChain>,
+    dynamic_sampling: DynamicSampling,
+) -> (ChoicePolicy<'_>, Vec<RlStepStats>, RlState) {
+    let mut policy = ChoicePolicy::new(tk, tasks);
     let config = RlConfig {
         rollouts: 8,
         chains_per_step: 4,
         steps: 40,
         rollout: one_turn(),
         seed: 3,
+        dynamic_sampling,
         ..RlConfig::default()
     };
     let mut trainer = RlTrainer::new(config, chains, RlState::default()).unwrap();
     let steps = run_to_end(&mut trainer, &mut policy);
+    (policy, steps, trainer.state().clone())
+}
+
+#[test]
+fn the_reward_rises_and_the_policy_learns_to_write_then_reuse_skills() {
+    let (tasks, chains) = tasks_and_chains();
+    let tk = tokenizer(&tasks);
+    let (policy, steps, state) = learning_run(&tk, tasks, chains, DynamicSampling::Off);
     assert!(steps.iter().all(|s| s.update.logprob_mismatch < 1e-6));
     // A group that solved everything solved something; success lies between the two.
     for s in &steps {
@@ -595,8 +607,8 @@ fn the_reward_rises_and_the_policy_learns_to_write_then_reuse_skills() {
     assert!(empty[DEFINE] > 0.8, "{empty:?}");
     assert!(with_library[REUSE] > 0.8, "{with_library:?}");
     assert!(with_library[WRONG] + with_library[NO_CODE] < 0.1);
-    assert_eq!(trainer.state().step, 40);
-    assert_eq!(trainer.state().failed_total, 0);
+    assert_eq!(state.step, 40);
+    assert_eq!(state.failed_total, 0);
 }
 
 #[test]
@@ -1128,18 +1140,7 @@ fn resample_draws_more_chains_up_to_its_cap_and_its_control_stays_paired() {
 fn a_policy_still_learns_to_write_then_reuse_skills_with_resampling() {
     let (tasks, chains) = tasks_and_chains();
     let tk = tokenizer(&tasks);
-    let mut policy = ChoicePolicy::new(&tk, tasks);
-    let config = RlConfig {
-        rollouts: 8,
-        chains_per_step: 4,
-        steps: 40,
-        rollout: one_turn(),
-        seed: 3,
-        dynamic_sampling: DynamicSampling::Resample,
-        ..RlConfig::default()
-    };
-    let mut trainer = RlTrainer::new(config, chains, RlState::default()).unwrap();
-    run_to_end(&mut trainer, &mut policy);
+    let (policy, _, _) = learning_run(&tk, tasks, chains, DynamicSampling::Resample);
     let empty = policy.probabilities(EMPTY_LIBRARY);
     let with_library = policy.probabilities(WITH_LIBRARY);
     assert!(empty[DEFINE] > 0.8, "{empty:?}");

@@ -267,7 +267,7 @@ impl RlTrainer {
         let seed = self.config.seed ^ self.state.step.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let started = Instant::now();
         let stopped_before = sage_envs::sandbox::stopped_workers();
-        let wave = Wave {
+        let mut wave = Wave {
             policy: &mut *policy,
             new_env,
             template,
@@ -283,11 +283,11 @@ impl RlTrainer {
             self.config.rollouts,
         );
         let mut generated = generated_tokens(&rollouts);
-        let mut batch = TrainingBatch::default();
+        let mut batch = TrainingBatch::new(&self.config);
         match self.config.dynamic_sampling {
-            DynamicSampling::Off => batch.add_all(rollouts, rewards, first.len()),
+            DynamicSampling::Off => batch.add_all(rollouts, rewards),
             DynamicSampling::Drop | DynamicSampling::Resample => {
-                batch.add_informative(rollouts, rewards, &informative, &self.config);
+                batch.add_informative(rollouts, rewards, &informative);
             }
         }
         let mut rolled_out = first.len();
@@ -295,31 +295,24 @@ impl RlTrainer {
         if self.config.dynamic_sampling == DynamicSampling::Resample && self.config.apply_updates {
             let mut wave_index = 0u64;
             for more in extra.chunks(self.config.chains_per_step) {
-                if batch.chains >= self.config.chains_per_step {
+                if batch.chains() >= self.config.chains_per_step {
                     break;
                 }
                 wave_index += 1;
-                let wave = Wave {
-                    policy: &mut *policy,
-                    new_env,
-                    template,
-                    system_prompt,
-                    config: &self.config,
-                };
                 let (rollouts, rewards) =
                     wave.roll_out(more, seed ^ wave_index.wrapping_mul(0xd1b5_4a32_d192_ed03))?;
                 let informative =
                     informative_chains(&rewards, self.config.rollouts, self.config.chain_len);
                 generated += generated_tokens(&rollouts);
                 rolled_out += more.len();
-                batch.add_informative(rollouts, rewards, &informative, &self.config);
+                batch.add_informative(rollouts, rewards, &informative);
             }
-            batch.keep_first(self.config.chains_per_step, &self.config);
+            batch.keep_first(self.config.chains_per_step);
         }
         let rollout_seconds = started.elapsed().as_secs_f32();
         let stopped_sandboxes = sage_envs::sandbox::stopped_workers() - stopped_before;
         let started = Instant::now();
-        let update = if batch.chains == 0 {
+        let update = if batch.chains() == 0 {
             // No chain of the step had a reward that differed between its rollouts.
             UpdateReport {
                 zero_advantage_groups: 1.0,
@@ -361,7 +354,7 @@ impl RlTrainer {
         stats.uninformative_chains =
             informative.iter().filter(|&&i| !i).count() as f32 / informative.len().max(1) as f32;
         stats.chains_rolled_out = rolled_out as u64;
-        stats.chains_trained = batch.chains as u64;
+        stats.chains_trained = batch.chains() as u64;
         stats.rollout_tokens_per_s = per_second(generated as f32, rollout_seconds);
         // The update runs a log-prob pass and a backward pass (itself a forward and a
         // backward) over the trained sequences.
@@ -371,7 +364,7 @@ impl RlTrainer {
     }
 }
 
-/// What one wave of rollouts needs: the policy, the environments' maker, the chat.
+/// What a step's waves of rollouts need: the policy, the environments' maker, the chat.
 struct Wave<'a, 't, P, E: Environment> {
     policy: &'a mut P,
     new_env: &'a dyn Fn() -> Result<E, E::Error>,
@@ -383,7 +376,7 @@ struct Wave<'a, 't, P, E: Environment> {
 impl<P: Policy, E: Environment> Wave<'_, '_, P, E> {
     /// `G` rollouts of every chain of `chains` (fresh environments) and their rewards.
     fn roll_out(
-        self,
+        &mut self,
         chains: &[TaskChain],
         seed: u64,
     ) -> Result<(Vec<ChainRollout>, Vec<f32>), RlError> {
@@ -408,22 +401,37 @@ impl<P: Policy, E: Environment> Wave<'_, '_, P, E> {
 }
 
 /// The chains an update trains on, laid out as [`update_policy`] reads them.
-#[derive(Default)]
 struct TrainingBatch {
     /// `[chain][rollout]`.
     rollouts: Vec<ChainRollout>,
     /// `[chain][rollout][position]`.
     rewards: Vec<f32>,
-    /// Chains held.
-    chains: usize,
+    /// Rollouts per chain (G).
+    group: usize,
+    /// Tasks per chain (K).
+    chain_len: usize,
 }
 
 impl TrainingBatch {
-    /// Adds every chain of a wave of `chains` chains.
-    fn add_all(&mut self, rollouts: Vec<ChainRollout>, rewards: Vec<f32>, chains: usize) {
+    /// An empty batch of chains of `config`'s shape.
+    fn new(config: &RlConfig) -> TrainingBatch {
+        TrainingBatch {
+            rollouts: Vec::new(),
+            rewards: Vec::new(),
+            group: config.rollouts,
+            chain_len: config.chain_len,
+        }
+    }
+
+    /// Chains held.
+    fn chains(&self) -> usize {
+        self.rollouts.len() / self.group
+    }
+
+    /// Adds every chain of a wave.
+    fn add_all(&mut self, rollouts: Vec<ChainRollout>, rewards: Vec<f32>) {
         self.rollouts.extend(rollouts);
         self.rewards.extend(rewards);
-        self.chains += chains;
     }
 
     /// Adds the chains of a wave whose `informative` flag is set.
@@ -432,30 +440,26 @@ impl TrainingBatch {
         rollouts: Vec<ChainRollout>,
         rewards: Vec<f32>,
         informative: &[bool],
-        config: &RlConfig,
     ) {
-        let per_chain = config.rollouts * config.chain_len;
-        for (index, rollout) in rollouts.into_iter().enumerate() {
-            if informative[index / config.rollouts] {
-                self.rollouts.push(rollout);
-            }
-        }
-        for (chain, chunk) in rewards.chunks(per_chain).enumerate() {
+        let group = self.group;
+        self.rollouts.extend(
+            rollouts
+                .into_iter()
+                .enumerate()
+                .filter(|(index, _)| informative[index / group])
+                .map(|(_, rollout)| rollout),
+        );
+        for (chain, chunk) in rewards.chunks(group * self.chain_len).enumerate() {
             if informative[chain] {
                 self.rewards.extend_from_slice(chunk);
-                self.chains += 1;
             }
         }
     }
 
     /// Keeps the first `chains` chains.
-    fn keep_first(&mut self, chains: usize, config: &RlConfig) {
-        if self.chains > chains {
-            self.rollouts.truncate(chains * config.rollouts);
-            self.rewards
-                .truncate(chains * config.rollouts * config.chain_len);
-            self.chains = chains;
-        }
+    fn keep_first(&mut self, chains: usize) {
+        self.rollouts.truncate(chains * self.group);
+        self.rewards.truncate(chains * self.group * self.chain_len);
     }
 }
 
