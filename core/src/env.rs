@@ -149,6 +149,9 @@ pub enum EpisodeEnd {
     NoCode,
     /// The turn limit was reached.
     TurnLimit,
+    /// The environment itself failed (a lost connection, a server error): the episode
+    /// says nothing about the agent, and its evaluation is a fail.
+    EnvironmentFailed,
 }
 
 /// A whole episode: one task, the library it was given, and its turns.

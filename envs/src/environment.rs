@@ -199,14 +199,13 @@ impl Environment for WorldEnv {
     }
 
     fn step(&mut self, agent_text: &str) -> Result<StepResult, EnvError> {
-        let max_turns = self.config.max_turns;
         let episode = self.episode.as_mut().ok_or(EnvError::NoEpisode)?;
         if episode.done {
             return Err(EnvError::EpisodeOver);
         }
-        episode.turns += 1;
         let response = parse_response(agent_text);
         if !response.has_code() {
+            episode.turns += 1;
             episode.done = true;
             return Ok(StepResult {
                 observation: NO_CODE_OBSERVATION.to_owned(),
@@ -215,8 +214,26 @@ impl Environment for WorldEnv {
                 ..StepResult::default()
             });
         }
+        self.run_code(&response.code)
+    }
+
+    fn evaluate(&mut self) -> Result<Evaluation, EnvError> {
+        self.report().map(|r| r.evaluation())
+    }
+}
+
+impl WorldEnv {
+    /// Runs `code` as one agent turn (what [`Environment::step`] does with the code of
+    /// a response): for a caller that has the code already, such as `sage serve-world`.
+    pub fn run_code(&mut self, code: &str) -> Result<StepResult, EnvError> {
+        let max_turns = self.config.max_turns;
+        let episode = self.episode.as_mut().ok_or(EnvError::NoEpisode)?;
+        if episode.done {
+            return Err(EnvError::EpisodeOver);
+        }
+        episode.turns += 1;
         let was_complete = episode.world.is_complete();
-        let outcome = self.sandbox.execute(&response.code, &mut episode.world);
+        let outcome = self.sandbox.execute(code, &mut episode.world);
         // A stopped execution never completes the task, whatever it called first.
         let withdrawn = !was_complete && episode.world.is_complete() && outcome.stopped();
         if withdrawn {
@@ -252,7 +269,19 @@ impl Environment for WorldEnv {
         })
     }
 
-    fn evaluate(&mut self) -> Result<Evaluation, EnvError> {
-        self.report().map(|r| r.evaluation())
+    /// Loads one more library skill into the running episode (what [`Environment::reset`]
+    /// does with each skill it is given): `Ok(Ok(name))` once loaded, `Ok(Err(reason))`
+    /// when its definition fails and it is not loaded.
+    pub fn load_skill(&mut self, source: &str) -> Result<Result<String, String>, EnvError> {
+        let episode = self.episode.as_mut().ok_or(EnvError::NoEpisode)?;
+        Ok(match self.sandbox.load_skill(source) {
+            Ok(name) => {
+                if !episode.library.contains(&name) {
+                    episode.library.push(name.clone());
+                }
+                Ok(name)
+            }
+            Err(error) => Err(error.message),
+        })
     }
 }

@@ -16,6 +16,7 @@ use sage_transformer::ModelConfig;
 
 use crate::backend::{Backend, Precision};
 use crate::data::ExpertDataConfig;
+use crate::environments::EnvSettings;
 use crate::eval::EvalConfig;
 use crate::experiment::ExperimentConfig;
 use crate::optim::{AdamWConfig, LrSchedule};
@@ -48,6 +49,9 @@ pub struct RunConfig {
     pub rl: RlConfig,
     /// The paper-style comparison (`sage experiment`).
     pub experiment: ExperimentConfig,
+    /// Where `sage eval` and `sage train` run episodes: the built-in world, or remote
+    /// environment servers.
+    pub env: EnvSettings,
 }
 
 /// Where and how a run happens.
@@ -187,6 +191,7 @@ impl Default for RunConfig {
                 ..RlConfig::default()
             },
             experiment: ExperimentConfig::default(),
+            env: EnvSettings::default(),
         }
     }
 }

@@ -47,6 +47,7 @@ pub mod chat;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
+pub mod environments;
 pub mod eval;
 pub mod experiment;
 pub mod files;

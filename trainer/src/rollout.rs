@@ -7,13 +7,20 @@
 //! environment, and the observation is appended as the next message. An episode ends
 //! when the environment says so, when it reaches the turn limit, or when its chat
 //! cannot hold another turn; then it is evaluated.
+//!
+//! An environment's own failure (a server that went away, a timeout) ends that episode
+//! as [`EpisodeEnd::EnvironmentFailed`] with the error kept beside it; the other
+//! episodes go on. Given fewer environments than episodes (a pool of servers), the
+//! episodes run in chunks of as many as there are environments, each chunk reusing
+//! them; every episode samples from the same random stream however it is chunked.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use sage_core::env::{DroppedSkill, Episode, EpisodeEnd, Turn};
+use sage_core::env::{DroppedSkill, Episode, EpisodeEnd, StepResult, Turn};
 use sage_core::policy::{Policy, SamplingParams, StopReason};
+use sage_core::Evaluation;
 use sage_core::{Environment, Skill, Task};
 
 use crate::chat::{ChatEpisode, ChatError, ChatTemplate};
@@ -102,6 +109,39 @@ impl std::error::Error for RolloutError {
     }
 }
 
+/// Makes the environments a rollout runs in, one per episode, at most
+/// [`capacity`](EnvFactory::capacity) at once. Any closure returning an environment is
+/// one (with no limit).
+pub trait EnvFactory {
+    /// The environments it makes.
+    type Env: Environment;
+
+    /// A fresh environment.
+    fn make(&self) -> Result<Self::Env, <Self::Env as Environment>::Error>;
+
+    /// How many environments may exist at once (a pool of servers); `None`: any number.
+    fn capacity(&self) -> Option<usize> {
+        None
+    }
+
+    /// Environments for `episodes` episodes: as many, or the capacity if that is fewer.
+    fn make_for(
+        &self,
+        episodes: usize,
+    ) -> Result<Vec<Self::Env>, <Self::Env as Environment>::Error> {
+        let count = self.capacity().map_or(episodes, |c| episodes.min(c.max(1)));
+        (0..count).map(|_| self.make()).collect()
+    }
+}
+
+impl<E: Environment, F: Fn() -> Result<E, E::Error> + ?Sized> EnvFactory for F {
+    type Env = E;
+
+    fn make(&self) -> Result<E, E::Error> {
+        self()
+    }
+}
+
 /// One episode to run: the task and the library skills it is given.
 #[derive(Clone, Copy, Debug)]
 pub struct EpisodeRequest<'a> {
@@ -124,10 +164,14 @@ pub struct RolloutEpisode {
     pub dropped: Vec<DroppedSkill>,
     /// Agent turns cut off at their new-token limit (no end-of-turn token).
     pub truncated_turns: u32,
+    /// The environment's own error that ended the episode
+    /// ([`EpisodeEnd::EnvironmentFailed`]).
+    pub environment_error: Option<String>,
 }
 
 /// An episode in progress.
 struct Running {
+    task_id: String,
     chat: ChatEpisode,
     turns: Vec<Turn>,
     logprobs: Vec<f32>,
@@ -135,14 +179,26 @@ struct Running {
     library: Vec<String>,
     end: Option<EpisodeEnd>,
     truncated_turns: u32,
+    environment_error: Option<String>,
 }
 
-/// Runs one episode per request, `envs[i]` running request `i`, and returns them in
-/// order. `system_prompt` renders the system message from the skills that loaded.
-/// Each agent turn samples from its own random stream, keyed by `seed`, the request's
-/// index and the turn, so a run is reproducible on a deterministic backend, and two
-/// runs with the same seed (a run and its update-off control) draw the same numbers
-/// for the same turn of the same request however the generation batches are formed.
+impl Running {
+    /// Ends the episode on its environment's failure.
+    fn fail(&mut self, error: &dyn std::error::Error) {
+        tracing::warn!("task {}: the environment failed: {error}", self.task_id);
+        self.end = Some(EpisodeEnd::EnvironmentFailed);
+        self.environment_error = Some(error.to_string());
+    }
+}
+
+/// Runs one episode per request and returns them in order: `envs[i]` runs request `i`,
+/// or, with fewer environments than requests, the requests run in chunks of
+/// `envs.len()`. `system_prompt` renders the system message from the skills that
+/// loaded. Each agent turn samples from its own random stream, keyed by `seed`, the
+/// request's index and the turn, so a run is reproducible on a deterministic backend,
+/// and two runs with the same seed (a run and its update-off control) draw the same
+/// numbers for the same turn of the same request however the generation batches (and
+/// chunks) are formed.
 pub fn run_episodes<P: Policy, E: Environment>(
     policy: &mut P,
     envs: &mut [E],
@@ -152,77 +208,102 @@ pub fn run_episodes<P: Policy, E: Environment>(
     config: &RolloutConfig,
     seed: u64,
 ) -> Result<Vec<RolloutEpisode>, RolloutError> {
-    if envs.len() < requests.len() {
+    if envs.is_empty() && !requests.is_empty() {
         return Err(RolloutError::Environments {
             episodes: requests.len(),
-            environments: envs.len(),
+            environments: 0,
         });
     }
     let template = template.clone().with_max_len(config.max_episode_tokens);
-    let mut running = Vec::with_capacity(requests.len());
-    for (env, request) in envs.iter_mut().zip(requests) {
-        let reset = env
-            .reset(request.task, request.library)
-            .map_err(|e| RolloutError::Environment(Box::new(e)))?;
-        let loaded: Vec<Skill> = request
+    let mut out = Vec::with_capacity(requests.len());
+    for (chunk, chunk_requests) in requests.chunks(envs.len().max(1)).enumerate() {
+        let envs = &mut envs[..chunk_requests.len()];
+        let first = chunk * envs.len();
+        let mut running = Vec::with_capacity(chunk_requests.len());
+        for (env, request) in envs.iter_mut().zip(chunk_requests) {
+            running.push(start_episode(env, &template, system_prompt, request)?);
+        }
+        for turn in 0..config.max_turns {
+            let active: Vec<usize> = (0..running.len())
+                .filter(|&i| running[i].end.is_none())
+                .collect();
+            if active.is_empty() {
+                break;
+            }
+            for batch in batches(&running, &active, config) {
+                let turn = TurnOf { turn, seed, first };
+                run_turn(policy, envs, &template, &mut running, &batch, config, turn)?;
+            }
+        }
+        for ((env, request), mut episode) in envs.iter_mut().zip(chunk_requests).zip(running) {
+            let failed = Evaluation {
+                score: 0.0,
+                passed: false,
+            };
+            let evaluation = if episode.end == Some(EpisodeEnd::EnvironmentFailed) {
+                failed
+            } else {
+                env.evaluate().unwrap_or_else(|e| {
+                    episode.fail(&e);
+                    failed
+                })
+            };
+            out.push(RolloutEpisode {
+                episode: Episode {
+                    task: request.task.clone(),
+                    library: episode.library,
+                    turns: episode.turns,
+                    end: episode.end.unwrap_or(EpisodeEnd::TurnLimit),
+                    evaluation,
+                },
+                chat: episode.chat,
+                logprobs: episode.logprobs,
+                dropped: episode.dropped,
+                truncated_turns: episode.truncated_turns,
+                environment_error: episode.environment_error,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Resets `env` for `request` and starts its chat; an environment that fails to reset
+/// gives an episode that has already failed.
+fn start_episode<E: Environment>(
+    env: &mut E,
+    template: &ChatTemplate<'_>,
+    system_prompt: &dyn Fn(&[Skill]) -> String,
+    request: &EpisodeRequest<'_>,
+) -> Result<Running, RolloutError> {
+    let reset = env.reset(request.task, request.library);
+    let loaded: Vec<Skill> = match &reset {
+        Ok(reset) => request
             .library
             .iter()
             .filter(|s| !reset.dropped.iter().any(|d| d.name == s.name))
             .cloned()
-            .collect();
-        let chat = template
-            .start(&system_prompt(&loaded), &request.task.instruction)
-            .map_err(RolloutError::Chat)?;
-        running.push(Running {
-            chat,
-            turns: Vec::new(),
-            logprobs: Vec::new(),
-            dropped: reset.dropped,
-            library: loaded.into_iter().map(|s| s.name).collect(),
-            end: None,
-            truncated_turns: 0,
-        });
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let chat = template
+        .start(&system_prompt(&loaded), &request.task.instruction)
+        .map_err(RolloutError::Chat)?;
+    let mut running = Running {
+        task_id: request.task.id.clone(),
+        chat,
+        turns: Vec::new(),
+        logprobs: Vec::new(),
+        dropped: Vec::new(),
+        library: loaded.into_iter().map(|s| s.name).collect(),
+        end: None,
+        truncated_turns: 0,
+        environment_error: None,
+    };
+    match reset {
+        Ok(reset) => running.dropped = reset.dropped,
+        Err(e) => running.fail(&e),
     }
-    for turn in 0..config.max_turns {
-        let active: Vec<usize> = (0..running.len())
-            .filter(|&i| running[i].end.is_none())
-            .collect();
-        if active.is_empty() {
-            break;
-        }
-        for batch in batches(&running, &active, config) {
-            run_turn(
-                policy,
-                envs,
-                &template,
-                &mut running,
-                &batch,
-                config,
-                turn,
-                seed,
-            )?;
-        }
-    }
-    let mut out = Vec::with_capacity(running.len());
-    for ((env, request), episode) in envs.iter_mut().zip(requests).zip(running) {
-        let evaluation = env
-            .evaluate()
-            .map_err(|e| RolloutError::Environment(Box::new(e)))?;
-        out.push(RolloutEpisode {
-            episode: Episode {
-                task: request.task.clone(),
-                library: episode.library,
-                turns: episode.turns,
-                end: episode.end.unwrap_or(EpisodeEnd::TurnLimit),
-                evaluation,
-            },
-            chat: episode.chat,
-            logprobs: episode.logprobs,
-            dropped: episode.dropped,
-            truncated_turns: episode.truncated_turns,
-        });
-    }
-    Ok(out)
+    Ok(running)
 }
 
 /// Splits the active episodes into generation batches under the token budget, longest
@@ -253,10 +334,18 @@ fn stream_key(request: usize, turn: u32) -> u64 {
     (u64::from(turn) << 32) ^ request as u64
 }
 
+/// Which turn a generation is: the turn, the rollout's seed, and the index of the
+/// chunk's first request (so stream keys are the requests' own).
+#[derive(Clone, Copy)]
+struct TurnOf {
+    turn: u32,
+    seed: u64,
+    first: usize,
+}
+
 /// Generates one agent turn for the episodes of `batch`, executes them, and appends
 /// what came back. Each episode's turn may take up to `max_new_tokens` new tokens, or
 /// what its own chat still has room for; one with no room left ends at the turn limit.
-#[allow(clippy::too_many_arguments)]
 fn run_turn<P: Policy, E: Environment>(
     policy: &mut P,
     envs: &mut [E],
@@ -264,8 +353,7 @@ fn run_turn<P: Policy, E: Environment>(
     running: &mut [Running],
     batch: &[usize],
     config: &RolloutConfig,
-    turn: u32,
-    seed: u64,
+    TurnOf { turn, seed, first }: TurnOf,
 ) -> Result<(), RolloutError> {
     let mut generating = Vec::with_capacity(batch.len());
     let mut limits = Vec::with_capacity(batch.len());
@@ -292,7 +380,10 @@ fn run_turn<P: Policy, E: Environment>(
         max_new_tokens: config.max_new_tokens,
         stop_tokens: vec![special.im_end, special.end_of_text],
         seed,
-        stream_keys: generating.iter().map(|&i| stream_key(i, turn)).collect(),
+        stream_keys: generating
+            .iter()
+            .map(|&i| stream_key(first + i, turn))
+            .collect(),
         max_new_tokens_each: limits,
     };
     let prompts: Vec<&[u32]> = generating
@@ -323,9 +414,23 @@ fn run_turn<P: Policy, E: Environment>(
             .last_agent_text(template)
             .map_err(RolloutError::Chat)?
             .unwrap_or_default();
-        let result = envs[i]
-            .step(&text)
-            .map_err(|e| RolloutError::Environment(Box::new(e)))?;
+        let result = match envs[i].step(&text) {
+            Ok(result) => result,
+            Err(e) => {
+                let observation = format!("the environment failed: {e}");
+                episode.fail(&e);
+                episode.turns.push(Turn {
+                    agent_text: text,
+                    generated_tokens: tokens.len() as u32,
+                    result: StepResult {
+                        observation,
+                        done: true,
+                        ..StepResult::default()
+                    },
+                });
+                continue;
+            }
+        };
         let (done, had_code) = (result.done, result.had_code);
         let observation = result.observation.clone();
         episode.turns.push(Turn {

@@ -401,6 +401,49 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
         "skill_data",
         "the skill arms' SFT data: skills or mixed",
     ),
+    (
+        "env",
+        "kind",
+        "where sage eval and sage train run episodes: builtin, or remote servers",
+    ),
+    (
+        "env",
+        "urls",
+        "remote: running servers' URLs, one per concurrent episode",
+    ),
+    (
+        "env",
+        "command",
+        "remote without urls: starts one server, {port} replaced (run by sh -c)",
+    ),
+    ("env", "servers", "remote: servers started from command"),
+    (
+        "env",
+        "tasks",
+        "remote: a directory of <split>.txt task-id files (empty: the servers list them)",
+    ),
+    ("env", "call_timeout_s", "remote: seconds one call may take"),
+    (
+        "env",
+        "episode_timeout_s",
+        "remote: seconds one episode may take",
+    ),
+    (
+        "env",
+        "retries",
+        "remote: tries again of a repeatable call the server did not answer",
+    ),
+    ("env", "max_reply_bytes", "remote: bytes one reply may hold"),
+    (
+        "env",
+        "startup_timeout_s",
+        "remote: seconds a started server may take to listen",
+    ),
+    (
+        "env",
+        "experiment_name",
+        "remote: the experiment_name sent to /initialize",
+    ),
 ];
 
 /// What `key` of `[section]` sets, if the table has it.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use sage_core::env::EpisodeEnd;
 use sage_core::policy::Policy;
-use sage_core::{Environment, Skill, TaskChain};
+use sage_core::{Skill, TaskChain};
 
 use super::{
     chain_rewards, check_chains, group_outcomes, rollout_chains, update_policy, ChainRollout,
@@ -15,7 +15,7 @@ use super::{
 };
 use crate::chat::ChatTemplate;
 use crate::metrics::{MetricValue, MetricsError, MetricsLog};
-use crate::rollout::RolloutError;
+use crate::rollout::{EnvFactory, RolloutError};
 use crate::sampling::SequenceRng;
 
 /// Where a run is: enough to resume it exactly (with the model and optimizer).
@@ -72,6 +72,10 @@ pub struct RlStepStats {
     /// Chains the update trained on (every one rolled out, without dynamic sampling).
     #[serde(default)]
     pub chains_trained: u64,
+    /// Episodes whose environment failed (a server down or timing out): their chains
+    /// are left out of the update, whatever `dynamic_sampling` says.
+    #[serde(default)]
+    pub failed_episodes: u64,
     /// Share of the episodes given a non-empty library that called one of its skills.
     pub skill_usage: f32,
     /// Share of episodes that ended without code.
@@ -136,6 +140,10 @@ impl RlStepStats {
         row.push((
             "chains_rolled_out".to_owned(),
             MetricValue::UInt(self.chains_rolled_out),
+        ));
+        row.push((
+            "failed_episodes".to_owned(),
+            MetricValue::UInt(self.failed_episodes),
         ));
         row.push((
             "chains_trained".to_owned(),
@@ -251,14 +259,15 @@ impl RlTrainer {
     }
 
     /// Takes one step: rollouts, rewards, update. `new_env` makes the environments
-    /// (one per rollout); `reference` is the frozen policy of a KL term. An update that
-    /// is not applied because of a non-finite value is counted; too many in a row is
-    /// [`RlError::Diverged`].
-    pub fn step<P: Policy, E: Environment>(
+    /// (one per rollout, or as many as its capacity); `reference` is the frozen policy
+    /// of a KL term. An update that is not applied because of a non-finite value is
+    /// counted; too many in a row is [`RlError::Diverged`]. Chains with an episode whose
+    /// environment failed are left out of the update.
+    pub fn step<P: Policy, F: EnvFactory + ?Sized>(
         &mut self,
         policy: &mut P,
         reference: Option<&mut P>,
-        new_env: &dyn Fn() -> Result<E, E::Error>,
+        new_env: &F,
         template: &ChatTemplate<'_>,
         system_prompt: &dyn Fn(&[Skill]) -> String,
     ) -> Result<RlStepStats, RlError> {
@@ -283,13 +292,13 @@ impl RlTrainer {
             self.config.rollouts,
         );
         let mut generated = generated_tokens(&rollouts);
+        let mut failed_episodes = failed_episodes(&rollouts);
         let mut batch = TrainingBatch::new(&self.config);
-        match self.config.dynamic_sampling {
-            DynamicSampling::Off => batch.add_all(rollouts, rewards),
-            DynamicSampling::Drop | DynamicSampling::Resample => {
-                batch.add_informative(rollouts, rewards, &informative);
-            }
-        }
+        let kept = match self.config.dynamic_sampling {
+            DynamicSampling::Off => vec![true; informative.len()],
+            DynamicSampling::Drop | DynamicSampling::Resample => informative.clone(),
+        };
+        batch.add_kept(rollouts, rewards, &kept);
         let mut rolled_out = first.len();
         // Only a run that trains draws more: the control's update is off anyway.
         if self.config.dynamic_sampling == DynamicSampling::Resample && self.config.apply_updates {
@@ -304,8 +313,9 @@ impl RlTrainer {
                 let informative =
                     informative_chains(&rewards, self.config.rollouts, self.config.chain_len);
                 generated += generated_tokens(&rollouts);
+                failed_episodes += self::failed_episodes(&rollouts);
                 rolled_out += more.len();
-                batch.add_informative(rollouts, rewards, &informative);
+                batch.add_kept(rollouts, rewards, &informative);
             }
             batch.keep_first(self.config.chains_per_step);
         }
@@ -355,6 +365,7 @@ impl RlTrainer {
             informative.iter().filter(|&&i| !i).count() as f32 / informative.len().max(1) as f32;
         stats.chains_rolled_out = rolled_out as u64;
         stats.chains_trained = batch.chains() as u64;
+        stats.failed_episodes = failed_episodes;
         stats.rollout_tokens_per_s = per_second(generated as f32, rollout_seconds);
         // The update runs a log-prob pass and a backward pass (itself a forward and a
         // backward) over the trained sequences.
@@ -365,15 +376,15 @@ impl RlTrainer {
 }
 
 /// What a step's waves of rollouts need: the policy, the environments' maker, the chat.
-struct Wave<'a, 't, P, E: Environment> {
+struct Wave<'a, 't, P, F: ?Sized> {
     policy: &'a mut P,
-    new_env: &'a dyn Fn() -> Result<E, E::Error>,
+    new_env: &'a F,
     template: &'a ChatTemplate<'t>,
     system_prompt: &'a dyn Fn(&[Skill]) -> String,
     config: &'a RlConfig,
 }
 
-impl<P: Policy, E: Environment> Wave<'_, '_, P, E> {
+impl<P: Policy, F: EnvFactory + ?Sized> Wave<'_, '_, P, F> {
     /// `G` rollouts of every chain of `chains` (fresh environments) and their rewards.
     fn roll_out(
         &mut self,
@@ -381,9 +392,9 @@ impl<P: Policy, E: Environment> Wave<'_, '_, P, E> {
         seed: u64,
     ) -> Result<(Vec<ChainRollout>, Vec<f32>), RlError> {
         let rollouts_per_chain = self.config.rollouts;
-        let mut envs: Vec<E> = (0..chains.len() * rollouts_per_chain)
-            .map(|_| (self.new_env)())
-            .collect::<Result<_, _>>()
+        let mut envs = self
+            .new_env
+            .make_for(chains.len() * rollouts_per_chain)
             .map_err(|e| RlError::Rollout(RolloutError::Environment(Box::new(e))))?;
         let rollouts = rollout_chains(
             self.policy,
@@ -428,29 +439,29 @@ impl TrainingBatch {
         self.rollouts.len() / self.group
     }
 
-    /// Adds every chain of a wave.
-    fn add_all(&mut self, rollouts: Vec<ChainRollout>, rewards: Vec<f32>) {
-        self.rollouts.extend(rollouts);
-        self.rewards.extend(rewards);
-    }
-
-    /// Adds the chains of a wave whose `informative` flag is set.
-    fn add_informative(
-        &mut self,
-        rollouts: Vec<ChainRollout>,
-        rewards: Vec<f32>,
-        informative: &[bool],
-    ) {
+    /// Adds the chains of a wave whose `kept` flag is set and none of whose episodes
+    /// had its environment fail.
+    fn add_kept(&mut self, rollouts: Vec<ChainRollout>, rewards: Vec<f32>, kept: &[bool]) {
         let group = self.group;
+        let mut kept = kept.to_vec();
+        for (index, rollout) in rollouts.iter().enumerate() {
+            if rollout
+                .episodes
+                .iter()
+                .any(|e| e.episode.end == EpisodeEnd::EnvironmentFailed)
+            {
+                kept[index / group] = false;
+            }
+        }
         self.rollouts.extend(
             rollouts
                 .into_iter()
                 .enumerate()
-                .filter(|(index, _)| informative[index / group])
+                .filter(|(index, _)| kept[index / group])
                 .map(|(_, rollout)| rollout),
         );
         for (chain, chunk) in rewards.chunks(group * self.chain_len).enumerate() {
-            if informative[chain] {
+            if kept[chain] {
                 self.rewards.extend_from_slice(chunk);
             }
         }
@@ -481,6 +492,15 @@ pub fn informative_chains(
             })
         })
         .collect()
+}
+
+/// Episodes of `rollouts` whose environment failed.
+fn failed_episodes(rollouts: &[ChainRollout]) -> u64 {
+    rollouts
+        .iter()
+        .flat_map(|r| &r.episodes)
+        .filter(|e| e.episode.end == EpisodeEnd::EnvironmentFailed)
+        .count() as u64
 }
 
 /// Tokens the agent generated over every episode of `rollouts`.
