@@ -135,6 +135,7 @@ fn train_and_evaluate<K: Kernels>(mut k: K, config: &RunConfig) -> Result<(), Bo
         &config.eval,
         config.data.prompt_rules,
         &template,
+        None,
         Some(&dir.join("rl_example_eval.json")),
         &mut reporter,
     )?;

@@ -91,6 +91,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         &config.eval,
         config.data.prompt_rules,
         &template,
+        None,
         Some(&dir.join("eval.json")),
         &mut reporter,
     )?;

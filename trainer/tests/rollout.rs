@@ -1,12 +1,14 @@
 //! `rollout`: how the rollout engine asks the policy for each turn: every episode's
 //! turn is capped by its own chat's room (not a batch-mate's) and cut-off turns are
 //! counted, and every turn draws from a random stream keyed by its request and turn,
-//! whatever the generation batches are.
+//! whatever the generation batches are (or the chunks, with fewer environments than
+//! episodes); an environment's own failure ends its episode and no other.
 
 use std::collections::HashMap;
 
+use sage_core::env::{EpisodeEnd, Reset, StepResult};
 use sage_core::policy::{Generation, Policy, SamplingParams, StopReason, UpdateStats};
-use sage_core::{Skill, Task};
+use sage_core::{Environment, Evaluation, Skill, Task};
 use sage_envs::tiny::{tiny_scenarios, TinyEnv};
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::rollout::{run_episodes, EpisodeRequest, RolloutConfig};
@@ -141,4 +143,122 @@ fn each_turn_is_capped_by_its_own_room_and_cut_off_turns_are_counted() {
     let mut keys: Vec<u64> = policy.keys.values().copied().collect();
     keys.sort_unstable();
     assert_eq!(keys, [0, 1]);
+}
+
+#[test]
+fn fewer_environments_than_episodes_run_in_chunks_on_the_requests_own_streams() {
+    let tasks = tasks();
+    let tk = tokenizer(&tasks);
+    let template = ChatTemplate::new(&tk).unwrap();
+    let system = |_: &[Skill]| "short".to_owned();
+    let requests: Vec<EpisodeRequest<'_>> = tasks
+        .iter()
+        .map(|task| EpisodeRequest { task, library: &[] })
+        .collect();
+    let config = RolloutConfig {
+        max_turns: 1,
+        max_new_tokens: 8,
+        ..RolloutConfig::default()
+    };
+    let mut policy = FillerPolicy {
+        filler: tk.encode("short").unwrap()[0],
+        keys: HashMap::new(),
+    };
+    // One environment for two episodes: they run one after the other.
+    let mut envs = vec![TinyEnv::new(1)];
+    let episodes = run_episodes(
+        &mut policy,
+        &mut envs,
+        &template,
+        &system,
+        &requests,
+        &config,
+        5,
+    )
+    .unwrap();
+    assert_eq!(episodes.len(), 2);
+    for (episode, task) in episodes.iter().zip(&tasks) {
+        assert_eq!(episode.episode.task.id, task.id);
+        assert_eq!(episode.episode.turns.len(), 1);
+    }
+    // Each request keeps its own stream (0 and 1), as with one environment each.
+    let mut keys: Vec<u64> = policy.keys.values().copied().collect();
+    keys.sort_unstable();
+    assert_eq!(keys, [0, 1]);
+}
+
+/// The tiny environment, or one whose connection is lost at its first step.
+enum MaybeBroken {
+    Working(TinyEnv),
+    Broken,
+}
+
+impl Environment for MaybeBroken {
+    type Error = std::io::Error;
+
+    fn reset(&mut self, task: &Task, library: &[Skill]) -> Result<Reset, std::io::Error> {
+        match self {
+            MaybeBroken::Working(env) => env.reset(task, library).map_err(std::io::Error::other),
+            MaybeBroken::Broken => Ok(Reset::default()),
+        }
+    }
+
+    fn step(&mut self, text: &str) -> Result<StepResult, std::io::Error> {
+        match self {
+            MaybeBroken::Working(env) => env.step(text).map_err(std::io::Error::other),
+            MaybeBroken::Broken => Err(std::io::Error::other("connection lost")),
+        }
+    }
+
+    fn evaluate(&mut self) -> Result<Evaluation, std::io::Error> {
+        match self {
+            MaybeBroken::Working(env) => env.evaluate().map_err(std::io::Error::other),
+            MaybeBroken::Broken => panic!("a failed episode is not evaluated"),
+        }
+    }
+}
+
+#[test]
+fn an_environment_that_fails_ends_its_own_episode_and_no_other() {
+    let tasks = tasks();
+    let tk = tokenizer(&tasks);
+    let template = ChatTemplate::new(&tk).unwrap();
+    let system = |_: &[Skill]| "short".to_owned();
+    let requests: Vec<EpisodeRequest<'_>> = tasks
+        .iter()
+        .map(|task| EpisodeRequest { task, library: &[] })
+        .collect();
+    let config = RolloutConfig {
+        max_turns: 2,
+        max_new_tokens: 8,
+        ..RolloutConfig::default()
+    };
+    let mut policy = FillerPolicy {
+        filler: tk.encode("short").unwrap()[0],
+        keys: HashMap::new(),
+    };
+    let mut envs = vec![MaybeBroken::Broken, MaybeBroken::Working(TinyEnv::new(2))];
+    let episodes = run_episodes(
+        &mut policy,
+        &mut envs,
+        &template,
+        &system,
+        &requests,
+        &config,
+        5,
+    )
+    .expect("an environment's failure does not fail the rollout");
+    let broken = &episodes[0];
+    assert_eq!(broken.episode.end, EpisodeEnd::EnvironmentFailed);
+    assert!(!broken.episode.evaluation.passed);
+    assert_eq!(
+        broken.episode.turns.len(),
+        1,
+        "the turn it failed on is kept"
+    );
+    let error = broken.environment_error.as_deref().unwrap();
+    assert!(error.contains("connection lost"), "{error}");
+    let working = &episodes[1];
+    assert_ne!(working.episode.end, EpisodeEnd::EnvironmentFailed);
+    assert!(working.environment_error.is_none());
 }

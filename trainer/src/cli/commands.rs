@@ -3,12 +3,17 @@
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 
 use sage_trainer::backend::Backend;
 use sage_trainer::chat::ChatTemplate;
 use sage_trainer::checkpoint::{self, CheckpointParts};
 use sage_trainer::config::RunConfig;
 use sage_trainer::data::{expert_data, write_records};
+use sage_trainer::environments::serve::WorldServer;
+use sage_trainer::environments::EnvKind;
 use sage_trainer::import::import_gguf;
 use sage_trainer::interrupt;
 use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricValue, MetricsLog};
@@ -63,6 +68,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
     match cli.command {
         Command::Demo { common, tiny } => {
             let config = load_config_over(&common, tiny_or(tiny, RunConfig::default()))?;
+            builtin_only(&config, "demo")?;
             record(&config, "demo")?;
             run_on_backend(config.run.backend, config.run.precision, Job::Demo(&config))
         }
@@ -154,6 +160,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.experiment.arms = arms.unwrap_or(config.experiment.arms);
             config.experiment.skill_data = skill_data.unwrap_or(config.experiment.skill_data);
             let config = checked(config)?;
+            builtin_only(&config, "experiment")?;
             record(&config, "experiment")?;
             run_on_backend(
                 config.run.backend,
@@ -173,6 +180,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.eval.modes = modes.unwrap_or(config.eval.modes);
             let config = checked(config)?;
             record(&config, "eval")?;
+            super::stop_servers_on_signal();
             let job = Job::Eval(&config, checkpoint.as_deref(), out.as_deref());
             run_on_backend(config.run.backend, config.run.precision, job)
         }
@@ -244,6 +252,21 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
                 started.elapsed().as_secs_f64()
             );
             Ok(())
+        }
+        Command::ServeWorld {
+            port,
+            host,
+            config,
+            exit_with_parent,
+        } => {
+            let config = match config {
+                Some(path) => RunConfig::from_file(&path).map_err(failed("config"))?,
+                None => RunConfig::default(),
+            };
+            let server = WorldServer::new(served_catalogs(&config)?);
+            server
+                .serve(&format!("{host}:{port}"), exit_with_parent)
+                .map_err(|e| PipelineError::new("serve-world", e.to_string()))
         }
         Command::Backends => {
             for backend in Backend::compiled() {
@@ -700,6 +723,45 @@ fn sft<K: Kernels>(
     Ok(())
 }
 
+/// Refuses `[env] kind = "remote"` for a command that runs the built-in world only.
+fn builtin_only(config: &RunConfig, command: &'static str) -> Result<(), PipelineError> {
+    if config.env.kind == EnvKind::Remote {
+        return Err(PipelineError::new(
+            command,
+            format!(
+                "`sage {command}` runs on the built-in world; [env] kind = \"remote\" is for \
+                 `sage eval` and `sage train`"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The catalogs `sage serve-world` serves: the train split of `[rl]`'s scenario seeds
+/// (what `sage train` trains on in process), and every other split with `[eval]`'s iid
+/// seeds (what `sage eval` evaluates in process).
+fn served_catalogs(config: &RunConfig) -> Result<Vec<Arc<Catalog>>, PipelineError> {
+    let train = CatalogConfig {
+        seeds: config.rl.scenario_seeds,
+        seed_offset: config.rl.scenario_seed_offset,
+        ..CatalogConfig::default()
+    };
+    let evaluated = CatalogConfig {
+        iid_seeds: config.eval.iid_seeds,
+        ..CatalogConfig::default()
+    };
+    let splits = [
+        Split::Iid,
+        Split::Dev,
+        Split::TestNormal,
+        Split::TestChallenge,
+    ];
+    Ok(vec![
+        Arc::new(Catalog::build_splits(&train, &[Split::Train]).map_err(failed("serve-world"))?),
+        Arc::new(Catalog::build_splits(&evaluated, &splits).map_err(failed("serve-world"))?),
+    ])
+}
+
 /// `sage eval`.
 fn eval<K: Kernels>(
     mut k: K,
@@ -717,12 +779,21 @@ fn eval<K: Kernels>(
     let mut policy =
         TransformerPolicy::inference(k, model).with_max_batch_tokens(config.run.max_batch_tokens);
     let out = out.map_or_else(|| config.run.dir.join("eval.json"), Path::to_owned);
+    let remote = config.env.start().map_err(failed("env"))?;
+    if let Some(remote) = &remote {
+        reporter.info(&format!(
+            "remote environment: {} servers ({})",
+            remote.urls().len(),
+            remote.urls().join(", ")
+        ));
+    }
     reporter.info(&format!("evaluating {}", dir.display()));
     run_eval(
         &mut policy,
         &config.eval,
         config.data.prompt_rules,
         &template,
+        remote.as_ref(),
         Some(&out),
         &mut reporter,
     )?;

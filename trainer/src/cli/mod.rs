@@ -218,6 +218,24 @@ enum Command {
         #[arg(long, value_enum, default_value_t = StoredDtype::F32)]
         dtype: StoredDtype,
     },
+    /// Serves the built-in world over HTTP in AppWorld's environment-server protocol
+    /// (docs/remote-env.md): what `[env] kind = "remote"` runs against, and a way to
+    /// drive the world from any language.
+    ServeWorld {
+        /// The port to listen on.
+        #[arg(long, default_value_t = 8000)]
+        port: u16,
+        /// The address to listen on (keep it local: agent code runs here).
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// A TOML run configuration: its `[rl]` scenario seeds give the train split, its
+        /// `[eval] iid_seeds` the iid split.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Exit when the process that started this one ends (servers a run starts).
+        #[arg(long)]
+        exit_with_parent: bool,
+    },
     /// Lists the compute backends compiled into this binary.
     Backends,
     /// Prints what a bug report needs: version, git revision, compiler, platform, CPU
@@ -266,6 +284,7 @@ fn stop_at_step_boundaries() {
     let installed = ctrlc::set_handler(|| {
         if sage_trainer::interrupt::stop_requested() {
             eprintln!("stopped");
+            sage_trainer::environments::servers::stop_started_servers();
             std::process::exit(130);
         }
         sage_trainer::interrupt::request_stop();
@@ -276,6 +295,19 @@ fn stop_at_step_boundaries() {
     });
     if let Err(e) = installed {
         tracing::warn!("signals will end the run at once, without a checkpoint: {e}");
+    }
+}
+
+/// Makes SIGINT and SIGTERM end the process at once, after stopping the environment
+/// servers it started (`sage eval`).
+fn stop_servers_on_signal() {
+    let installed = ctrlc::set_handler(|| {
+        eprintln!("stopped");
+        sage_trainer::environments::servers::stop_started_servers();
+        std::process::exit(130);
+    });
+    if let Err(e) = installed {
+        tracing::warn!("a signal may leave started environment servers running: {e}");
     }
 }
 

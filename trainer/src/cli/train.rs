@@ -9,6 +9,7 @@
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sage_envs::scenarios::Split;
 use sage_trainer::chat::ChatTemplate;
@@ -116,7 +117,18 @@ pub(super) fn train<K: Kernels>(
     };
 
     reporter.stage("rl");
-    let world = WorldRl::new(rl, config.data.prompt_rules).map_err(failed("world"))?;
+    let remote = config.env.start().map_err(failed("env"))?.map(Arc::new);
+    let world = match &remote {
+        Some(envs) => {
+            reporter.info(&format!(
+                "remote environment: {} servers ({})",
+                envs.urls().len(),
+                envs.urls().join(", ")
+            ));
+            WorldRl::remote(rl, config.data.prompt_rules, envs.clone()).map_err(failed("env"))?
+        }
+        None => WorldRl::new(rl, config.data.prompt_rules).map_err(failed("world"))?,
+    };
     reporter.info(&format!(
         "{} training chains of {} tasks; {} steps of {} chains x {} rollouts",
         world.chains.len(),
@@ -200,6 +212,7 @@ pub(super) fn train<K: Kernels>(
         &config.eval,
         config.data.prompt_rules,
         &template,
+        remote.as_deref(),
         Some(&out),
         &mut reporter,
     )?;

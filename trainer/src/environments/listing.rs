@@ -46,6 +46,8 @@ pub enum ListingError {
         /// What is wrong.
         detail: String,
     },
+    /// `[rl] templates` names a template no scenario of the split has.
+    UnknownTemplate(String),
     /// The split has no tasks.
     Empty {
         /// The split.
@@ -63,6 +65,9 @@ impl fmt::Display for ListingError {
             }
             ListingError::Read { path, error } => write!(f, "{}: {error}", path.display()),
             ListingError::Malformed { detail } => write!(f, "malformed task listing: {detail}"),
+            ListingError::UnknownTemplate(name) => {
+                write!(f, "no scenario of the server's template `{name}`")
+            }
             ListingError::Empty { split } => write!(f, "the split {split} has no tasks"),
         }
     }

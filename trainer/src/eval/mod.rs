@@ -21,7 +21,9 @@ use sage_envs::prompt::{Prompt, PromptMode};
 use sage_envs::scenarios::{BuiltScenario, Catalog, CatalogConfig, Split};
 
 use crate::chat::ChatTemplate;
-use crate::rollout::{run_episodes, EpisodeRequest, RolloutConfig, RolloutEpisode, RolloutError};
+use crate::rollout::{
+    run_episodes, EnvFactory, EpisodeRequest, RolloutConfig, RolloutEpisode, RolloutError,
+};
 use crate::text;
 
 mod summary;
@@ -74,6 +76,10 @@ pub struct EvalMetrics {
     pub failures_miscopied: f64,
     /// % of tasks that ended on a response without code.
     pub no_code: f64,
+    /// Tasks whose environment failed (a remote server down or too slow): counted as
+    /// failed tasks, and named in each task's `environment_error`.
+    #[serde(default)]
+    pub environment_errors: usize,
     /// Skills in the library at the end (summed over scenarios for same-scenario).
     pub library_size: usize,
     /// Distinct skill names ever called from a library.
@@ -106,6 +112,9 @@ pub struct TaskOutcome {
     /// (`BuiltTask::miscopied_values`).
     #[serde(default)]
     pub miscopied: Vec<String>,
+    /// The environment's own failure that ended the task, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_error: Option<String>,
     /// The agent's turns and what came back, in order.
     pub turns: Vec<TurnText>,
 }
@@ -247,9 +256,21 @@ impl Libraries {
     }
 }
 
-/// Runs `split` under `mode` and returns its metrics and every task's outcome; the
-/// system prompt spells out its rules when `prompt_rules` is set (as the model's SFT
-/// data did).
+/// A scenario to evaluate: its tasks, its template's name, and, from the built-in
+/// world, what it was built from (to tell which stated values a task's agent miscopied).
+#[derive(Clone, Debug)]
+pub struct EvalScenario {
+    /// The scenario and its tasks.
+    pub scenario: sage_core::Scenario,
+    /// Its template's name (the per-template table's rows).
+    pub template: String,
+    /// The built-in world's scenario, when it is one.
+    pub built: Option<Arc<BuiltScenario>>,
+}
+
+/// Runs `split` of the built-in world under `mode` and returns its metrics and every
+/// task's outcome; the system prompt spells out its rules when `prompt_rules` is set (as
+/// the model's SFT data did).
 #[allow(clippy::too_many_arguments)]
 pub fn evaluate_split<P: Policy>(
     policy: &mut P,
@@ -261,42 +282,85 @@ pub fn evaluate_split<P: Policy>(
     prompt_rules: bool,
     on_wave: &mut dyn FnMut(usize, usize),
 ) -> Result<(EvalMetrics, Vec<TaskOutcome>), EvalError> {
-    let prompt = Prompt {
-        mode: config.prompt,
-        rules: prompt_rules,
-    };
-    let mut scenarios: Vec<&Arc<BuiltScenario>> = catalog.split(split);
-    if config.max_scenarios > 0 {
-        scenarios.truncate(config.max_scenarios);
-    }
-    let mut libraries = Libraries::new(mode, scenarios.len(), config.top_k)?;
+    let scenarios: Vec<EvalScenario> = catalog
+        .split(split)
+        .into_iter()
+        .map(|built| EvalScenario {
+            scenario: built.scenario.clone(),
+            template: built.template.name.to_owned(),
+            built: Some(built.clone()),
+        })
+        .collect();
     let env_config = EnvConfig {
         max_turns: config.rollout.max_turns.max(1),
         ..EnvConfig::default()
     };
-    let waves = scenarios.iter().map(|s| s.tasks.len()).max().unwrap_or(0);
+    let new_env = || WorldEnv::new(catalog.clone(), env_config.clone());
+    let run = EvalRun {
+        split: split.name(),
+        mode,
+        config,
+        prompt_rules,
+    };
+    evaluate_scenarios(policy, &scenarios, &new_env, template, &run, on_wave)
+}
+
+/// What an evaluation of one split under one retrieval mode runs with.
+#[derive(Clone, Copy, Debug)]
+pub struct EvalRun<'a> {
+    /// The split's name.
+    pub split: &'a str,
+    /// The retrieval mode.
+    pub mode: RetrievalMode,
+    /// The settings.
+    pub config: &'a EvalConfig,
+    /// Whether the system prompt spells out the world's rules.
+    pub prompt_rules: bool,
+}
+
+/// Runs `scenarios` (the first `max_scenarios` of them) in environments from `envs`
+/// under `run`'s retrieval mode, and returns the metrics and every task's outcome.
+pub fn evaluate_scenarios<P: Policy, F: EnvFactory + ?Sized>(
+    policy: &mut P,
+    scenarios: &[EvalScenario],
+    envs: &F,
+    template: &ChatTemplate<'_>,
+    run: &EvalRun<'_>,
+    on_wave: &mut dyn FnMut(usize, usize),
+) -> Result<(EvalMetrics, Vec<TaskOutcome>), EvalError> {
+    let config = run.config;
+    let prompt = Prompt {
+        mode: config.prompt,
+        rules: run.prompt_rules,
+    };
+    let mut scenarios: Vec<&EvalScenario> = scenarios.iter().collect();
+    if config.max_scenarios > 0 {
+        scenarios.truncate(config.max_scenarios);
+    }
+    let mut libraries = Libraries::new(run.mode, scenarios.len(), config.top_k)?;
+    let tasks_of = |s: &EvalScenario| s.scenario.tasks.len();
+    let waves = scenarios.iter().map(|s| tasks_of(s)).max().unwrap_or(0);
     let mut outcomes: Vec<Vec<RolloutEpisode>> = (0..scenarios.len()).map(|_| Vec::new()).collect();
     let prompt = |skills: &[Skill]| prompt.system(skills);
     for wave in 0..waves {
         on_wave(wave, waves);
         let members: Vec<usize> = (0..scenarios.len())
-            .filter(|&s| wave < scenarios[s].tasks.len())
+            .filter(|&s| wave < tasks_of(scenarios[s]))
             .collect();
         let given: Vec<Vec<Skill>> = members
             .iter()
-            .map(|&s| libraries.select(s, &scenarios[s].tasks[wave].task))
+            .map(|&s| libraries.select(s, &scenarios[s].scenario.tasks[wave]))
             .collect();
         let requests: Vec<EpisodeRequest<'_>> = members
             .iter()
             .zip(&given)
             .map(|(&s, library)| EpisodeRequest {
-                task: &scenarios[s].tasks[wave].task,
+                task: &scenarios[s].scenario.tasks[wave],
                 library,
             })
             .collect();
-        let mut envs: Vec<WorldEnv> = (0..requests.len())
-            .map(|_| WorldEnv::new(catalog.clone(), env_config.clone()))
-            .collect::<Result<_, _>>()
+        let mut envs = envs
+            .make_for(requests.len())
             .map_err(|e| RolloutError::Environment(Box::new(e)))?;
         let seed = config.seed ^ (wave as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let episodes = run_episodes(
@@ -317,12 +381,15 @@ pub fn evaluate_split<P: Policy>(
     let miscopied: Vec<Vec<String>> = outcomes
         .iter()
         .zip(&scenarios)
-        .flat_map(|(episodes, scenario)| episodes.iter().map(|e| miscopied_values(scenario, e)))
+        .flat_map(|(episodes, scenario)| {
+            episodes
+                .iter()
+                .map(|e| miscopied_values(scenario.built.as_deref(), e))
+        })
         .collect();
-    let templates: Vec<&str> = scenarios.iter().map(|s| s.template.name).collect();
+    let templates: Vec<&str> = scenarios.iter().map(|s| s.template.as_str()).collect();
     let metrics = summarize(
-        split,
-        mode,
+        (run.split, run.mode),
         (&templates, &outcomes),
         &miscopied,
         libraries.size(),
@@ -351,6 +418,7 @@ pub fn evaluate_split<P: Policy>(
                 .map(|s| s.name.clone())
                 .collect(),
             miscopied,
+            environment_error: e.environment_error.clone(),
             turns: e
                 .episode
                 .turns
@@ -365,8 +433,12 @@ pub fn evaluate_split<P: Policy>(
     Ok((metrics, tasks))
 }
 
-/// The names of the values `episode`'s instruction states that its agent turns do not.
-fn miscopied_values(scenario: &BuiltScenario, episode: &RolloutEpisode) -> Vec<String> {
+/// The names of the values `episode`'s instruction states that its agent turns do not
+/// (none known outside the built-in world).
+fn miscopied_values(scenario: Option<&BuiltScenario>, episode: &RolloutEpisode) -> Vec<String> {
+    let Some(scenario) = scenario else {
+        return Vec::new();
+    };
     let agent = episode
         .episode
         .turns
@@ -389,8 +461,7 @@ fn miscopied_values(scenario: &BuiltScenario, episode: &RolloutEpisode) -> Vec<S
 /// name of its template), with the values each task miscopied (in the order of the
 /// scenarios' episodes, flattened).
 fn summarize(
-    split: Split,
-    mode: RetrievalMode,
+    (split, mode): (&str, RetrievalMode),
     (templates, scenarios): (&[&str], &[Vec<RolloutEpisode>]),
     miscopied: &[Vec<String>],
     library_size: usize,
@@ -436,7 +507,7 @@ fn summarize(
     distinct.sort_unstable();
     distinct.dedup();
     EvalMetrics {
-        split: split.name().to_owned(),
+        split: split.to_owned(),
         mode: mode.to_string(),
         tasks,
         scenarios: scenarios.len(),
@@ -459,6 +530,10 @@ fn summarize(
         skill_writing: percent(writing, fresh.len()),
         values_copied: percent(copied, tasks),
         failures_miscopied: percent(failed_miscopied, tasks - passed),
+        environment_errors: episodes
+            .iter()
+            .filter(|e| e.environment_error.is_some())
+            .count(),
         no_code: percent(
             episodes
                 .iter()

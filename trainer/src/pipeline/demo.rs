@@ -91,6 +91,7 @@ pub fn run_demo<K: Kernels>(
         &config.eval,
         config.data.prompt_rules,
         &template,
+        None,
         Some(&dir.join("eval.json")),
         reporter,
     )?;

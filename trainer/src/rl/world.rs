@@ -1,5 +1,6 @@
-//! [`WorldRl`]: RL on the built-in world: its training chains, its environments and its
-//! system prompt, ready for [`RlTrainer::step`].
+//! [`WorldRl`]: RL on the built-in world or on a remote environment's `train` split: its
+//! training chains, its environments and its system prompt, ready for
+//! [`RlTrainer::step`].
 
 use std::sync::Arc;
 
@@ -11,6 +12,8 @@ use sage_envs::scenarios::{Catalog, CatalogConfig, ScenarioError, Split};
 
 use super::{RlConfig, RlError, RlStepStats, RlTrainer};
 use crate::chat::ChatTemplate;
+use crate::environments::listing::ListingError;
+use crate::environments::RemoteEnvs;
 
 /// Every chain of `chain_len` consecutive tasks of every scenario of `split` in
 /// `catalog` whose template `templates` names (every scenario when it is empty),
@@ -29,10 +32,24 @@ pub fn world_chains(
         .collect()
 }
 
-/// The built-in world's training split as an RL problem.
+/// Where the training episodes run.
+enum Episodes {
+    /// The built-in world's training scenarios, in this process.
+    Builtin {
+        catalog: Arc<Catalog>,
+        env_config: EnvConfig,
+    },
+    /// A remote environment's servers.
+    Remote {
+        envs: Arc<RemoteEnvs>,
+        max_turns: u32,
+        seed: u64,
+    },
+}
+
+/// A training split as an RL problem.
 pub struct WorldRl {
-    catalog: Arc<Catalog>,
-    env_config: EnvConfig,
+    episodes: Episodes,
     prompt: Prompt,
     /// The training chains (`rl.chain_len` tasks each).
     pub chains: Vec<TaskChain>,
@@ -61,10 +78,47 @@ impl WorldRl {
         }
         let chains = world_chains(&catalog, Split::Train, rl.chain_len, &rl.templates);
         Ok(WorldRl {
-            catalog,
-            env_config: EnvConfig {
+            episodes: Episodes::Builtin {
+                catalog,
+                env_config: EnvConfig {
+                    max_turns: rl.rollout.max_turns.max(1),
+                    ..EnvConfig::default()
+                },
+            },
+            prompt: Prompt {
+                mode: rl.prompt,
+                rules: prompt_rules,
+            },
+            chains,
+        })
+    }
+
+    /// The `train` split of the remote environment `envs` (its scenarios of the
+    /// templates `rl.templates` names, when it names any: a name no scenario has is an
+    /// error), whose episodes run on its servers.
+    pub fn remote(
+        rl: &RlConfig,
+        prompt_rules: bool,
+        envs: Arc<RemoteEnvs>,
+    ) -> Result<WorldRl, ListingError> {
+        let scenarios = envs.list(Split::Train.name())?;
+        if let Some(unknown) = rl
+            .templates
+            .iter()
+            .find(|name| !scenarios.iter().any(|s| &s.template == *name))
+        {
+            return Err(ListingError::UnknownTemplate(unknown.clone()));
+        }
+        let chains = scenarios
+            .iter()
+            .filter(|s| rl.templates.is_empty() || rl.templates.contains(&s.template))
+            .flat_map(|s| s.scenario.chains(rl.chain_len).collect::<Vec<_>>())
+            .collect();
+        Ok(WorldRl {
+            episodes: Episodes::Remote {
+                envs,
                 max_turns: rl.rollout.max_turns.max(1),
-                ..EnvConfig::default()
+                seed: rl.seed,
             },
             prompt: Prompt {
                 mode: rl.prompt,
@@ -83,8 +137,23 @@ impl WorldRl {
         reference: Option<&mut P>,
         template: &ChatTemplate<'_>,
     ) -> Result<RlStepStats, RlError> {
-        let new_env = || WorldEnv::new(self.catalog.clone(), self.env_config.clone());
         let prompt = |skills: &[Skill]| self.prompt.system(skills);
-        trainer.step(policy, reference, &new_env, template, &prompt)
+        match &self.episodes {
+            Episodes::Builtin {
+                catalog,
+                env_config,
+            } => {
+                let new_env = || WorldEnv::new(catalog.clone(), env_config.clone());
+                trainer.step(policy, reference, &new_env, template, &prompt)
+            }
+            Episodes::Remote {
+                envs,
+                max_turns,
+                seed,
+            } => {
+                let factory = envs.factory(*max_turns, *seed);
+                trainer.step(policy, reference, &factory, template, &prompt)
+            }
+        }
     }
 }

@@ -358,6 +358,7 @@ fn run_arm<K: Kernels>(
         &arm.eval_config(&config.eval),
         config.data.prompt_rules,
         &template,
+        None,
         Some(&arm_dir.join("eval.json")),
         reporter,
     )?;
