@@ -1,0 +1,284 @@
+//! Remote environments: the built-in world served by `sage serve-world` and driven over
+//! HTTP gives the expert the same outcomes, skills and scores as in process; a server
+//! killed mid-episode, one that answers garbage, one that hangs and one that answers
+//! too much each give a bounded error naming the URL, never a hang or a crash.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sage_core::{Environment, Skill, Task};
+use sage_envs::environment::{EnvConfig, WorldEnv};
+use sage_envs::expert::{Expert, ExpertConfig, ExpertMode};
+use sage_envs::sandbox::Isolation;
+use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
+use sage_trainer::config::RunConfig;
+use sage_trainer::environments::http::CallLimits;
+use sage_trainer::environments::remote::{RemoteEnv, RemoteSettings};
+
+/// Scenarios of iid the expert plays both ways.
+const SCENARIOS: usize = 12;
+
+/// `sage serve-world` on a free port, killed on drop.
+struct WorldServer {
+    child: Child,
+    url: String,
+}
+
+impl WorldServer {
+    fn start() -> WorldServer {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_sage"))
+            .args(["serve-world", "--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sage serve-world starts");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "server never listened"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        WorldServer {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for WorldServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn settings(timeout: Duration, max_reply_bytes: u64) -> RemoteSettings {
+    RemoteSettings {
+        call: CallLimits {
+            timeout,
+            retries: 0,
+            max_reply_bytes,
+        },
+        episode_timeout: Duration::from_secs(120),
+        max_turns: 20,
+        experiment_name: "test".to_owned(),
+        random_seed: 0,
+    }
+}
+
+/// The iid scenarios `sage serve-world` serves with the default configuration.
+fn iid_catalog() -> Arc<Catalog> {
+    let config = CatalogConfig {
+        iid_seeds: RunConfig::default().eval.iid_seeds,
+        ..CatalogConfig::default()
+    };
+    Arc::new(Catalog::build_splits(&config, &[Split::Iid]).unwrap())
+}
+
+#[test]
+fn the_expert_over_http_gets_what_it_gets_in_process() {
+    let server = WorldServer::start();
+    let catalog = iid_catalog();
+    let mut local = WorldEnv::new(
+        catalog.clone(),
+        EnvConfig {
+            isolation: Isolation::InProcess,
+            ..EnvConfig::default()
+        },
+    )
+    .unwrap();
+    let expert = Expert::new(ExpertConfig::new(ExpertMode::Skills));
+    let mut remote = RemoteEnv::new(&server.url, settings(Duration::from_secs(30), 1 << 22));
+    let (mut local_passed, mut remote_passed) = (0, 0);
+    let (mut local_scenarios, mut remote_scenarios) = (0, 0);
+    let mut reused = 0;
+    for built in catalog.split(Split::Iid).into_iter().take(SCENARIOS) {
+        let run = expert.solve(&mut local, built).unwrap();
+        let mut library: Vec<Skill> = Vec::new();
+        let mut all_passed = true;
+        for (task_run, built_task) in run.tasks.iter().zip(&built.tasks) {
+            let task: &Task = &built_task.task;
+            let reset = remote.reset(task, &library).unwrap();
+            assert!(reset.dropped.is_empty(), "{:?}", reset.dropped);
+            let (mut used, mut saved): (Vec<String>, Vec<Skill>) = (Vec::new(), Vec::new());
+            for message in task_run.messages.iter().filter(|m| m.role == "assistant") {
+                let step = remote.step(&message.content).unwrap();
+                for name in step.used {
+                    if !used.contains(&name) {
+                        used.push(name);
+                    }
+                }
+                for skill in step.saved {
+                    saved.retain(|s| s.name != skill.name);
+                    saved.push(skill);
+                }
+            }
+            let evaluation = remote.evaluate().unwrap();
+            assert_eq!(evaluation, task_run.evaluation, "task {}", task.id);
+            assert_eq!(used, task_run.used, "skills used by {}", task.id);
+            let names = |skills: &[Skill]| -> Vec<String> {
+                skills.iter().map(|s| s.name.clone()).collect()
+            };
+            assert_eq!(
+                names(&saved),
+                names(&task_run.saved),
+                "saved by {}",
+                task.id
+            );
+            for skill in &saved {
+                assert!(skill.source.starts_with("def "), "{}", skill.source);
+                assert_eq!(skill.origin.task_id, task.id);
+            }
+            reused += usize::from(!used.is_empty());
+            remote_passed += usize::from(evaluation.passed);
+            local_passed += usize::from(task_run.evaluation.passed);
+            all_passed &= evaluation.passed;
+            for skill in saved {
+                library.retain(|s| s.name != skill.name);
+                library.push(skill);
+            }
+        }
+        remote_scenarios += usize::from(all_passed);
+        local_scenarios += usize::from(run.passed());
+    }
+    // The same TGC and SGC, on tasks that pass and that reuse skills.
+    assert_eq!(remote_passed, local_passed);
+    assert_eq!(remote_scenarios, local_scenarios);
+    assert!(local_passed > SCENARIOS, "the expert passes most tasks");
+    assert!(reused >= SCENARIOS, "later tasks reuse skills over HTTP");
+}
+
+#[test]
+fn a_server_killed_mid_episode_fails_the_call_with_its_url() {
+    let mut server = WorldServer::start();
+    let catalog = iid_catalog();
+    let task = catalog.split(Split::Iid)[0].tasks[0].task.clone();
+    let mut env = RemoteEnv::new(&server.url, settings(Duration::from_secs(10), 1 << 22));
+    env.reset(&task, &[]).unwrap();
+    let step = env.step("```python\nprint('hello')\n```").unwrap();
+    assert_eq!(step.observation.trim(), "hello");
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let started = Instant::now();
+    let error = env
+        .step("```python\nprint(1)\n```")
+        .unwrap_err()
+        .to_string();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(error.contains(&server.url), "{error}");
+    assert!(error.contains("cannot be reached"), "{error}");
+}
+
+#[test]
+fn an_unknown_task_is_named_in_the_servers_error() {
+    let server = WorldServer::start();
+    let mut env = RemoteEnv::new(&server.url, settings(Duration::from_secs(10), 1 << 22));
+    let task = Task {
+        id: "iid/no_such_template/0/t1".to_owned(),
+        scenario_id: "iid/no_such_template/0".to_owned(),
+        instruction: "nothing".to_owned(),
+    };
+    let error = env.reset(&task, &[]).unwrap_err().to_string();
+    assert!(
+        error.contains("404") && error.contains("unknown task"),
+        "{error}"
+    );
+    assert!(error.contains("iid/no_such_template/0/t1"), "{error}");
+}
+
+/// A server on a free port that answers every connection with `reply` after `delay`.
+fn misbehaving_server(reply: Vec<u8>, delay: Duration) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let reply = reply.clone();
+            std::thread::spawn(move || {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request);
+                std::thread::sleep(delay);
+                let _ = stream.write_all(&reply);
+            });
+        }
+    });
+    url
+}
+
+fn reply_of(body: &[u8]) -> Vec<u8> {
+    let mut reply = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    reply.extend_from_slice(body);
+    reply
+}
+
+fn some_task() -> Task {
+    Task {
+        id: "t".to_owned(),
+        scenario_id: "s".to_owned(),
+        instruction: "do it".to_owned(),
+    }
+}
+
+#[test]
+fn garbage_a_hang_and_a_huge_reply_are_bounded_errors() {
+    let limit = Duration::from_millis(500);
+    let garbage = misbehaving_server(reply_of(b"<html>not json</html>"), Duration::ZERO);
+    let error = RemoteEnv::new(&garbage, settings(limit, 1 << 20))
+        .reset(&some_task(), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("malformed reply") && error.contains(&garbage),
+        "{error}"
+    );
+
+    let no_output = misbehaving_server(reply_of(br#"{"result": 1}"#), Duration::ZERO);
+    let error = RemoteEnv::new(&no_output, settings(limit, 1 << 20))
+        .reset(&some_task(), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("\"output\""), "{error}");
+
+    let hanging = misbehaving_server(reply_of(br#"{"output": null}"#), Duration::from_secs(30));
+    let started = Instant::now();
+    let error = RemoteEnv::new(&hanging, settings(limit, 1 << 20))
+        .reset(&some_task(), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        error.contains("no reply within") && error.contains(&hanging),
+        "{error}"
+    );
+
+    let mut huge = br#"{"output": ""#.to_vec();
+    huge.extend(std::iter::repeat_n(b'x', 4 << 20));
+    huge.extend_from_slice(br#""}"#);
+    let huge = misbehaving_server(reply_of(&huge), Duration::ZERO);
+    let error = RemoteEnv::new(&huge, settings(Duration::from_secs(10), 1 << 20))
+        .reset(&some_task(), &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("over 1048576 bytes") && error.contains(&huge),
+        "{error}"
+    );
+}
