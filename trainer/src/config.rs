@@ -357,16 +357,33 @@ impl RunConfig {
         Ok(config)
     }
 
+    /// Reads and checks a TOML file whose fields change `base` (rather than the
+    /// defaults): `sage train --tiny --config F` is the tiny run with F's changes.
+    pub fn from_file_over(path: &Path, base: &RunConfig) -> Result<RunConfig, ConfigFileError> {
+        let error = |problem: String| ConfigFileError {
+            path: path.to_owned(),
+            problem,
+        };
+        let text = fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
+        let config = RunConfig::over(&text, base).map_err(|e| error(e.problem))?;
+        config.validate().map_err(|e| error(e.problem))?;
+        Ok(config)
+    }
+
     /// Parses TOML text over the defaults as [`RunConfig::from_toml`] does, without
     /// checking the values: for settings a run recorded, which leave some out.
     pub(crate) fn from_toml_unchecked(text: &str) -> Result<RunConfig, ConfigFileError> {
+        RunConfig::over(text, &RunConfig::default())
+    }
+
+    /// TOML text's fields over `base`, unchecked.
+    fn over(text: &str, base: &RunConfig) -> Result<RunConfig, ConfigFileError> {
         let problem = |problem: String| ConfigFileError {
             path: PathBuf::new(),
             problem,
         };
         let given: toml::Table = toml::from_str(text).map_err(|e| problem(e.to_string()))?;
-        let mut merged =
-            toml::Table::try_from(RunConfig::default()).map_err(|e| problem(e.to_string()))?;
+        let mut merged = toml::Table::try_from(base.clone()).map_err(|e| problem(e.to_string()))?;
         merge_into(&mut merged, given, "");
         RunConfig::deserialize(merged).map_err(|e| problem(e.to_string()))
     }

@@ -32,7 +32,7 @@ use sage_transformer::Kernels;
 use super::generate::{generate, GenerateSources};
 use super::progress::BarReporter;
 use super::train::{train, TrainSources};
-use super::{checked, load_config, load_config_over, Cli, Command, StoredDtype};
+use super::{checked, load_config, load_config_over, Cli, Command, Common, StoredDtype};
 
 /// A command that runs on the configured backend.
 enum Job<'a> {
@@ -67,7 +67,7 @@ impl BackendJob for Job<'_> {
 pub fn run(cli: Cli) -> Result<(), PipelineError> {
     match cli.command {
         Command::Demo { common, tiny } => {
-            let config = load_config_over(&common, tiny_or(tiny, RunConfig::default()))?;
+            let config = load_tiny_or_default(&common, tiny)?;
             builtin_only(&config, "demo")?;
             record(&config, "demo")?;
             run_on_backend(config.run.backend, config.run.precision, Job::Demo(&config))
@@ -128,7 +128,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             control,
             tiny,
         } => {
-            let mut config = load_config_over(&common, tiny_or(tiny, RunConfig::default()))?;
+            let mut config = load_tiny_or_default(&common, tiny)?;
             config.rl.steps = steps.unwrap_or(config.rl.steps);
             config.rl.apply_updates &= !control;
             let config = checked(config)?;
@@ -425,12 +425,24 @@ pub(super) fn chosen_or_latest(
 /// The defaults of a command: [`RunConfig::tiny`] in `runs/demo-tiny` with `--tiny`
 /// (where `sage demo --tiny` leaves its checkpoint for `sage train --tiny`), else
 /// `defaults`.
-fn tiny_or(tiny: bool, defaults: RunConfig) -> RunConfig {
-    if tiny {
-        RunConfig::tiny("runs/demo-tiny")
-    } else {
-        defaults
+/// The configuration of `sage demo` and `sage train`: with `--tiny`, the tiny run's
+/// settings changed by the `--config` file's, if any; otherwise the defaults or the file.
+fn load_tiny_or_default(common: &Common, tiny: bool) -> Result<RunConfig, PipelineError> {
+    if !tiny {
+        return load_config(common);
     }
+    let tiny = RunConfig::tiny("runs/demo-tiny");
+    let over_tiny = match &common.config {
+        Some(path) => RunConfig::from_file_over(path, &tiny)
+            .map_err(|e| PipelineError::new("config", e.to_string()))?,
+        None => tiny,
+    };
+    // The run directory, backend and precision flags still apply on top.
+    let flags_only = Common {
+        config: None,
+        ..common.clone()
+    };
+    load_config_over(&flags_only, over_tiny)
 }
 
 /// Where checkpoints of a run live.

@@ -117,8 +117,9 @@ enum Command {
         #[arg(long)]
         control: bool,
         /// A two-step smoke run on the tiny configuration in runs/demo-tiny (after
-        /// `sage demo --tiny`).
-        #[arg(long, conflicts_with = "config")]
+        /// `sage demo --tiny`); a `--config` file changes the tiny settings (say, an
+        /// `[env]` section).
+        #[arg(long)]
         tiny: bool,
     },
     /// The paper-style comparison: SFT only, GRPO without skills, SAGE and its

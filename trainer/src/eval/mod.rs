@@ -74,6 +74,10 @@ pub struct EvalMetrics {
     /// failures that hinge on copying rather than on the code's logic.
     #[serde(default)]
     pub failures_miscopied: f64,
+    /// Whether `values_copied` and `failures_miscopied` were measured: only the
+    /// built-in world's tasks say which values their instructions state.
+    #[serde(default = "measured")]
+    pub copying_measured: bool,
     /// % of tasks that ended on a response without code.
     pub no_code: f64,
     /// Tasks whose environment failed (a remote server down or too slow): counted as
@@ -87,6 +91,11 @@ pub struct EvalMetrics {
     /// The rates of each template, in the order the split lists them.
     #[serde(default)]
     pub templates: Vec<TemplateMetrics>,
+}
+
+/// Reports written before `copying_measured` came from the built-in world.
+fn measured() -> bool {
+    true
 }
 
 /// One task's outcome, for the JSON report.
@@ -388,12 +397,13 @@ pub fn evaluate_scenarios<P: Policy, F: EnvFactory + ?Sized>(
         })
         .collect();
     let templates: Vec<&str> = scenarios.iter().map(|s| s.template.as_str()).collect();
-    let metrics = summarize(
+    let mut metrics = summarize(
         (run.split, run.mode),
         (&templates, &outcomes),
         &miscopied,
         libraries.size(),
     );
+    metrics.copying_measured = scenarios.iter().all(|s| s.built.is_some());
     let tasks = outcomes
         .iter()
         .flatten()
@@ -530,6 +540,7 @@ fn summarize(
         skill_writing: percent(writing, fresh.len()),
         values_copied: percent(copied, tasks),
         failures_miscopied: percent(failed_miscopied, tasks - passed),
+        copying_measured: true,
         environment_errors: episodes
             .iter()
             .filter(|e| e.environment_error.is_some())
@@ -569,9 +580,17 @@ pub fn metrics_table(rows: &[EvalMetrics]) -> String {
         "fail.copy %"
     );
     for m in rows {
+        let (copied, failed_copying) = if m.copying_measured {
+            (
+                format!("{:.1}", m.values_copied),
+                format!("{:.1}", m.failures_miscopied),
+            )
+        } else {
+            ("-".to_owned(), "-".to_owned())
+        };
         let _ = writeln!(
             out,
-            "{:<15} {:<15} {:>6} {:>7.1} {:>7.1} {:>6.2} {:>7.0} {:>7.1} {:>9.1} {:>8.1} {:>8} {:>8.1} {:>8.1} {:>11.1}",
+            "{:<15} {:<15} {:>6} {:>7.1} {:>7.1} {:>6.2} {:>7.0} {:>7.1} {:>9.1} {:>8.1} {:>8} {:>8.1} {:>8} {:>11}",
             m.split,
             m.mode,
             m.tasks,
@@ -584,8 +603,8 @@ pub fn metrics_table(rows: &[EvalMetrics]) -> String {
             m.no_code,
             m.library_size,
             m.skill_writing,
-            m.values_copied,
-            m.failures_miscopied
+            copied,
+            failed_copying
         );
     }
     out
