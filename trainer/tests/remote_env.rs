@@ -282,3 +282,93 @@ fn garbage_a_hang_and_a_huge_reply_are_bounded_errors() {
         "{error}"
     );
 }
+
+/// `examples/python_env_server.py` on a free port, killed on drop; `None` without a
+/// `python3`.
+fn python_server() -> Option<WorldServer> {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("no python3: the Python example server is not tested");
+        return None;
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/python_env_server.py");
+    let child = Command::new("python3")
+        .args([script, "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3 starts");
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "server never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(WorldServer {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    })
+}
+
+#[test]
+fn the_python_example_server_saves_loads_and_reuses_a_skill() {
+    use sage_trainer::environments::http::Server;
+    use sage_trainer::environments::listing::list_split;
+
+    let Some(server) = python_server() else {
+        return;
+    };
+    let limits = settings(Duration::from_secs(10), 1 << 20);
+    let listed = list_split(&Server::new(&server.url, limits.call.clone()), "iid", None).unwrap();
+    let scenario = listed
+        .iter()
+        .find(|s| s.template == "toy_sum")
+        .expect("a scenario asking for sums");
+    let numbers = |task: &Task| -> String {
+        let (start, end) = (task.instruction.find('[').unwrap(), task.instruction.find(']').unwrap());
+        task.instruction[start..=end].to_owned()
+    };
+    let mut env = RemoteEnv::new(&server.url, limits);
+    // Task 1 writes `total`; a failing turn first saves nothing.
+    let first = &scenario.scenario.tasks[0];
+    env.reset(first, &[]).unwrap();
+    let failing = env.step("```python\ndef total(xs):\n    return sum(xs)\nprint(1 / 0)\n```").unwrap();
+    assert!(failing.observation.starts_with("Execution failed"), "{}", failing.observation);
+    assert!(failing.saved.is_empty() && !failing.done);
+    let code = format!(
+        "```python\ndef total(xs):\n    \"\"\"The sum of xs.\"\"\"\n    return sum(xs)\n\
+         apis.supervisor.complete_task(answer=total({}))\n```",
+        numbers(first)
+    );
+    let step = env.step(&code).unwrap();
+    assert!(step.done, "{}", step.observation);
+    assert_eq!(step.saved.len(), 1);
+    let skill = step.saved[0].clone();
+    assert_eq!(skill.name, "total");
+    assert_eq!(skill.docstring.as_deref(), Some("The sum of xs."));
+    assert!(env.evaluate().unwrap().passed);
+    // Task 2 is given `total` (and a skill that does not load), and reuses it.
+    let second = &scenario.scenario.tasks[1];
+    let mut broken = skill.clone();
+    broken.name = "broken".to_owned();
+    broken.source = "def broken(xs):\n    return xs +\n".to_owned();
+    let reset = env.reset(second, &[skill, broken]).unwrap();
+    assert_eq!(reset.dropped.len(), 1);
+    assert_eq!(reset.dropped[0].name, "broken");
+    assert!(reset.dropped[0].reason.contains("Execution failed"), "{:?}", reset.dropped);
+    let code = format!(
+        "```python\napis.supervisor.complete_task(answer=total({}))\n```",
+        numbers(second)
+    );
+    let step = env.step(&code).unwrap();
+    assert_eq!(step.used, ["total"]);
+    assert!(step.saved.is_empty());
+    assert!(env.evaluate().unwrap().passed);
+    // A wrong answer fails its check.
+    env.reset(&scenario.scenario.tasks[2], &[]).unwrap();
+    env.step("```python\napis.supervisor.complete_task(answer=-1)\n```").unwrap();
+    let evaluation = env.evaluate().unwrap();
+    assert!(!evaluation.passed && evaluation.score == 0.5, "{evaluation:?}");
+}
