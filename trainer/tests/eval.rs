@@ -88,6 +88,7 @@ fn evaluate(answers: &[&str]) -> EvalReport {
         config.data.prompt_rules,
         &template,
         None,
+        None,
         &mut reporter,
     )
     .expect("eval");

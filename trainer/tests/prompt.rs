@@ -130,6 +130,7 @@ fn evaluation_and_rl_use_the_data_prompt() {
             config.data.prompt_rules,
             &template,
             None,
+            None,
             &mut reporter,
         )
         .expect("eval");

@@ -295,7 +295,10 @@ fn python_server() -> Option<WorldServer> {
         .local_addr()
         .unwrap()
         .port();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/python_env_server.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/python_env_server.py"
+    );
     let child = Command::new("python3")
         .args([script, "--port", &port.to_string()])
         .stdout(Stdio::null())
@@ -303,7 +306,10 @@ fn python_server() -> Option<WorldServer> {
         .expect("python3 starts");
     let started = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(30), "server never listened");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "server never listened"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     Some(WorldServer {
@@ -327,15 +333,24 @@ fn the_python_example_server_saves_loads_and_reuses_a_skill() {
         .find(|s| s.template == "toy_sum")
         .expect("a scenario asking for sums");
     let numbers = |task: &Task| -> String {
-        let (start, end) = (task.instruction.find('[').unwrap(), task.instruction.find(']').unwrap());
+        let (start, end) = (
+            task.instruction.find('[').unwrap(),
+            task.instruction.find(']').unwrap(),
+        );
         task.instruction[start..=end].to_owned()
     };
     let mut env = RemoteEnv::new(&server.url, limits);
     // Task 1 writes `total`; a failing turn first saves nothing.
     let first = &scenario.scenario.tasks[0];
     env.reset(first, &[]).unwrap();
-    let failing = env.step("```python\ndef total(xs):\n    return sum(xs)\nprint(1 / 0)\n```").unwrap();
-    assert!(failing.observation.starts_with("Execution failed"), "{}", failing.observation);
+    let failing = env
+        .step("```python\ndef total(xs):\n    return sum(xs)\nprint(1 / 0)\n```")
+        .unwrap();
+    assert!(
+        failing.observation.starts_with("Execution failed"),
+        "{}",
+        failing.observation
+    );
     assert!(failing.saved.is_empty() && !failing.done);
     let code = format!(
         "```python\ndef total(xs):\n    \"\"\"The sum of xs.\"\"\"\n    return sum(xs)\n\
@@ -357,7 +372,11 @@ fn the_python_example_server_saves_loads_and_reuses_a_skill() {
     let reset = env.reset(second, &[skill, broken]).unwrap();
     assert_eq!(reset.dropped.len(), 1);
     assert_eq!(reset.dropped[0].name, "broken");
-    assert!(reset.dropped[0].reason.contains("Execution failed"), "{:?}", reset.dropped);
+    assert!(
+        reset.dropped[0].reason.contains("Execution failed"),
+        "{:?}",
+        reset.dropped
+    );
     let code = format!(
         "```python\napis.supervisor.complete_task(answer=total({}))\n```",
         numbers(second)
@@ -368,7 +387,11 @@ fn the_python_example_server_saves_loads_and_reuses_a_skill() {
     assert!(env.evaluate().unwrap().passed);
     // A wrong answer fails its check.
     env.reset(&scenario.scenario.tasks[2], &[]).unwrap();
-    env.step("```python\napis.supervisor.complete_task(answer=-1)\n```").unwrap();
+    env.step("```python\napis.supervisor.complete_task(answer=-1)\n```")
+        .unwrap();
     let evaluation = env.evaluate().unwrap();
-    assert!(!evaluation.passed && evaluation.score == 0.5, "{evaluation:?}");
+    assert!(
+        !evaluation.passed && evaluation.score == 0.5,
+        "{evaluation:?}"
+    );
 }

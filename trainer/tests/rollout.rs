@@ -189,7 +189,7 @@ fn fewer_environments_than_episodes_run_in_chunks_on_the_requests_own_streams() 
 
 /// The tiny environment, or one whose connection is lost at its first step.
 enum MaybeBroken {
-    Working(TinyEnv),
+    Working(Box<TinyEnv>),
     Broken,
 }
 
@@ -237,7 +237,10 @@ fn an_environment_that_fails_ends_its_own_episode_and_no_other() {
         filler: tk.encode("short").unwrap()[0],
         keys: HashMap::new(),
     };
-    let mut envs = vec![MaybeBroken::Broken, MaybeBroken::Working(TinyEnv::new(2))];
+    let mut envs = vec![
+        MaybeBroken::Broken,
+        MaybeBroken::Working(Box::new(TinyEnv::new(2))),
+    ];
     let episodes = run_episodes(
         &mut policy,
         &mut envs,
