@@ -1165,3 +1165,81 @@ fn resampling_without_extra_chains_is_refused() {
         .to_string();
     assert!(error.contains("off, drop, resample"), "{error}");
 }
+
+/// The tiny environment, or one whose server is down (every call fails).
+enum MaybeDown {
+    Up(Box<TinyEnv>),
+    Down,
+}
+
+impl sage_core::Environment for MaybeDown {
+    type Error = std::io::Error;
+
+    fn reset(
+        &mut self,
+        task: &Task,
+        library: &[Skill],
+    ) -> Result<sage_core::env::Reset, std::io::Error> {
+        match self {
+            MaybeDown::Up(env) => env.reset(task, library).map_err(std::io::Error::other),
+            MaybeDown::Down => Err(std::io::Error::other("server down")),
+        }
+    }
+
+    fn step(&mut self, text: &str) -> Result<sage_core::env::StepResult, std::io::Error> {
+        match self {
+            MaybeDown::Up(env) => env.step(text).map_err(std::io::Error::other),
+            MaybeDown::Down => Err(std::io::Error::other("server down")),
+        }
+    }
+
+    fn evaluate(&mut self) -> Result<sage_core::Evaluation, std::io::Error> {
+        match self {
+            MaybeDown::Up(env) => env.evaluate().map_err(std::io::Error::other),
+            MaybeDown::Down => Err(std::io::Error::other("server down")),
+        }
+    }
+}
+
+/// A chain with an episode whose environment failed is left out of the update, and the
+/// step goes on with the others.
+#[test]
+fn chains_whose_environment_failed_are_left_out_and_the_step_goes_on() {
+    let (tasks, chains) = tasks_and_chains();
+    let tk = tokenizer(&tasks);
+    let mut policy = ChoicePolicy::new(&tk, tasks);
+    let config = RlConfig {
+        rollouts: 8,
+        chains_per_step: 4,
+        steps: 3,
+        rollout: one_turn(),
+        seed: 5,
+        ..RlConfig::default()
+    };
+    let chain_len = config.chain_len;
+    let mut trainer = RlTrainer::new(config, chains, RlState::default()).unwrap();
+    let template = policy.template.clone();
+    // Of every 32 environments a step makes, the first (chain 1's first rollout) is down.
+    let made = std::cell::Cell::new(0usize);
+    let new_env = || {
+        let index = made.get();
+        made.set(index + 1);
+        Ok::<_, std::io::Error>(if index % 32 == 0 {
+            MaybeDown::Down
+        } else {
+            MaybeDown::Up(Box::new(TinyEnv::new(1)))
+        })
+    };
+    while !trainer.finished() {
+        let stats = trainer
+            .step(&mut policy, None, &new_env, &template, &system_prompt)
+            .expect("a failed environment does not fail the step");
+        assert_eq!(
+            stats.failed_episodes, chain_len as u64,
+            "step {}",
+            stats.step
+        );
+        assert_eq!(stats.chains_rolled_out, 4);
+        assert_eq!(stats.chains_trained, 3, "step {}", stats.step);
+    }
+}
