@@ -30,6 +30,16 @@ use sage_core::{Environment, Evaluation, Task};
 pub const NO_CODE_OBSERVATION: &str =
     "No code block found in the response: the episode ends. Answer with a ```python block.";
 
+/// What a turn without code reports: the episode ends (the paper's no-code case).
+pub fn no_code_result() -> StepResult {
+    StepResult {
+        observation: NO_CODE_OBSERVATION.to_owned(),
+        done: true,
+        had_code: false,
+        ..StepResult::default()
+    }
+}
+
 /// What the agent sees after code that printed nothing and raised no error.
 pub const EMPTY_OUTPUT_OBSERVATION: &str = "(the code ran without error and printed nothing)";
 
@@ -207,12 +217,7 @@ impl Environment for WorldEnv {
         if !response.has_code() {
             episode.turns += 1;
             episode.done = true;
-            return Ok(StepResult {
-                observation: NO_CODE_OBSERVATION.to_owned(),
-                done: true,
-                had_code: false,
-                ..StepResult::default()
-            });
+            return Ok(no_code_result());
         }
         self.run_code(&response.code)
     }

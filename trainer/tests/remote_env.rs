@@ -28,18 +28,24 @@ struct WorldServer {
 }
 
 impl WorldServer {
+    /// `sage serve-world`.
     fn start() -> WorldServer {
+        WorldServer::spawn(Command::new(env!("CARGO_BIN_EXE_sage")).arg("serve-world"))
+    }
+
+    /// `command --port P` on a free port, once it listens.
+    fn spawn(command: &mut Command) -> WorldServer {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_sage"))
-            .args(["serve-world", "--port", &port.to_string()])
+        let child = command
+            .args(["--port", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("sage serve-world starts");
+            .expect("the server starts");
         let started = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
@@ -290,32 +296,11 @@ fn python_server() -> Option<WorldServer> {
         eprintln!("no python3: the Python example server is not tested");
         return None;
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../examples/python_env_server.py"
     );
-    let child = Command::new("python3")
-        .args([script, "--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("python3 starts");
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "server never listened"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Some(WorldServer {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    })
+    Some(WorldServer::spawn(Command::new("python3").arg(script)))
 }
 
 #[test]

@@ -145,6 +145,20 @@ fn each_turn_is_capped_by_its_own_room_and_cut_off_turns_are_counted() {
     assert_eq!(keys, [0, 1]);
 }
 
+/// Short turns of at most `max_turns`, and a filler policy over `tk`.
+fn short_turns(tk: &Tokenizer, max_turns: u32) -> (RolloutConfig, FillerPolicy) {
+    let config = RolloutConfig {
+        max_turns,
+        max_new_tokens: 8,
+        ..RolloutConfig::default()
+    };
+    let policy = FillerPolicy {
+        filler: tk.encode("short").unwrap()[0],
+        keys: HashMap::new(),
+    };
+    (config, policy)
+}
+
 #[test]
 fn fewer_environments_than_episodes_run_in_chunks_on_the_requests_own_streams() {
     let tasks = tasks();
@@ -155,15 +169,7 @@ fn fewer_environments_than_episodes_run_in_chunks_on_the_requests_own_streams() 
         .iter()
         .map(|task| EpisodeRequest { task, library: &[] })
         .collect();
-    let config = RolloutConfig {
-        max_turns: 1,
-        max_new_tokens: 8,
-        ..RolloutConfig::default()
-    };
-    let mut policy = FillerPolicy {
-        filler: tk.encode("short").unwrap()[0],
-        keys: HashMap::new(),
-    };
+    let (config, mut policy) = short_turns(&tk, 1);
     // One environment for two episodes: they run one after the other.
     let mut envs = vec![TinyEnv::new(1)];
     let episodes = run_episodes(
@@ -228,15 +234,7 @@ fn an_environment_that_fails_ends_its_own_episode_and_no_other() {
         .iter()
         .map(|task| EpisodeRequest { task, library: &[] })
         .collect();
-    let config = RolloutConfig {
-        max_turns: 2,
-        max_new_tokens: 8,
-        ..RolloutConfig::default()
-    };
-    let mut policy = FillerPolicy {
-        filler: tk.encode("short").unwrap()[0],
-        keys: HashMap::new(),
-    };
+    let (config, mut policy) = short_turns(&tk, 2);
     let mut envs = vec![
         MaybeBroken::Broken,
         MaybeBroken::Working(Box::new(TinyEnv::new(2))),

@@ -28,7 +28,7 @@ use serde_json::{json, Map, Value};
 use sage_core::env::{DroppedSkill, Reset, StepResult};
 use sage_core::skill::{parse_code, parse_response, Origin, Skill};
 use sage_core::{Environment, Evaluation, Task};
-use sage_envs::environment::{EMPTY_OUTPUT_OBSERVATION, NO_CODE_OBSERVATION};
+use sage_envs::environment::{no_code_result, EMPTY_OUTPUT_OBSERVATION};
 
 use super::http::{CallError, CallLimits, Server};
 
@@ -273,12 +273,7 @@ impl Environment for RemoteEnv {
         let response = parse_response(agent_text);
         if !response.has_code() {
             episode.done = true;
-            return Ok(StepResult {
-                observation: NO_CODE_OBSERVATION.to_owned(),
-                done: true,
-                had_code: false,
-                ..StepResult::default()
-            });
+            return Ok(no_code_result());
         }
         let task_id = episode.task.id.clone();
         let reply = self.execute(&task_id, &response.code, false)?;
