@@ -171,22 +171,17 @@ impl Server {
         idempotent: bool,
         call: impl Fn() -> Result<Map<String, Value>, CallError>,
     ) -> Result<Map<String, Value>, CallError> {
-        let tries = if idempotent {
-            self.limits.retries + 1
-        } else {
-            1
-        };
-        let mut last = None;
-        for attempt in 0..tries {
-            if attempt > 0 {
-                std::thread::sleep(Duration::from_millis(200 << attempt.min(4)));
-            }
+        let retries = if idempotent { self.limits.retries } else { 0 };
+        let mut attempt = 0;
+        loop {
             match call() {
-                Err(e) if e.transient() => last = Some(e),
+                Err(e) if e.transient() && attempt < retries => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(200 << attempt.min(4)));
+                }
                 done => return done,
             }
         }
-        Err(last.expect("at least one try"))
     }
 
     fn read(

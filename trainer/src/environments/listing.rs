@@ -8,6 +8,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde_json::Value;
 
 use sage_core::{Scenario, Task};
@@ -210,35 +211,22 @@ fn from_task_ids(
     Ok(scenarios)
 }
 
-/// `text` with every byte outside `A-Z a-z 0-9 - _ . ~` written `%XX`, for a URL path
-/// segment.
+/// The bytes a URL path segment keeps as they are: `A-Z a-z 0-9 - _ . ~`.
+const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// `text` as one URL path segment, every other byte written `%XX`.
 pub fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(text, PATH_SEGMENT).to_string()
 }
 
-/// The inverse of [`percent_encode`]: `None` when an escape is malformed or the bytes
-/// are not UTF-8.
+/// The inverse of [`percent_encode`]: `None` when the bytes are not UTF-8.
 pub fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+    percent_decode_str(text)
+        .decode_utf8()
+        .ok()
+        .map(|t| t.into_owned())
 }

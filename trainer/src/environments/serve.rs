@@ -41,6 +41,27 @@ fn failure(status: u16, detail: impl Into<String>) -> Failure {
     }
 }
 
+/// A 200 reply: the protocol's `output`, and for `/execute` what the sandbox traced.
+struct Reply {
+    output: Value,
+    sage: Option<Value>,
+}
+
+impl Reply {
+    fn traced(output: Value, sage: Value) -> Reply {
+        Reply {
+            output,
+            sage: Some(sage),
+        }
+    }
+}
+
+impl From<Value> for Reply {
+    fn from(output: Value) -> Reply {
+        Reply { output, sage: None }
+    }
+}
+
 /// The served world: its catalogs, and the episode in progress.
 pub struct WorldServer {
     catalogs: Vec<Arc<Catalog>>,
@@ -96,13 +117,12 @@ impl WorldServer {
             Ok(_) => self.route(&method, &url, &body),
         };
         let (status, reply) = match result {
-            Ok(output) => (200, output),
+            Ok(Reply { output, sage: None }) => (200, json!({ "output": output })),
+            Ok(Reply {
+                output,
+                sage: Some(sage),
+            }) => (200, json!({ "output": output, "sage": sage })),
             Err(f) => (f.status, json!({ "detail": f.detail })),
-        };
-        let reply = match &reply {
-            Value::Object(fields) if fields.contains_key("detail") => reply,
-            Value::Object(fields) if fields.contains_key("output") => reply,
-            _ => json!({ "output": reply }),
         };
         let header =
             Header::from_bytes("content-type", "application/json").expect("a valid header");
@@ -114,25 +134,27 @@ impl WorldServer {
         }
     }
 
-    fn route(&mut self, method: &Method, url: &str, body: &str) -> Result<Value, Failure> {
+    fn route(&mut self, method: &Method, url: &str, body: &str) -> Result<Reply, Failure> {
         let path = url.split('?').next().unwrap_or_default();
         match (method, path) {
-            (Method::Get, "/") => Ok(json!("the built-in world of sage")),
-            (Method::Get, _) if path.starts_with("/tasks/") => self.task(&path["/tasks/".len()..]),
-            (Method::Get, _) if path.starts_with("/scenarios/") => {
-                self.scenarios(&path["/scenarios/".len()..])
+            (Method::Get, "/") => Ok(json!("the built-in world of sage").into()),
+            (Method::Get, _) if path.starts_with("/tasks/") => {
+                self.task(&path["/tasks/".len()..]).map(Reply::from)
             }
+            (Method::Get, _) if path.starts_with("/scenarios/") => self
+                .scenarios(&path["/scenarios/".len()..])
+                .map(Reply::from),
             (Method::Post, _) => {
                 let body: Value = serde_json::from_str(body)
                     .map_err(|e| failure(422, format!("the body is not JSON: {e}")))?;
                 match path {
-                    "/initialize" => self.initialize(&body),
+                    "/initialize" => self.initialize(&body).map(Reply::from),
                     "/execute" => self.execute(&body),
-                    "/task_completed" => self.task_completed(&body),
-                    "/evaluate" => self.evaluate(&body),
+                    "/task_completed" => self.task_completed(&body).map(Reply::from),
+                    "/evaluate" => self.evaluate(&body).map(Reply::from),
                     "/close" | "/close_all" => {
                         self.task_id = None;
-                        Ok(Value::Null)
+                        Ok(Value::Null.into())
                     }
                     _ => Err(unknown_endpoint(path)),
                 }
@@ -227,7 +249,7 @@ impl WorldServer {
         }
     }
 
-    fn execute(&mut self, body: &Value) -> Result<Value, Failure> {
+    fn execute(&mut self, body: &Value) -> Result<Reply, Failure> {
         let code = string_field(body, "code")?;
         let library = body.get("library").and_then(Value::as_bool) == Some(true);
         let env = self.episode(body)?;
@@ -236,21 +258,21 @@ impl WorldServer {
                 .load_skill(&code)
                 .map_err(|e| failure(409, e.to_string()))?;
             return Ok(match loaded {
-                Ok(_) => json!({ "output": "", "sage": { "failed": false } }),
-                Err(reason) => json!({
-                    "output": format!("Execution failed. {reason}"),
-                    "sage": { "failed": true },
-                }),
+                Ok(_) => Reply::traced(json!(""), json!({ "failed": false })),
+                Err(reason) => Reply::traced(
+                    json!(format!("Execution failed. {reason}")),
+                    json!({ "failed": true }),
+                ),
             });
         }
         let result = env
             .run_code(&code)
             .map_err(|e| failure(409, e.to_string()))?;
         let saved: Vec<&str> = result.saved.iter().map(|s| s.name.as_str()).collect();
-        Ok(json!({
-            "output": result.observation,
-            "sage": { "used": result.used, "saved": saved },
-        }))
+        Ok(Reply::traced(
+            json!(result.observation),
+            json!({ "used": result.used, "saved": saved }),
+        ))
     }
 
     fn task_completed(&mut self, body: &Value) -> Result<Value, Failure> {
