@@ -19,7 +19,14 @@
 #
 # Environment: SAGE_BIN (default target/cuda-bench/sage), SAGE_BACKEND (cuda; cpu tries
 # the script without a GPU), SAGE_PRECISION (bf16; f32 on cpu), SAGE_RUNS (default
-# /tmp/sage-smollm2), SAGE_CONFIG (default configs/smollm2.toml), SAGE_SKIP_ZERO_SHOT=1.
+# /tmp/sage-smollm2), SAGE_CONFIG (default configs/smollm2.toml), SAGE_SKIP_ZERO_SHOT=1,
+# SAGE_RL_STEPS (default 0: no RL; N runs N steps of SAGE RL from the SFT model and then
+# its update-off control, one after the other: side by side on one H100 the second ran
+# out of device memory; on an H100 a step took 16 s; into OUT_DIR: rl.md, rl.log,
+# rl-control.log, rl.csv, rl-control.csv).
+#
+# Measured on an H100 (2026-11-26, docs/models.md): import 2 s, SFT 149 s, the two
+# evaluations 15 s (after SFT) and 80 s (zero-shot, which writes to the token limit).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=$(mkdir -p "${1:-${OUT:-target/gpu-smollm2}}" && cd "${1:-${OUT:-target/gpu-smollm2}}" && pwd)
@@ -71,4 +78,13 @@ cp "$RUNS/run/metrics/sft.csv" "$OUT_DIR/sft-metrics.csv" 2>/dev/null
 "$BIN" eval "${common[@]}" --out "$OUT_DIR/eval.json" >"$OUT_DIR/eval.log" 2>&1
 say "evaluation after SFT: rc $?"
 table "$OUT_DIR/eval.log" | tee "$OUT_DIR/sft.md"
+if [ "${SAGE_RL_STEPS:-0}" -gt 0 ]; then
+    for arm in rl rl-control; do
+        "$BIN" train "${common[@]}" --steps "$SAGE_RL_STEPS" $([ $arm = rl-control ] && echo --control) \
+            >"$OUT_DIR/$arm.log" 2>&1
+        say "$arm: rc $?"
+        cp "$RUNS/run/$arm/metrics/rl.csv" "$OUT_DIR/$arm.csv" 2>/dev/null
+        { echo "$arm:"; table "$OUT_DIR/$arm.log"; } | tee -a "$OUT_DIR/rl.md"
+    done
+fi
 say "done"
