@@ -197,6 +197,48 @@ fn decoding_matches_the_training_forward_pass() {
     assert_eq!(cache.lengths(), &[4 + steps as u32, 2 + steps as u32]);
 }
 
+/// A prefill runs in a scratch slab of its own: a forward pass, then a prefill of other
+/// prompts (longer than the batch, so a shared slab would have to grow), then the
+/// backward pass gives bit for bit the gradients of the forward and backward alone.
+/// A prefill that reused the training activations would fail the backward (no
+/// forward pass) or change its gradients.
+#[test]
+fn a_prefill_leaves_a_pending_backward_pass_intact() {
+    let mut rng = Rng(0xbac4);
+    let mut k = CpuBackend::new();
+    let config = config(false);
+    let mut model = random_model(&mut k, config.clone(), &mut rng);
+    let (tokens, targets, starts) = batch(&mut rng, config.vocab_size);
+    let weights: Vec<f32> = (0..tokens.len()).map(|_| rng.unit()).collect();
+    let mut gradients = |model: &mut Transformer, k: &mut CpuBackend, prefill: bool| {
+        model.zero_grads(k).unwrap();
+        model.forward(k, &tokens, &targets, &starts).unwrap();
+        if prefill {
+            let prompts: Vec<Vec<u32>> = [9usize, 13]
+                .iter()
+                .map(|&len| {
+                    (0..len)
+                        .map(|_| rng.below(config.vocab_size) as u32)
+                        .collect()
+                })
+                .collect();
+            let refs: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
+            let mut cache = KvCache::new(k, model, 2, 16).unwrap();
+            let logits = model.prefill(k, &mut cache, &refs).unwrap();
+            assert!(logits.iter().all(|x| x.is_finite()));
+            cache.free(k).unwrap();
+        }
+        model.backward(k, &weights).unwrap();
+        let mut grads = vec![0.0f32; model.grads().len];
+        k.read(model.grads(), &mut grads).unwrap();
+        grads
+    };
+    let alone = gradients(&mut model, &mut k, false);
+    let with_prefill = gradients(&mut model, &mut k, true);
+    assert!(alone.iter().any(|&g| g != 0.0));
+    assert_eq!(alone, with_prefill);
+}
+
 /// Ten AdamW steps on one small batch (memorisation) must lower the negative
 /// log-likelihood substantially; a sign error or a missing gradient path would not.
 #[test]

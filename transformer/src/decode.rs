@@ -113,6 +113,12 @@ impl KvCache {
         cache.slice((seq * self.capacity + start) * width, len * width)
     }
 
+    /// The residual stream of one row per sequence in the scratch, [B, D] (the decoding
+    /// layer's input and output).
+    fn residual(&self) -> Slot {
+        self.scratch_layout.layers[0].residual_in
+    }
+
     fn ids(&self, which: usize) -> Indices {
         Indices {
             buffer: self.indices,
@@ -127,7 +133,8 @@ impl Transformer {
     /// stores their keys and values in `cache` (replacing what it held), and returns the
     /// logits of each prompt's next token, [B, V] row-major.
     ///
-    /// This reuses the training activations: a pending backward pass is invalidated.
+    /// The prompts' activations live in a scratch slab of one layer's size for the
+    /// call only; a pending backward pass is left as it was.
     pub fn prefill<K: Kernels>(
         &mut self,
         k: &mut K,
@@ -153,7 +160,10 @@ impl Transformer {
         self.choose_next(k, cache, temperature, uniforms)
     }
 
-    /// The prefill up to each prompt's last hidden state in `cache.last_hidden`.
+    /// The prefill up to each prompt's last hidden state in `cache.last_hidden`. The
+    /// prompts run packed through every layer in turn over one layer's slots of a scratch
+    /// slab ([`ActLayout::for_decoding`] of all their tokens), freed at the end: the
+    /// training activations are neither used nor resized.
     fn prefill_hidden<K: Kernels>(
         &mut self,
         k: &mut K,
@@ -161,44 +171,112 @@ impl Transformer {
         prompts: &[&[u32]],
     ) -> Result<(), K> {
         same_len("prompts", cache.batch, prompts.len())?;
+        if prompts.iter().any(|p| p.is_empty()) {
+            return Err(input(InputError::BadSeqStarts));
+        }
         if prompts.iter().any(|p| p.len() > cache.capacity) {
             return Err(input(InputError::CacheFull {
                 capacity: cache.capacity,
             }));
         }
-        let mut tokens = Vec::with_capacity(prompts.iter().map(|p| p.len()).sum());
+        let tokens: Vec<u32> = prompts.concat();
+        self.check_tokens(&tokens)?;
         let mut seq_starts = Vec::with_capacity(prompts.len() + 1);
         seq_starts.push(0u32);
         for prompt in prompts {
-            tokens.extend_from_slice(prompt);
-            seq_starts.push(tokens.len() as u32);
+            seq_starts.push(seq_starts[seq_starts.len() - 1] + prompt.len() as u32);
         }
-        self.run_batch(k, &tokens, &seq_starts)?;
-        let acts = self.acts.as_ref().ok_or(input(InputError::NoForward))?;
-        let c = &self.config;
-        let (d, kvd) = (c.hidden_size, c.kv_dim());
-        for (l, la) in acts.layout.layers.iter().enumerate() {
-            let (k_cache, v_cache) = (cache.layer_cache(l, 0, kvd), cache.layer_cache(l, 1, kvd));
-            for (b, w) in seq_starts.windows(2).enumerate() {
-                let (start, len) = (w[0] as usize, (w[1] - w[0]) as usize);
-                for (cache_tensor, fresh) in [(k_cache, la.k), (v_cache, la.v)] {
-                    let src = acts.t(fresh).slice(start * kvd, len * kvd);
-                    k.copy(cache.rows(cache_tensor, b, 0, len, kvd), src)
-                        .map_err(backend)?;
-                }
+        let layout = ActLayout::for_decoding(&self.config, tokens.len());
+        let scratch = k.alloc(layout.total).map_err(backend)?;
+        let ids = match k.alloc_indices(2 * tokens.len()) {
+            Ok(ids) => ids,
+            Err(e) => {
+                k.free(scratch).map_err(backend)?;
+                return Err(backend(e));
             }
-        }
-        let final_norm = acts.t(acts.layout.final_norm);
-        let last_hidden = at(cache.scratch, cache.last_hidden);
-        for (b, w) in seq_starts.windows(2).enumerate() {
-            let last = w[1] as usize - 1;
-            k.copy(last_hidden.slice(b * d, d), final_norm.slice(last * d, d))
-                .map_err(backend)?;
-        }
+        };
+        let ran = self.prefill_layers(k, cache, &layout, scratch, ids, &tokens, &seq_starts);
+        let freed = k.free(scratch).and_then(|()| k.free_indices(ids));
+        ran?;
+        freed.map_err(backend)?;
         for (length, prompt) in cache.lengths.iter_mut().zip(prompts) {
             *length = prompt.len() as u32;
         }
         Ok(())
+    }
+
+    /// The layers of a prefill over `scratch` (laid out by `layout`, one layer) with
+    /// tokens[N] then positions[N] in `ids`: each layer's keys and values go to `cache`
+    /// as soon as they are computed, and the last row of each prompt ends normed in
+    /// `cache.last_hidden`.
+    #[allow(clippy::too_many_arguments)]
+    fn prefill_layers<K: Kernels>(
+        &self,
+        k: &mut K,
+        cache: &KvCache,
+        layout: &ActLayout,
+        scratch: BufferId,
+        ids: IndexBufferId,
+        tokens: &[u32],
+        seq_starts: &[u32],
+    ) -> Result<(), K> {
+        let (c, p) = (&self.config, &self.params_layout);
+        let (n, d, kvd) = (tokens.len(), c.hidden_size, c.kv_dim());
+        let Some(la) = layout.layers.first() else {
+            return Err(input(InputError::Empty));
+        };
+        let t = |slot: Slot| at(scratch, slot);
+        let buffers = LayerBuffers {
+            params: self.params,
+            acts: scratch,
+        };
+        let tokens_ids = Indices {
+            buffer: ids,
+            offset: 0,
+            len: n,
+        };
+        let positions = Indices {
+            offset: n,
+            ..tokens_ids
+        };
+        let position_ids: Vec<u32> = seq_starts.windows(2).flat_map(|w| 0..w[1] - w[0]).collect();
+        k.write_indices(tokens_ids, tokens).map_err(backend)?;
+        k.write_indices(positions, &position_ids).map_err(backend)?;
+        k.embedding_forward(t(la.residual_in), at(self.params, p.embed), tokens_ids, d)
+            .map_err(backend)?;
+        for (l, lp) in p.layers.iter().enumerate() {
+            attention_inputs(k, c, lp, la, buffers, positions)?;
+            let (k_cache, v_cache) = (cache.layer_cache(l, 0, kvd), cache.layer_cache(l, 1, kvd));
+            for (b, w) in seq_starts.windows(2).enumerate() {
+                let (start, len) = (w[0] as usize, (w[1] - w[0]) as usize);
+                for (cache_tensor, fresh) in [(k_cache, la.k), (v_cache, la.v)] {
+                    let src = t(fresh).slice(start * kvd, len * kvd);
+                    k.copy(cache.rows(cache_tensor, b, 0, len, kvd), src)
+                        .map_err(backend)?;
+                }
+            }
+            k.attention_forward(
+                t(la.attn),
+                t(la.attn_lse),
+                t(la.q),
+                t(la.k),
+                t(la.v),
+                seq_starts,
+                attention_shape(c),
+            )
+            .map_err(backend)?;
+            attention_output(k, c, lp, la, buffers, n)?;
+            // The layer's output overwrites its input slot, free once attention ran.
+            mlp_forward(k, c, lp, la, buffers, la.residual_in, n)?;
+        }
+        // Each prompt's last row into the cache's one-row-per-sequence residual slot.
+        let rows = at(cache.scratch, cache.residual());
+        for (b, w) in seq_starts.windows(2).enumerate() {
+            let last = w[1] as usize - 1;
+            k.copy(rows.slice(b * d, d), t(la.residual_in).slice(last * d, d))
+                .map_err(backend)?;
+        }
+        self.final_norm(k, cache)
     }
 
     /// Appends `tokens[b]` to sequence b of `cache` and returns the logits of every
@@ -292,17 +370,25 @@ impl Transformer {
             // The layer's output overwrites its input slot, free once attention ran.
             mlp_forward(k, c, lp, la, buffers, la.residual_in, cache.batch)?;
         }
+        self.final_norm(k, cache)?;
+        cache.lengths = attended;
+        Ok(())
+    }
+
+    /// `cache.last_hidden[B, D]` = the final RMSNorm of each sequence's residual row in
+    /// the cache's scratch.
+    fn final_norm<K: Kernels>(&self, k: &mut K, cache: &KvCache) -> Result<(), K> {
+        let a = &cache.scratch_layout;
+        let t = |slot: Slot| at(cache.scratch, slot);
         k.rmsnorm_forward(
             t(cache.last_hidden),
             t(a.final_rstd),
-            t(la.residual_in),
-            at(self.params, p.final_norm),
-            c.hidden_size,
-            c.rms_norm_eps,
+            t(cache.residual()),
+            at(self.params, self.params_layout.final_norm),
+            self.config.hidden_size,
+            self.config.rms_norm_eps,
         )
-        .map_err(backend)?;
-        cache.lengths = attended;
-        Ok(())
+        .map_err(backend)
     }
 
     /// Keeps the sequences of `cache` whose `keep` flag is set, in order, in a new,

@@ -245,16 +245,28 @@ pub struct ActLayout {
 impl ActLayout {
     /// Lays out the activations of `config` (which must be valid) for `tokens` tokens.
     pub fn new(config: &ModelConfig, tokens: usize) -> ActLayout {
-        Self::with_layers(config, tokens, config.num_hidden_layers)
+        Self::with_layers(config, tokens, config.num_hidden_layers, tokens)
     }
 
-    /// A layout with the slots of one layer only, for decoding: layers run one after
-    /// another over the same slots, since nothing is kept for a backward pass.
-    pub fn for_decoding(config: &ModelConfig, batch: usize) -> ActLayout {
-        Self::with_layers(config, batch, 1)
+    /// A layout for inference over `tokens` rows (a prefill's prompts, or a decoding
+    /// step's one token per sequence): the slots of one layer only, which every layer
+    /// runs over in turn since nothing is kept for a backward pass, and no backward
+    /// scratch or output-head slots (those are empty; the caller norms the rows it
+    /// needs itself). A training layout of the same rows is about
+    /// `2 * num_hidden_layers` times larger.
+    pub fn for_decoding(config: &ModelConfig, tokens: usize) -> ActLayout {
+        Self::with_layers(config, tokens, 1, 0)
     }
 
-    fn with_layers(config: &ModelConfig, tokens: usize, layers: usize) -> ActLayout {
+    /// `layers` layers' saved activations and `final_rstd` for `tokens` rows, and the
+    /// slots only training uses (the final norm, the output head's, backward scratch) for
+    /// `training_rows` rows.
+    fn with_layers(
+        config: &ModelConfig,
+        tokens: usize,
+        layers: usize,
+        training_rows: usize,
+    ) -> ActLayout {
         let n = tokens;
         let (d, i, h) = (
             config.hidden_size,
@@ -284,23 +296,23 @@ impl ActLayout {
         ActLayout {
             tokens,
             layers,
-            residual_out: carve.matrix(n, d),
-            final_norm: carve.matrix(n, d),
+            residual_out: carve.matrix(training_rows, d),
+            final_norm: carve.matrix(training_rows, d),
             final_rstd: carve.vector(n),
-            logp: carve.vector(n),
-            logits_lse: carve.vector(n),
-            loss_weights: carve.vector(n),
-            head_in: carve.matrix(n, d),
-            d_head_in: carve.matrix(n, d),
-            d_residual: carve.matrix(n, d),
-            d_norm: carve.matrix(n, d),
-            d_q: carve.matrix(n, q),
-            d_attn: carve.matrix(n, q),
-            d_k: carve.matrix(n, kv),
-            d_v: carve.matrix(n, kv),
-            d_gate: carve.matrix(n, i),
-            d_up: carve.matrix(n, i),
-            d_swiglu: carve.matrix(n, i),
+            logp: carve.vector(training_rows),
+            logits_lse: carve.vector(training_rows),
+            loss_weights: carve.vector(training_rows),
+            head_in: carve.matrix(training_rows, d),
+            d_head_in: carve.matrix(training_rows, d),
+            d_residual: carve.matrix(training_rows, d),
+            d_norm: carve.matrix(training_rows, d),
+            d_q: carve.matrix(training_rows, q),
+            d_attn: carve.matrix(training_rows, q),
+            d_k: carve.matrix(training_rows, kv),
+            d_v: carve.matrix(training_rows, kv),
+            d_gate: carve.matrix(training_rows, i),
+            d_up: carve.matrix(training_rows, i),
+            d_swiglu: carve.matrix(training_rows, i),
             total: carve.next,
         }
     }
