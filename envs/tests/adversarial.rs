@@ -152,9 +152,11 @@ fn growing_data_hits_the_tick_or_heap_limit() {
         "x = [1]\nfor i in range(60):\n    x = x + x",
         ExecErrorKind::Limit(LimitKind::Heap),
     );
+    // `extend` is charged for the elements it copies: the budget runs out at two million
+    // elements, before the heap does.
     attack(
         "x = [1]\nfor i in range(60):\n    x.extend(x)",
-        ExecErrorKind::Limit(LimitKind::Heap),
+        ExecErrorKind::Limit(LimitKind::Ticks),
     );
     attack(
         "s = 'ab'\nfor i in range(60):\n    s = s + s",
@@ -175,9 +177,10 @@ fn a_session_holding_too_much_data_is_cleared_but_keeps_its_functions() {
     // `+` refuses a concatenation past the memory limit before building it, so the
     // data that ends up over it here comes from slices, the last one taking the session
     // past the limit after the statement check (a repetition of 3M elements needs a
-    // raised sequence limit).
+    // raised sequence limit, and copying 3M elements a raised tick budget).
     let limits = Limits {
         max_sequence_len: 10_000_000,
+        max_ticks: 100_000_000,
         ..limits()
     };
     let (mut sb, mut host) = (Sandbox::new(limits), FakeHost::new());
@@ -330,7 +333,9 @@ fn the_deepest_data_the_heap_allows_survives_every_kind_of_use() {
     let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     let per_run = deep(900_000);
     let guarded = ["print(x)", "s = str(x)", "s = '%s' % (x,)"];
-    let unguarded = ["print(len('{}'.format(x)))", "d = {x: 1}\nprint(len(d))"];
+    // Formatting measures the text as it builds it, and a dict key what hashing it visits
+    // (which passes the sequence limit once the nesting does).
+    let measured = ["print(len('{}'.format(x)))", "d = {x: 1}\nprint(len(d))"];
     assert!(sb.execute("x = ()", &mut host).succeeded());
     for _ in 0..3 {
         let grown = sb.execute(
@@ -353,15 +358,164 @@ fn the_deepest_data_the_heap_allows_survives_every_kind_of_use() {
                 start.elapsed()
             );
         }
-        for code in unguarded {
+        for code in measured {
             let outcome = sb.execute(code, &mut host);
             if let Some(error) = outcome.error {
-                let allowed = [LimitKind::Heap, LimitKind::WallClock].map(ExecErrorKind::Limit);
+                let allowed = [
+                    LimitKind::Heap,
+                    LimitKind::WallClock,
+                    LimitKind::SequenceLength,
+                ]
+                .map(ExecErrorKind::Limit);
                 assert!(allowed.contains(&error.kind), "{code}: {}", error.traceback);
             }
         }
     }
     assert_eq!(sb.execute("print(1 + 1)", &mut host).observation(), "2\n");
+}
+
+/// Built-ins whose work grows with their input (`set`, `dict`, `sorted`, `max`, a slice,
+/// `in`, `==`, `.items()`, ...) charge it in ticks before they run (the budget or, for
+/// dicts and sets, the memory runs out), and the charge checks the wall clock and the
+/// memory limit (the heap plus the entries dicts and sets hold
+/// outside it): inside one comprehension, where the interpreter checks its own limits
+/// only every 1,000 ticks, none of them can run for seconds or allocate gigabytes. Before
+/// the charge, the first aborted the process at 2.7 GiB and the others ran 3 to 25 s.
+#[test]
+fn built_ins_that_work_on_whole_collections_are_charged() {
+    let stopped = [LimitKind::Ticks, LimitKind::Heap].map(ExecErrorKind::Limit);
+    for code in [
+        "x = [set(range(1000000)) for i in range(999)]",
+        "big = {i: i for i in range(300000)}\ny = [dict(big) for i in range(999)]",
+        "big = list(range(100000))\nx = [sorted(big) for i in range(999)]",
+        "big = list(range(300000))\nx = [big[:] for i in range(999)]",
+        "big = list(range(1000000))\nx = [5 in big for i in range(999)]",
+        "a = list(range(400000))\nb = list(range(400000))\nx = [a == b for i in range(999)]",
+        "d = {i: i for i in range(200000)}\nx = [d.items() for i in range(999)]",
+        "d = list(range(200000))\nx = [max(d) for i in range(999)]",
+        "d = set(range(200000))\nx = [d.union(d) for i in range(999)]",
+    ] {
+        let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
+        let start = Instant::now();
+        let error = sb.execute(&deep_ticks(code), &mut host).error.expect(code);
+        assert!(stopped.contains(&error.kind), "{code}: {}", error.traceback);
+        assert!(
+            start.elapsed() < time_budget(),
+            "{code}: {:?}",
+            start.elapsed()
+        );
+        assert_eq!(sb.execute("print(1)", &mut host).observation(), "1\n");
+    }
+}
+
+/// The same attacks cut down for debug builds, whose tick budget is smaller.
+fn deep_ticks(code: &str) -> String {
+    if cfg!(debug_assertions) {
+        code.replace("range(999)", "range(99)")
+    } else {
+        code.to_owned()
+    }
+}
+
+/// Hashing or comparing a tuple shared a million times over (`d = (d, d)` in a loop) is
+/// measured before it runs, wherever it is hashed or compared natively: a dict key
+/// (literal, comprehension, subscript read, write or update), a set element, `get`,
+/// `add`, `hash`, `sorted`, `max`. Each used to hang the process.
+#[test]
+fn hashing_or_sorting_a_shared_structure_is_refused() {
+    let shared = "d = (1,)\ne = (1,)\nfor i in range(60):\n    d = (d, d)\n    e = (e, e)\n";
+    for code in [
+        "x = {d: 1}",
+        "x = {k: 1 for k in [d]}",
+        "x = {}\nprint(x[d])",
+        "x = {}\nx[d] = 1",
+        "x = {}\nx[(1, d)] = 1",
+        "x = {}\nx[d] += 1",
+        "s = set([d])",
+        "s = set()\ns.add(d)",
+        "x = {}.get(d)",
+        "print(hash(d))",
+        "print(sorted([d, e]))",
+        "print(max(d, e))",
+    ] {
+        attack(
+            &format!("{shared}{code}"),
+            ExecErrorKind::Limit(LimitKind::SequenceLength),
+        );
+    }
+}
+
+/// Dicts and sets hold their entries outside the interpreter's heap. Between executions
+/// the session's data is measured with them, so a session that keeps dicts built over
+/// several turns is cleared once they pass the memory limit (64 MiB: about nine dicts of
+/// 200,000 entries), and goes on working.
+#[test]
+fn dicts_kept_across_executions_count_against_the_memory_limit() {
+    let entries = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        200_000
+    };
+    let limits = Limits {
+        max_heap_bytes: if cfg!(debug_assertions) {
+            6 << 20
+        } else {
+            64 << 20
+        },
+        ..limits()
+    };
+    let (mut sb, mut host) = (Sandbox::new(limits), FakeHost::new());
+    let mut cleared = None;
+    for turn in 0..16 {
+        let outcome = sb.execute(
+            &format!("d{turn} = {{j: j for j in range({entries})}}"),
+            &mut host,
+        );
+        if let Some(error) = outcome.error {
+            assert_eq!(error.kind, ExecErrorKind::Limit(LimitKind::Heap));
+            assert!(error.traceback.contains("variables were cleared"));
+            cleared = Some(turn);
+            break;
+        }
+    }
+    let turn = cleared.expect("sixteen dicts of 200,000 entries never passed the limit");
+    assert!(turn >= 3, "cleared after {turn} turns");
+    let after = sb.execute("print(d0, len({1: 2}))", &mut host);
+    assert_eq!(after.observation(), "None 1\n");
+}
+
+/// What the charged built-ins and methods return is what Starlark's return: the same
+/// values, keyword arguments passed through, annotations that name the collection types
+/// still accepted, and a collection constructor kept as a value refused by name.
+#[test]
+fn charged_built_ins_behave_as_before() {
+    let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
+    let code = "def f(xs: list[str], n: dict[str, int]) -> list:\n    return sorted(xs, key=lambda x: n[x], reverse=True)\n\
+        print(f(['a', 'b', 'c'], {'a': 2, 'b': 3, 'c': 1}))\n\
+        d = dict([('a', 1)], b=2)\nd['c'] = d.get('z', 3)\nd.update({'e': 5})\n\
+        print(d, d.pop('a'), d.setdefault('f', 6), sorted(d.keys()), list(d.values())[:2])\n\
+        s = set([3, 1])\ns.add(2)\nprint(sorted(s.union([9])), min(s), max([4, 7], key=lambda v: -v))\n\
+        print(list(enumerate('ab'.elems(), start=1)), list(zip([1, 2], 'xy'.elems())), tuple([1])[0])\n\
+        print(any([0, 1]), all([]), hash('a') == hash('a'), list(reversed([1, 2, 3]))[::2])\n\
+        xs = [1]\nxs.extend([2, 3])\nprint(xs[1:], {k: 1 for k in xs}, (1, 2) in {(1, 2): 0})";
+    let outcome = sb.execute(code, &mut host);
+    assert_eq!(
+        outcome.observation(),
+        "[\"b\", \"a\", \"c\"]\n\
+        {\"b\": 2, \"c\": 3, \"e\": 5, \"f\": 6} 1 6 [\"b\", \"c\", \"e\", \"f\"] [2, 3]\n\
+        [1, 2, 3, 9] 1 4\n\
+        [(1, \"a\"), (2, \"b\")] [(1, \"x\"), (2, \"y\")] 1\n\
+        True True True [3, 1]\n\
+        [2, 3] {1: 1, 2: 1, 3: 1} True\n"
+    );
+    let kept = sb.execute("f = set\nprint(f([1]))", &mut host);
+    let error = kept.error.expect("`f = set` is refused");
+    assert_eq!(error.kind, ExecErrorKind::Syntax);
+    assert!(
+        error.message.contains("`set` can only be called here"),
+        "{}",
+        error.message
+    );
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! Hostile agent code against the built-in world (`WorldEnv` with its default process
-//! isolation), grouped by attack class. Each attack must be contained: the turn ends in
+//! isolation and, for the attack classes below, in process too, where only the
+//! deterministic limits protect the caller), grouped by attack class. Each attack must
+//! be contained: the turn ends in
 //! bounded time with a bounded observation that names what stopped it, no world table
 //! changed, the episode goes on (a variable set before still prints, unless the worker
 //! had to be killed, which the observation then says), and the expert still solves the
@@ -40,6 +42,23 @@ fn env() -> WorldEnv {
     let env = WorldEnv::new(catalog(), EnvConfig::default()).expect("a sandbox worker");
     assert_eq!(env.isolation(), Isolation::Process);
     env
+}
+
+/// An environment whose agent code runs in the caller's process (the explicit opt-in):
+/// only the deterministic limits protect it.
+fn in_process_env() -> WorldEnv {
+    let config = EnvConfig {
+        isolation: Isolation::InProcess,
+        ..EnvConfig::default()
+    };
+    let env = WorldEnv::new(catalog(), config).expect("an in-process environment");
+    assert_eq!(env.isolation(), Isolation::InProcess);
+    env
+}
+
+/// Both kinds of environment: each attack must be contained by either.
+fn both_envs() -> [WorldEnv; 2] {
+    [env(), in_process_env()]
 }
 
 fn code(text: &str) -> String {
@@ -97,8 +116,8 @@ fn contained(env: &mut WorldEnv, attack: &str) -> String {
 
 #[test]
 fn memory_attacks_are_contained() {
-    let mut env = env();
-    for attack in [
+    for mut env in both_envs() {
+        for attack in [
         "s = \"a\" * 100000\nf = s.replace\nf(\"\", s)",
         "x = [set(range(1000000)) for i in range(999)]",
         "s = \"x\" * 1000000\napis.supervisor.show_profile(x=[s] * 100000)",
@@ -106,40 +125,57 @@ fn memory_attacks_are_contained() {
         "s = \"\".join([\"q\" * 1000000] * 32)\nx = [s + \"a\" for i in range(999)]",
         "d = [1]\nfor i in range(45):\n    d = [d, d]\nfail(d)",
         "d = {}\nfor i in range(1000000):\n    d[i] = {\"k\": str(i) * 100}",
+        "big = list(range(300000))\nx = [big[:] for i in range(999)]",
+        "big = {i: i for i in range(300000)}\ny = [dict(big) for i in range(999)]",
     ] {
         contained(&mut env, attack);
+    }
     }
 }
 
 #[test]
 fn work_inside_one_call_is_contained() {
-    let mut env = env();
-    for attack in [
-        "a = [1]\nb = [1]\nfor i in range(60):\n    a = [a, a]\n    b = [b, b]\nprint(a == b)",
-        "x = 3\nfor i in range(40):\n    x = x * x",
-        "print(int(\"9\" * 1000000))",
-        "x = sorted([str(i) for i in range(1000000)] * 5)",
-    ] {
-        contained(&mut env, attack);
+    let shared = "d = (1,)\ne = (1,)\nfor i in range(60):\n    d = (d, d)\n    e = (e, e)\n";
+    let hashing = [
+        format!("{shared}x = {{d: 1}}"),
+        format!("{shared}x = {{}}\nx[d] = 1"),
+        format!("{shared}s = set([d])"),
+        format!("{shared}print(sorted([d, e]))"),
+    ];
+    for mut env in both_envs() {
+        for attack in [
+            "a = [1]\nb = [1]\nfor i in range(60):\n    a = [a, a]\n    b = [b, b]\nprint(a == b)",
+            "x = 3\nfor i in range(40):\n    x = x * x",
+            "print(int(\"9\" * 1000000))",
+            "x = sorted([str(i) for i in range(1000000)] * 5)",
+            "big = list(range(100000))\nx = [sorted(big) for i in range(999)]",
+            "big = list(range(1000000))\nx = [5 in big for i in range(999)]",
+        ]
+        .into_iter()
+        .chain(hashing.iter().map(String::as_str))
+        {
+            contained(&mut env, attack);
+        }
     }
 }
 
 #[test]
 fn floods_are_cut() {
-    let mut env = env();
-    let long_line = format!("x = 1 + \"{}\"", "a".repeat(60_000));
-    for attack in [
-        "s = \"\".join([\"x\" * 1000000] * 32)\nfail(s)",
-        "name = \"\".join([\"a\" * 1000000] * 32)\nprint(getattr(apis, name).login())",
-        "name = \"\".join([\"b\" * 1000000] * 32)\nprint(getattr(apis.music, name)())",
-        long_line.as_str(),
-        "for i in range(100000):\n    print(\"spam\" * 100)\nfail(\"done\")",
-    ] {
-        let observation = contained(&mut env, attack);
-        assert!(
-            !observation.contains(&"a".repeat(300)),
-            "not cut:\n{attack}"
-        );
+    for mut env in both_envs() {
+        let long_line = format!("x = 1 + \"{}\"", "a".repeat(60_000));
+        for attack in [
+            "s = \"\".join([\"x\" * 1000000] * 32)\nfail(s)",
+            "name = \"\".join([\"a\" * 1000000] * 32)\nprint(getattr(apis, name).login())",
+            "name = \"\".join([\"b\" * 1000000] * 32)\nprint(getattr(apis.music, name)())",
+            long_line.as_str(),
+            "for i in range(100000):\n    print(\"spam\" * 100)\nfail(\"done\")",
+        ] {
+            let observation = contained(&mut env, attack);
+            assert!(
+                !observation.contains(&"a".repeat(300)),
+                "not cut:\n{attack}"
+            );
+        }
     }
 }
 

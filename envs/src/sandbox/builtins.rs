@@ -23,16 +23,18 @@ use starlark::values::tuple::{TupleRef, UnpackTuple};
 use starlark::values::{FrozenValue, Heap, Value};
 
 use super::apis::Apis;
+use super::charged::{charged_builtins, entries_before, method_work, record_method_entries};
 use super::context::ExecContext;
 use super::error::ExecErrorKind;
 use super::limits::LimitKind;
 use super::rewrites::BOUNDED_METHODS;
 use super::text::{check_comparison_size, check_text_bytes, check_text_size, text_bytes};
+use super::work::charge;
 
-/// The globals shared by every session (built once per process; they hold no state).
-/// Runs the comparison `op` on `a` and `b`, first checking (see
-/// [`check_comparison_size`]) the operands when both are containers: only then does
-/// comparing recurse (a container never equals a scalar, nor orders against one).
+/// Runs the comparison `op` on `a` and `b`, first measuring (see
+/// [`check_comparison_size`]) the operands when both are containers, only then does
+/// comparing recurse (a container never equals a scalar, nor orders against one), and
+/// charging the elements it can visit (see `work.rs`).
 fn compare<'v>(
     eval: &mut Evaluator<'v, '_, '_>,
     a: Value<'v>,
@@ -41,61 +43,75 @@ fn compare<'v>(
 ) -> starlark::Result<bool> {
     if is_container(a) && is_container(b) {
         let ctx = ExecContext::of(eval)?;
-        check_comparison_size(ctx, a, eval.heap())?;
-        check_comparison_size(ctx, b, eval.heap())?;
+        let visited = check_comparison_size(ctx, a, eval.heap())?.min(check_comparison_size(
+            ctx,
+            b,
+            eval.heap(),
+        )?);
+        charge(eval, visited)?;
     }
     op(a, b)
 }
 
-/// Runs `needle in haystack` (`found` of it with `op`), first checking the operands
-/// that membership can recurse into: a container needle, and the elements of a list or
-/// tuple it is compared with (a dict or set only hashes the needle).
+/// Runs `needle in haystack` (`found` of it with `op`), first measuring what membership
+/// can visit and charging it: the needle when it is a container, and, in a list or
+/// tuple, every element it is compared with (a dict or set only hashes the needle).
 fn membership<'v>(
     eval: &mut Evaluator<'v, '_, '_>,
     needle: Value<'v>,
     haystack: Value<'v>,
     op: impl FnOnce(bool) -> bool,
 ) -> starlark::Result<bool> {
+    let sequence = matches!(haystack.get_type(), "list" | "tuple");
+    let ctx = ExecContext::of(eval)?;
+    let mut visited = 0;
     if is_container(needle) {
-        let ctx = ExecContext::of(eval)?;
-        check_comparison_size(ctx, needle, eval.heap())?;
-        if matches!(haystack.get_type(), "list" | "tuple") {
-            check_comparison_size(ctx, haystack, eval.heap())?;
+        visited = check_comparison_size(ctx, needle, eval.heap())?;
+        if sequence {
+            visited = visited.saturating_add(check_comparison_size(ctx, haystack, eval.heap())?);
         }
+    } else if sequence {
+        visited = haystack.length().map_or(0, |n| n.max(0) as u64);
     }
+    charge(eval, visited)?;
     haystack.is_in(needle).map(op)
 }
 
 /// Whether `value` is a container (the only values whose comparison can recurse).
-fn is_container(value: Value<'_>) -> bool {
+pub(crate) fn is_container(value: Value<'_>) -> bool {
     matches!(value.get_type(), "list" | "tuple" | "dict" | "set")
 }
 
-/// Starlark's own globals, for the built-ins the sandbox wraps.
+/// The Starlark library extensions agent code gets besides the standard built-ins.
+const EXTENSIONS: [LibraryExtension; 4] = [
+    LibraryExtension::Map,
+    LibraryExtension::Filter,
+    LibraryExtension::Partial,
+    LibraryExtension::SetType,
+];
+
+/// Starlark's own globals (with [`EXTENSIONS`]), for the built-ins the sandbox wraps.
 fn standard_globals() -> &'static Globals {
     static STANDARD: OnceLock<Globals> = OnceLock::new();
-    STANDARD.get_or_init(Globals::standard)
+    STANDARD.get_or_init(|| GlobalsBuilder::extended_by(&EXTENSIONS).build())
 }
 
 /// Starlark's own built-in `name`, for a sandbox built-in that checks its arguments
 /// and then calls it.
-fn standard_builtin(ctx: &ExecContext, name: &str) -> starlark::Result<FrozenValue> {
+pub(crate) fn standard_builtin(ctx: &ExecContext, name: &str) -> starlark::Result<FrozenValue> {
     standard_globals()
         .iter()
         .find_map(|(global, value)| (global == name).then_some(value))
         .ok_or_else(|| ctx.raise(ExecErrorKind::Internal, format!("{name}() is missing")))
 }
 
+/// The globals shared by every session (built once per process; they hold no state).
 pub(crate) fn globals() -> &'static Globals {
     static GLOBALS: OnceLock<Globals> = OnceLock::new();
     GLOBALS.get_or_init(|| {
-        let mut builder = GlobalsBuilder::extended_by(&[
-            LibraryExtension::Map,
-            LibraryExtension::Filter,
-            LibraryExtension::Partial,
-            LibraryExtension::SetType,
-        ]);
+        let mut builder = GlobalsBuilder::extended_by(&EXTENSIONS);
         sandbox_builtins(&mut builder);
+        charged_builtins(&mut builder);
         builder.set("apis", Apis);
         builder.build()
     })
@@ -360,6 +376,8 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
                 check_text_size(ctx, *value, heap)?;
             }
         }
+        let work = method_work(ExecContext::of(eval)?, this, name, &args.items, heap)?;
+        charge(eval, work)?;
         if let Some(s) = this.unpack_str() {
             let ctx = ExecContext::of(eval)?;
             let length = match name {
@@ -383,7 +401,10 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
         }
         let method = this.get_attr_error(name, heap)?;
         let named: Vec<(&str, Value<'v>)> = named.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-        eval.eval_function(method, &args.items, &named)
+        let before = entries_before(this);
+        let result = eval.eval_function(method, &args.items, &named)?;
+        record_method_entries(eval, this, before, result)?;
+        Ok(result)
     }
 
     /// Checks that the string an f-string builds from these values would fit in the
@@ -628,7 +649,7 @@ mod tests {
     use super::{globals, range_len};
     use crate::sandbox::rewrites::{
         BOUNDED_ADD, BOUNDED_INT, BOUNDED_METHOD, BOUNDED_MUL, BOUNDED_PERCENT, BOUNDED_SHIFT,
-        CHECKED_FSTRING,
+        CHARGED_BUILTIN, CHARGED_BUILTINS, CHECKED_FSTRING, CHECKED_KEY, CHECKED_SLICE,
     };
 
     #[test]
@@ -641,7 +662,13 @@ mod tests {
             BOUNDED_PERCENT,
             BOUNDED_METHOD,
             CHECKED_FSTRING,
-        ] {
+            CHARGED_BUILTIN,
+            CHECKED_KEY,
+            CHECKED_SLICE,
+        ]
+        .into_iter()
+        .chain(CHARGED_BUILTINS)
+        {
             assert!(globals().names().any(|name| name.as_str() == builtin));
         }
     }

@@ -42,6 +42,12 @@ pub(crate) struct ExecContext {
     pub failure: Cell<Option<(ExecErrorKind, String)>>,
     /// When the wall-clock cancel fires.
     pub deadline: Instant,
+    /// Ticks charged by built-ins for the work their inputs cost (see `work.rs`), on top
+    /// of the interpreter's own.
+    pub native_work: Cell<u64>,
+    /// Bytes that dicts and sets built by checked built-ins hold outside the heap, about
+    /// (see `work.rs`).
+    pub off_heap_bytes: Cell<u64>,
 }
 
 impl ExecContext {
@@ -61,7 +67,28 @@ impl ExecContext {
             episode_calls_before,
             failure: Cell::new(None),
             deadline: Instant::now() + limits.wall_clock,
+            native_work: Cell::new(0),
+            off_heap_bytes: Cell::new(0),
         }
+    }
+
+    /// Bytes the execution's data holds: `heap_bytes` (the interpreter's heap) plus
+    /// what dicts and sets built by checked built-ins hold outside it.
+    pub(crate) fn memory_held(&self, heap_bytes: usize) -> u64 {
+        (heap_bytes as u64).saturating_add(self.off_heap_bytes.get())
+    }
+
+    /// The message of a wall-clock cancel, with the time the execution has run.
+    pub(crate) fn wall_clock_message(&self) -> String {
+        let limit = self.limits.wall_clock;
+        let ran = Instant::now()
+            .saturating_duration_since(self.deadline)
+            .saturating_add(limit);
+        format!(
+            "execution cancelled after {} ms of wall-clock time (the limit is {} ms)",
+            ran.as_millis(),
+            limit.as_millis()
+        )
     }
 
     /// The context of the execution `eval` runs.

@@ -36,6 +36,7 @@
 mod api;
 mod apis;
 mod builtins;
+mod charged;
 mod context;
 mod error;
 mod host_slot;
@@ -50,6 +51,7 @@ mod source;
 mod text;
 mod trace;
 mod values;
+mod work;
 
 use serde::{Deserialize, Serialize};
 

@@ -40,7 +40,53 @@ pub(crate) const BOUNDED_METHOD: &str = "_sandbox_method";
 pub(crate) const CHECKED_FSTRING: &str = "_sandbox_fstring";
 
 /// Methods whose calls are routed through [`BOUNDED_METHOD`], whatever the value they
-/// are called on: string methods that can build a string far larger than their inputs,
-/// and the list methods that compare their argument with every element and, when it is
-/// missing, spell it out in their error (`index`, `remove`).
-pub(crate) const BOUNDED_METHODS: [&str; 5] = ["replace", "join", "format", "index", "remove"];
+/// are called on: string methods that can build a string far larger than their inputs;
+/// the list methods that compare their argument with every element and, when it is
+/// missing, spell it out in their error (`index`, `remove`); and the dict and set
+/// methods that hash their argument or copy or scan a whole collection, whose work is
+/// charged in ticks (see `work.rs`).
+pub(crate) const BOUNDED_METHODS: [&str; 22] = [
+    "replace",
+    "join",
+    "format",
+    "index",
+    "remove",
+    "get",
+    "pop",
+    "setdefault",
+    "add",
+    "discard",
+    "update",
+    "union",
+    "intersection",
+    "difference",
+    "symmetric_difference",
+    "issubset",
+    "issuperset",
+    "extend",
+    "keys",
+    "values",
+    "items",
+    "copy",
+];
+
+/// Name of the built-in that calls of [`CHARGED_BUILTINS`] are rewritten to:
+/// `set(xs)` runs as `_sandbox_builtin("set", xs)`, which charges the work its
+/// arguments cost (see `work.rs`) and calls Starlark's own.
+pub(crate) const CHARGED_BUILTIN: &str = "_sandbox_builtin";
+
+/// The collection constructors, whose work grows with their argument. Their names stay
+/// Starlark's own, since they are also the types of annotations (`list[str]`), so their
+/// calls are rewritten to [`CHARGED_BUILTIN`], and other uses of these names as values
+/// (`f = set`) are refused. (The other built-ins whose work grows with their arguments,
+/// `sorted`, `min`, `max`, ..., are replaced by checked ones outright.)
+pub(crate) const CHARGED_BUILTINS: [&str; 4] = ["set", "dict", "list", "tuple"];
+
+/// Name of the built-in that a subscript's index and a dict literal's keys are wrapped
+/// in: `d[k]` runs as `d[_sandbox_key(k)]`, which measures what hashing or comparing `k`
+/// visits (a tuple shared a million times over) and charges it before the lookup.
+pub(crate) const CHECKED_KEY: &str = "_sandbox_key";
+
+/// Name of the built-in that a slice's object is wrapped in: `x[a:b]` runs as
+/// `_sandbox_sliced(x)[a:b]`, which charges the elements the slice can copy.
+pub(crate) const CHECKED_SLICE: &str = "_sandbox_sliced";

@@ -21,6 +21,7 @@ use super::error::{ExecError, ExecErrorKind};
 use super::limits::LimitKind;
 use super::source::{dialect, literal_defaults, prepare, single_def, PrepareError};
 use super::trace::FunctionOrigin;
+use super::work::check_limits;
 
 /// A piece of code to run.
 pub(crate) struct Job {
@@ -89,7 +90,6 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
         .borrow_mut()
         .add(job.origin, prepared.codemap.clone(), prepared.defs.clone());
 
-    let started = Instant::now();
     let cancelled: Cell<Option<LimitKind>> = Cell::new(None);
     let heap = module.heap();
     let mut eval = Evaluator::new(module);
@@ -103,7 +103,7 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
     eval.set_check_cancelled(Box::new(|| {
         let reason = if Instant::now() >= ctx.deadline {
             Some(LimitKind::WallClock)
-        } else if heap.allocated_bytes() > ctx.limits.max_heap_bytes {
+        } else if ctx.memory_held(heap.allocated_bytes()) > ctx.limits.max_heap_bytes as u64 {
             Some(LimitKind::Heap)
         } else {
             None
@@ -115,7 +115,9 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
         ctx: job.ctx.clone(),
     })));
     let result = eval.eval_module(prepared.ast, globals());
-    let ticks = eval.get_total_tick_count();
+    let ticks = eval
+        .get_total_tick_count()
+        .saturating_add(ctx.native_work.get());
     drop(eval);
 
     let mut error = result.err().map(|e| {
@@ -124,11 +126,7 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
             None => match classify(ctx, &e, cancelled.get(), ticks) {
                 ExecErrorKind::Limit(LimitKind::WallClock) => (
                     ExecErrorKind::Limit(LimitKind::WallClock),
-                    format!(
-                        "execution cancelled after {} ms of wall-clock time (the limit is {} ms)",
-                        started.elapsed().as_millis(),
-                        ctx.limits.wall_clock.as_millis()
-                    ),
+                    ctx.wall_clock_message(),
                 ),
                 ExecErrorKind::Limit(limit) => {
                     (ExecErrorKind::Limit(limit), limit.describe(&ctx.limits))
@@ -158,16 +156,17 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
 }
 
 /// Keeps the session under its memory limit between executions: collects garbage once
-/// the heap is over the limit and, if the live data alone still exceeds it, sets every
+/// its data (see [`memory_held`]) is over the limit and, if the live data alone still
+/// exceeds it, sets every
 /// variable that does not hold a function to `None` (private names included) and
 /// collects again. Returns whether variables were cleared. (Below the limit, the
 /// interpreter itself collects at the first statement of the next execution.)
 fn reclaim_memory(module: &Module<'_>, max_heap_bytes: usize) -> bool {
-    if module.heap().allocated_bytes() <= max_heap_bytes {
+    if memory_held(module) <= max_heap_bytes {
         return false;
     }
     collect_garbage(module);
-    if module.heap().allocated_bytes() <= max_heap_bytes {
+    if memory_held(module) <= max_heap_bytes {
         return false;
     }
     let names: Vec<String> = module
@@ -186,11 +185,27 @@ fn reclaim_memory(module: &Module<'_>, max_heap_bytes: usize) -> bool {
     true
 }
 
-/// Collects the garbage of the session's heap by evaluating an empty statement: the
-/// interpreter collects before a top-level statement once a fresh evaluator sees more
-/// than its first threshold (100 KB) allocated, which is always the case here.
+/// Bytes the session's data holds: every value on its heap with what it holds outside
+/// the heap (the entries of dicts and sets), garbage included until it is collected.
+/// One walk of the heap, so it is measured between executions only.
+fn memory_held(module: &Module<'_>) -> usize {
+    let summary: usize = module
+        .heap()
+        .allocated_summary()
+        .summary()
+        .values()
+        .map(|&(_, bytes)| bytes)
+        .sum();
+    summary.max(module.heap().allocated_bytes())
+}
+
+/// Collects the garbage of the session's heap. The interpreter collects before a
+/// top-level statement once a fresh evaluator has allocated its first threshold (100 KB),
+/// which a few small dicts holding millions of entries outside the heap never reach: so
+/// the first statement allocates that much garbage, and the second one collects.
 fn collect_garbage(module: &Module<'_>) {
-    if let Ok(ast) = AstModule::parse("<gc>", "None".to_owned(), &dialect()) {
+    let code = "' ' * 100000\nNone".to_owned();
+    if let Ok(ast) = AstModule::parse("<gc>", code, &dialect()) {
         let _ = Evaluator::new(module).eval_module(ast, globals());
     }
 }
@@ -231,7 +246,8 @@ fn syntax_error(e: &starlark::Error) -> ExecError {
     }
 }
 
-/// Runs before every statement: enforces the heap limit and traces functions.
+/// Runs before every statement: enforces the limits built-ins' work counts against (see
+/// `work.rs`) and traces functions.
 struct StatementHook {
     ctx: Rc<ExecContext>,
 }
@@ -244,10 +260,7 @@ impl<'e> BeforeStmtFuncDyn<'e> for StatementHook {
         eval: &mut Evaluator<'v, '_, 'e>,
     ) -> starlark::Result<()> {
         let ctx = &*self.ctx;
-        if eval.heap().allocated_bytes() > ctx.limits.max_heap_bytes {
-            let kind = LimitKind::Heap;
-            return Err(ctx.raise(ExecErrorKind::Limit(kind), kind.describe(&ctx.limits)));
-        }
+        check_limits(ctx, eval)?;
         ctx.trace
             .borrow_mut()
             .on_statement(&ctx.files.borrow(), span, eval.call_stack_count());

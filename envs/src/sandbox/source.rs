@@ -8,14 +8,17 @@ use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
 use starlark::codemap::{CodeMap, Span};
-use starlark::syntax::ast::{AssignOp, AssignTarget, AstExpr, AstStmt, Expr, Parameter, Stmt};
+use starlark::syntax::ast::{
+    AssignOp, AssignTarget, AstAssignTarget, AstExpr, AstStmt, Clause, Expr, Parameter, Stmt,
+};
 use starlark::syntax::{AstModule, Dialect, DialectTypes};
 
 use super::builtins::globals;
 use super::error::clip_name;
 use super::rewrites::{
     BOUNDED_ADD, BOUNDED_COMPARISONS, BOUNDED_INT, BOUNDED_METHOD, BOUNDED_METHODS, BOUNDED_MUL,
-    BOUNDED_PERCENT, BOUNDED_SHIFT, CHECKED_FSTRING,
+    BOUNDED_PERCENT, BOUNDED_SHIFT, CHARGED_BUILTIN, CHARGED_BUILTINS, CHECKED_FSTRING,
+    CHECKED_KEY, CHECKED_SLICE,
 };
 use super::trace::TopLevelDef;
 
@@ -86,6 +89,15 @@ pub(crate) fn prepare(file_name: &str, source: &str) -> Result<Prepared, Prepare
             span,
             message: format!(
                 "`.{name}` can only be called here, e.g. `text.{name}(...)`; it cannot be kept as a value"
+            ),
+        });
+    }
+    if let Some((span, name)) = find_builtin_value(ast.statement()) {
+        return Err(PrepareError::Unsupported {
+            codemap,
+            span,
+            message: format!(
+                "`{name}` can only be called here, e.g. `{name}(...)`; it cannot be kept as a value"
             ),
         });
     }
@@ -201,6 +213,26 @@ impl Layout<'_> {
         dot
     }
 
+    /// The `[` that opens a subscript whose object's span ends at `from`: the first
+    /// character of code after it that is not a space, a line continuation or a `)`
+    /// closing parentheses around the object.
+    fn bracket_after(&self, from: usize) -> Option<usize> {
+        let mut i = from;
+        while i < self.source.len() {
+            if let Some(&end) = self.opaque.get(&i) {
+                i = end.max(i + 1);
+                continue;
+            }
+            match self.source[i] {
+                b'[' => return Some(i),
+                b')' | b'\\' => i += 1,
+                c if c.is_ascii_whitespace() => i += 1,
+                _ => return None,
+            }
+        }
+        None
+    }
+
     /// Where the receiver of a method really starts. The parser's span of an expression
     /// leaves out parentheses around it (or around its first part), so the `)` found
     /// between `begin` and the method's `.` without an `(` there are matched by going
@@ -281,6 +313,110 @@ fn find_method_value(stmt: &AstStmt) -> Option<(Span, &'static str)> {
     })
 }
 
+/// Every statement of the module, each before the statements it holds.
+fn all_statements(stmt: &AstStmt) -> Vec<&AstStmt> {
+    let mut found = Vec::new();
+    let mut pending = vec![stmt];
+    while let Some(stmt) = pending.pop() {
+        found.push(stmt);
+        let mut children = Vec::new();
+        stmt.visit_stmt(|child| children.push(child));
+        pending.extend(children.into_iter().rev());
+    }
+    found
+}
+
+/// The byte ranges of the module's type annotations (of parameters, return values and
+/// annotated assignments): a name there is a type, not a value, and an index there
+/// (`list[str]`) is not a lookup.
+fn annotation_ranges(stmt: &AstStmt) -> Vec<(usize, usize)> {
+    let mut ranges = Vec::new();
+    for stmt in all_statements(stmt) {
+        match &stmt.node {
+            Stmt::Def(def) => {
+                for param in &def.params {
+                    if let Parameter::Normal(_, Some(ty), _)
+                    | Parameter::Args(_, Some(ty))
+                    | Parameter::KwArgs(_, Some(ty)) = &param.node
+                    {
+                        ranges.push(range(ty.span));
+                    }
+                }
+                ranges.extend(def.return_type.iter().map(|ty| range(ty.span)));
+            }
+            Stmt::Assign(assign) => ranges.extend(assign.ty.iter().map(|ty| range(ty.span))),
+            _ => {}
+        }
+    }
+    ranges
+}
+
+/// Whether the byte range `inner` lies inside one of `ranges`.
+fn within(ranges: &[(usize, usize)], inner: (usize, usize)) -> bool {
+    ranges
+        .iter()
+        .any(|&(begin, end)| begin <= inner.0 && inner.1 <= end)
+}
+
+/// The first use of one of [`CHARGED_BUILTINS`] as a value (`f = set`) rather than
+/// called on the spot or named in an annotation: only direct calls can be charged.
+fn find_builtin_value(stmt: &AstStmt) -> Option<(Span, &'static str)> {
+    let expressions = all_expressions(stmt);
+    let called: HashSet<(usize, usize)> = expressions
+        .iter()
+        .filter_map(|expr| match &expr.node {
+            Expr::Call(callee, _) => Some(range(callee.span)),
+            _ => None,
+        })
+        .collect();
+    let annotations = annotation_ranges(stmt);
+    expressions.iter().find_map(|expr| match &expr.node {
+        Expr::Identifier(ident)
+            if !called.contains(&range(expr.span)) && !within(&annotations, range(expr.span)) =>
+        {
+            CHARGED_BUILTINS
+                .iter()
+                .find(|&&name| name == ident.node.ident)
+                .map(|&name| (expr.span, name))
+        }
+        _ => None,
+    })
+}
+
+/// The indices of the subscripts assigned to (`d[k] = v`, `d[k] += 1`, `for d[k] in
+/// xs`, in statements and in comprehensions).
+fn assigned_indices<'a>(stmt: &'a AstStmt, expressions: &[&'a AstExpr]) -> Vec<&'a AstExpr> {
+    let mut targets: Vec<&AstAssignTarget> = Vec::new();
+    for stmt in all_statements(stmt) {
+        match &stmt.node {
+            Stmt::Assign(assign) => targets.push(&assign.lhs),
+            Stmt::AssignModify(lhs, _, _) => targets.push(lhs),
+            Stmt::For(for_loop) => targets.push(&for_loop.var),
+            _ => {}
+        }
+    }
+    for expr in expressions {
+        if let Expr::ListComprehension(_, first, clauses)
+        | Expr::DictComprehension(_, first, clauses) = &expr.node
+        {
+            targets.push(&first.var);
+            targets.extend(clauses.iter().filter_map(|clause| match clause {
+                Clause::For(for_clause) => Some(&for_clause.var),
+                Clause::If(_) => None,
+            }));
+        }
+    }
+    let mut indices = Vec::new();
+    while let Some(target) = targets.pop() {
+        match &target.node {
+            AssignTarget::Index(object_index) => indices.push(&object_index.1),
+            AssignTarget::Tuple(items) => targets.extend(items),
+            AssignTarget::Dot(..) | AssignTarget::Identifier(_) => {}
+        }
+    }
+    indices
+}
+
 /// `source` rewritten so that calls of [`BOUNDED_METHODS`] go through
 /// [`BOUNDED_METHOD`] and f-strings through [`CHECKED_FSTRING`], with every line where
 /// it was; `None` when nothing needs rewriting. A call whose receiver cannot be located
@@ -301,17 +437,101 @@ fn bound_text_builders(ast: &AstModule, source: &str) -> Option<String> {
         comments,
         opaque,
     };
+    let annotations = annotation_ranges(ast.statement());
+    // An expression's own edits have order 2i + 1 (i: its pre-order position); wrapping
+    // it in a call has order 2i, so the wrapper lands outside its own edits and inside
+    // its parent's.
+    let position: HashMap<*const AstExpr, usize> = expressions
+        .iter()
+        .enumerate()
+        .map(|(i, expr)| (*expr as *const AstExpr, i))
+        .collect();
     let mut edits = Vec::new();
-    for (order, expr) in expressions.iter().enumerate() {
+    let wrap_key = |edits: &mut Vec<Edit>, key: &AstExpr| {
+        if matches!(key.node, Expr::Literal(_)) || within(&annotations, range(key.span)) {
+            return;
+        }
+        let (begin, end) = range(key.span);
+        let order = 2 * position.get(&(key as *const AstExpr)).copied().unwrap_or(0);
+        edits.push(Edit {
+            begin,
+            end: begin,
+            text: format!("{CHECKED_KEY}("),
+            order,
+        });
+        edits.push(Edit {
+            begin: end,
+            end,
+            text: ")".to_owned(),
+            order,
+        });
+    };
+    for key in assigned_indices(ast.statement(), &expressions) {
+        wrap_key(&mut edits, key);
+    }
+    for (index, expr) in expressions.iter().enumerate() {
+        let order = 2 * index + 1;
         match &expr.node {
+            Expr::Index(object_index) => wrap_key(&mut edits, &object_index.1),
+            Expr::Index2(object_indices) => {
+                wrap_key(&mut edits, &object_indices.1);
+                wrap_key(&mut edits, &object_indices.2);
+            }
+            Expr::Dict(entries) => {
+                for (key, _) in entries {
+                    wrap_key(&mut edits, key);
+                }
+            }
+            Expr::DictComprehension(key_value, _, _) => wrap_key(&mut edits, &key_value.0),
+            Expr::Slice(object, ..) => {
+                // `x[a:b]` -> `_sandbox_sliced(x)[a:b]`.
+                let (object_begin, object_end) = range(object.span);
+                let Some(bracket) = layout.bracket_after(object_end) else {
+                    continue;
+                };
+                let Some(start) = layout.receiver_start(object_begin, bracket) else {
+                    continue;
+                };
+                edits.push(Edit {
+                    begin: start,
+                    end: start,
+                    text: format!("{CHECKED_SLICE}("),
+                    order,
+                });
+                edits.push(Edit {
+                    begin: bracket,
+                    end: bracket,
+                    text: ")".to_owned(),
+                    order,
+                });
+            }
             Expr::Call(callee, call) => {
                 if let Expr::Identifier(ident) = &callee.node {
-                    if ident.node.ident == "int" {
-                        let (begin, end) = range(callee.span);
+                    let name = ident.node.ident.as_str();
+                    let (begin, end) = range(callee.span);
+                    if name == "int" {
                         edits.push(Edit {
                             begin,
                             end,
                             text: BOUNDED_INT.to_owned(),
+                            order,
+                        });
+                    } else if CHARGED_BUILTINS.contains(&name) {
+                        // `set(xs)` -> `_sandbox_builtin("set", xs)`.
+                        edits.push(Edit {
+                            begin,
+                            end,
+                            text: CHARGED_BUILTIN.to_owned(),
+                            order,
+                        });
+                        let (args_begin, text) = match call.args.first() {
+                            Some(arg) => (range(arg.span).0, format!("\"{name}\", ")),
+                            None => (range(expr.span).1 - 1, format!("\"{name}\"")),
+                        };
+                        edits.push(Edit {
+                            begin: args_begin,
+                            end: args_begin,
+                            text,
                             order,
                         });
                     }
@@ -575,6 +795,36 @@ mod tests {
         assert_eq!(
             rewrite("x = a.replace(b, c).join(d)").unwrap(),
             "x = _sandbox_method(_sandbox_method(a, \"replace\", b, c), \"join\", d)"
+        );
+    }
+
+    #[test]
+    fn collection_work_is_rewritten_in_place() {
+        assert_eq!(rewrite("x = d['a'][0]"), None);
+        assert_eq!(
+            rewrite("x = set(a) | set()").unwrap(),
+            "x = _sandbox_builtin(\"set\", a) | _sandbox_builtin(\"set\")"
+        );
+        assert_eq!(
+            rewrite("d[k] = d[k, j]").unwrap(),
+            "d[_sandbox_key(k)] = d[_sandbox_key(k), _sandbox_key(j)]"
+        );
+        assert_eq!(
+            rewrite("x = {k: v for k, v in p}\ny = {(a): 1, 'b': 2}").unwrap(),
+            "x = {_sandbox_key(k): v for k, v in p}\ny = {(_sandbox_key(a)): 1, 'b': 2}"
+        );
+        assert_eq!(
+            rewrite("x = (a)[1:] + b.c[::2]").unwrap(),
+            "x = _sandbox_sliced((a))[1:] + _sandbox_sliced(b.c)[::2]"
+        );
+        assert_eq!(
+            rewrite("for m[i] in d.get(k):\n    pass").unwrap(),
+            "for m[_sandbox_key(i)] in _sandbox_method(d, \"get\", k):\n    pass"
+        );
+        // Annotations are types, not lookups.
+        assert_eq!(
+            rewrite("def f(x: list[str]) -> dict[str, int]:\n    return dict(x)").unwrap(),
+            "def f(x: list[str]) -> dict[str, int]:\n    return _sandbox_builtin(\"dict\", x)"
         );
     }
 }

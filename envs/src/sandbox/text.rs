@@ -156,16 +156,17 @@ fn measure_text<'v>(
     Ok(bytes)
 }
 
-/// Fails when comparing `value` (`==`, `<`, `in`, ...) could visit more than
-/// [`Limits::max_sequence_len`](super::Limits::max_sequence_len) elements: the
-/// interpreter compares containers element by element, recursively, so a shared
+/// The elements comparing or hashing `value` (`==`, `<`, `in`, a dict key, ...) can
+/// visit, counting shared ones each time they appear; fails when that passes
+/// [`Limits::max_sequence_len`](super::Limits::max_sequence_len): the interpreter
+/// compares and hashes containers element by element, recursively, so a shared
 /// structure (`x = [x, x]` in a loop) would keep one call busy for ever. The walk is
 /// iterative and stops at the limit; scalars cost nothing.
 pub(crate) fn check_comparison_size<'v>(
     ctx: &ExecContext,
     value: Value<'v>,
     heap: Heap<'v>,
-) -> starlark::Result<()> {
+) -> starlark::Result<u64> {
     let limits = &ctx.limits;
     let mut pending = vec![value];
     let mut visited = 0usize;
@@ -185,7 +186,7 @@ pub(crate) fn check_comparison_size<'v>(
         }
         pending.extend(items);
     }
-    Ok(())
+    Ok(visited as u64)
 }
 
 /// Fails when building a string of `bytes` bytes in one step would pass the sandbox's
