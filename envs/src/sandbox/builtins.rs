@@ -649,7 +649,8 @@ mod tests {
     use super::{globals, range_len};
     use crate::sandbox::rewrites::{
         BOUNDED_ADD, BOUNDED_INT, BOUNDED_METHOD, BOUNDED_MUL, BOUNDED_PERCENT, BOUNDED_SHIFT,
-        CHARGED_BUILTIN, CHARGED_BUILTINS, CHECKED_FSTRING, CHECKED_KEY, CHECKED_SLICE,
+        CHARGED_BUILTIN, CHARGED_BUILTINS, CHECKED_ENTRIES, CHECKED_FSTRING, CHECKED_KEY,
+        CHECKED_SLICE, COLLECTION_OPERATORS,
     };
 
     #[test]
@@ -665,9 +666,11 @@ mod tests {
             CHARGED_BUILTIN,
             CHECKED_KEY,
             CHECKED_SLICE,
+            CHECKED_ENTRIES,
         ]
         .into_iter()
         .chain(CHARGED_BUILTINS)
+        .chain(COLLECTION_OPERATORS.map(|(_, builtin)| builtin))
         {
             assert!(globals().names().any(|name| name.as_str() == builtin));
         }

@@ -106,8 +106,9 @@ fn builtin_work<'v>(
 }
 
 /// Ticks a call of method `name` on `this` with `args` costs (the methods routed
-/// through `_sandbox_method`): the receiver's elements for the methods that copy or scan
-/// it, plus the elements each argument makes it visit (a key it hashes, a collection it
+/// through `_sandbox_method`): a string receiver's bytes (see [`TEXT_BYTES_PER_TICK`]),
+/// or the receiver's elements for the methods that copy or scan a collection, plus the
+/// elements each argument makes it visit (a key it hashes, a collection it
 /// adds), at least 1.
 pub(crate) fn method_work<'v>(
     ctx: &ExecContext,
@@ -131,10 +132,11 @@ pub(crate) fn method_work<'v>(
             | "index"
             | "remove"
     );
-    let mut work = match (scans_receiver, only_copies(name)) {
-        (true, true) => length(this).unwrap_or(0) / COPIED_ELEMENTS_PER_TICK,
-        (true, false) => length(this).unwrap_or(0),
-        (false, _) => 0,
+    let mut work = match (this.unpack_str(), scans_receiver, only_copies(name)) {
+        (Some(text), ..) => text.len() as u64 / TEXT_BYTES_PER_TICK,
+        (None, true, true) => length(this).unwrap_or(0) / COPIED_ELEMENTS_PER_TICK,
+        (None, true, false) => length(this).unwrap_or(0),
+        (None, false, _) => 0,
     };
     for arg in args {
         // `format` measures (and bounds) the text of its arguments itself.
@@ -196,6 +198,29 @@ fn call_charged<'v>(
     let builtin = standard_builtin(ctx, name)?;
     let named: Vec<(&str, Value<'v>)> = named.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     let result = eval.eval_function(builtin.to_value(), args, &named)?;
+    record_entries(eval, entries(result).unwrap_or(0) as usize)?;
+    Ok(result)
+}
+
+/// `op(a, b)` for an operator that builds a new dict or set from two: when either
+/// operand is a dict or a set, the entries it hashes are charged first and the entries
+/// of the result recorded after; on anything else (numbers) it is the plain operator.
+fn collection_operator<'v>(
+    eval: &mut Evaluator<'v, '_, '_>,
+    a: Value<'v>,
+    b: Value<'v>,
+    op: impl FnOnce(Value<'v>, Value<'v>, Heap<'v>) -> starlark::Result<Value<'v>>,
+) -> starlark::Result<Value<'v>> {
+    let heap = eval.heap();
+    let (a_entries, b_entries) = (entries(a), entries(b));
+    if a_entries.is_none() && b_entries.is_none() {
+        return op(a, b, heap);
+    }
+    let hashed = a_entries
+        .unwrap_or(0)
+        .saturating_add(b_entries.unwrap_or(0));
+    charge(eval, hashed.max(1))?;
+    let result = op(a, b, heap)?;
     record_entries(eval, entries(result).unwrap_or(0) as usize)?;
     Ok(result)
 }
@@ -293,6 +318,52 @@ pub(crate) fn charged_builtins(builder: &mut GlobalsBuilder) {
         eval: &mut Evaluator<'v, '_, '_>,
     ) -> starlark::Result<Value<'v>> {
         call_charged(eval, "hash", &args.items, kwargs)
+    }
+
+    /// A dict built by a literal or a comprehension, returned as it is once its entries
+    /// are recorded (see `work.rs`): `{...}` runs as `_sandbox_entries({...})`.
+    fn _sandbox_entries<'v>(
+        #[starlark(require = pos)] dict: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        record_entries(eval, entries(dict).unwrap_or(0) as usize)?;
+        Ok(dict)
+    }
+
+    /// `a | b` (see [`collection_operator`]).
+    fn _sandbox_or<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        collection_operator(eval, a, b, |a, b, heap| a.bit_or(b, heap))
+    }
+
+    /// `a & b` (see [`collection_operator`]).
+    fn _sandbox_and<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        collection_operator(eval, a, b, |a, b, heap| a.bit_and(b, heap))
+    }
+
+    /// `a ^ b` (see [`collection_operator`]).
+    fn _sandbox_xor<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        collection_operator(eval, a, b, |a, b, heap| a.bit_xor(b, heap))
+    }
+
+    /// `a - b` (see [`collection_operator`]).
+    fn _sandbox_sub<'v>(
+        #[starlark(require = pos)] a: Value<'v>,
+        #[starlark(require = pos)] b: Value<'v>,
+        eval: &mut Evaluator<'v, '_, '_>,
+    ) -> starlark::Result<Value<'v>> {
+        collection_operator(eval, a, b, |a, b, heap| a.sub(b, heap))
     }
 
     /// The object of a slice, returned as it is once the elements the slice can copy

@@ -45,17 +45,20 @@ pub(crate) struct ExecContext {
     /// Ticks charged by built-ins for the work their inputs cost (see `work.rs`), on top
     /// of the interpreter's own.
     pub native_work: Cell<u64>,
-    /// Bytes that dicts and sets built by checked built-ins hold outside the heap, about
-    /// (see `work.rs`).
+    /// Bytes the session's dicts and sets hold outside the heap, about (see `work.rs`):
+    /// what earlier executions left, plus the entries this one recorded. At the end of
+    /// the execution, what the session carries into the next.
     pub off_heap_bytes: Cell<u64>,
 }
 
 impl ExecContext {
-    /// A fresh context for one execution.
+    /// A fresh context for one execution, in a session whose dicts and sets hold about
+    /// `off_heap_bytes` outside the heap.
     pub(crate) fn new(
         limits: &Limits,
         files: Rc<RefCell<FileTable>>,
         episode_calls_before: u32,
+        off_heap_bytes: u64,
     ) -> ExecContext {
         ExecContext {
             limits: limits.clone(),
@@ -68,12 +71,12 @@ impl ExecContext {
             failure: Cell::new(None),
             deadline: Instant::now() + limits.wall_clock,
             native_work: Cell::new(0),
-            off_heap_bytes: Cell::new(0),
+            off_heap_bytes: Cell::new(off_heap_bytes),
         }
     }
 
-    /// Bytes the execution's data holds: `heap_bytes` (the interpreter's heap) plus
-    /// what dicts and sets built by checked built-ins hold outside it.
+    /// Bytes the session's data holds, about: `heap_bytes` (the interpreter's heap) plus
+    /// what its dicts and sets hold outside it.
     pub(crate) fn memory_held(&self, heap_bytes: usize) -> u64 {
         (heap_bytes as u64).saturating_add(self.off_heap_bytes.get())
     }

@@ -23,6 +23,8 @@ pub(crate) struct Interpreter {
     files: Rc<RefCell<FileTable>>,
     executions: u32,
     episode_api_calls: u32,
+    /// Bytes the session's dicts and sets hold outside the heap, about (see `work.rs`).
+    off_heap_bytes: u64,
 }
 
 impl Interpreter {
@@ -41,6 +43,7 @@ impl Interpreter {
             files: Rc::new(RefCell::new(FileTable::default())),
             executions,
             episode_api_calls,
+            off_heap_bytes: 0,
         }
     }
 
@@ -61,6 +64,7 @@ impl Interpreter {
         self.files = Rc::new(RefCell::new(FileTable::default()));
         self.executions = 0;
         self.episode_api_calls = 0;
+        self.off_heap_bytes = 0;
     }
 
     /// Executions run since the last reset.
@@ -84,7 +88,9 @@ impl Interpreter {
             skill: true,
             ctx: ctx.clone(),
         };
-        if let Some(error) = self.run(job, None).error {
+        let error = self.run(job, None).error;
+        self.off_heap_bytes = ctx.off_heap_bytes.get();
+        if let Some(error) = error {
             return Err(error.clipped(self.limits.max_output_bytes));
         }
         let defined = ctx.trace.borrow().defined().first().copied();
@@ -113,6 +119,7 @@ impl Interpreter {
             ctx: ctx.clone(),
         };
         let result = self.run(job, Some(host));
+        self.off_heap_bytes = ctx.off_heap_bytes.get();
         let Ok(ctx) = Rc::try_unwrap(ctx) else {
             return ExecOutcome::internal(execution, "the execution's state is still in use");
         };
@@ -154,7 +161,12 @@ impl Interpreter {
 
     /// A context for the next job.
     fn context(&self) -> ExecContext {
-        ExecContext::new(&self.limits, self.files.clone(), self.episode_api_calls)
+        ExecContext::new(
+            &self.limits,
+            self.files.clone(),
+            self.episode_api_calls,
+            self.off_heap_bytes,
+        )
     }
 
     /// Runs a job; if the interpreter breaks, replaces the session and reports it.
@@ -164,6 +176,7 @@ impl Interpreter {
             None => {
                 self.session = Session::new();
                 self.files = Rc::new(RefCell::new(FileTable::default()));
+                self.off_heap_bytes = 0;
                 JobResult::failed(ExecError::bare(
                     ExecErrorKind::Internal,
                     "the interpreter failed; the session was restarted and earlier definitions are lost".to_owned(),

@@ -42,10 +42,11 @@ pub(crate) const CHECKED_FSTRING: &str = "_sandbox_fstring";
 /// Methods whose calls are routed through [`BOUNDED_METHOD`], whatever the value they
 /// are called on: string methods that can build a string far larger than their inputs;
 /// the list methods that compare their argument with every element and, when it is
-/// missing, spell it out in their error (`index`, `remove`); and the dict and set
-/// methods that hash their argument or copy or scan a whole collection, whose work is
-/// charged in ticks (see `work.rs`).
-pub(crate) const BOUNDED_METHODS: [&str; 22] = [
+/// missing, spell it out in their error (`index`, `remove`); the dict and set methods
+/// that hash their argument or copy or scan a whole collection; and the string methods
+/// that copy or scan the whole string. The work of all of them is charged in ticks (see
+/// `work.rs`).
+pub(crate) const BOUNDED_METHODS: [&str; 42] = [
     "replace",
     "join",
     "format",
@@ -68,6 +69,26 @@ pub(crate) const BOUNDED_METHODS: [&str; 22] = [
     "values",
     "items",
     "copy",
+    "upper",
+    "lower",
+    "strip",
+    "lstrip",
+    "rstrip",
+    "title",
+    "capitalize",
+    "split",
+    "rsplit",
+    "splitlines",
+    "elems",
+    "codepoints",
+    "partition",
+    "rpartition",
+    "removeprefix",
+    "removesuffix",
+    "count",
+    "find",
+    "rfind",
+    "rindex",
 ];
 
 /// Name of the built-in that calls of [`CHARGED_BUILTINS`] are rewritten to:
@@ -90,3 +111,20 @@ pub(crate) const CHECKED_KEY: &str = "_sandbox_key";
 /// Name of the built-in that a slice's object is wrapped in: `x[a:b]` runs as
 /// `_sandbox_sliced(x)[a:b]`, which charges the elements the slice can copy.
 pub(crate) const CHECKED_SLICE: &str = "_sandbox_sliced";
+
+/// Name of the built-in that non-empty dict literals and dict comprehensions are
+/// wrapped in: `{k: v for ...}` runs as `_sandbox_entries({k: v for ...})`, which
+/// records the entries the dict holds outside the heap (see `work.rs`) and checks the
+/// memory limit.
+pub(crate) const CHECKED_ENTRIES: &str = "_sandbox_entries";
+
+/// The operators that build a new dict or set from two (`|`, `&`, `^`, `-`) and the
+/// built-ins they are rewritten to (see `charged.rs`): on dicts and sets they charge the
+/// entries they hash and record those they build; on numbers they are the plain
+/// operators.
+pub(crate) const COLLECTION_OPERATORS: [(&str, &str); 4] = [
+    ("|", "_sandbox_or"),
+    ("&", "_sandbox_and"),
+    ("^", "_sandbox_xor"),
+    ("-", "_sandbox_sub"),
+];

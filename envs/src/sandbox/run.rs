@@ -21,7 +21,7 @@ use super::error::{ExecError, ExecErrorKind};
 use super::limits::LimitKind;
 use super::source::{dialect, literal_defaults, prepare, single_def, PrepareError};
 use super::trace::FunctionOrigin;
-use super::work::check_limits;
+use super::work::check_budget;
 
 /// A piece of code to run.
 pub(crate) struct Job {
@@ -136,7 +136,10 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
         };
         ExecError::from_starlark(kind, message, &e)
     });
-    if reclaim_memory(module, ctx.limits.max_heap_bytes) {
+    let (cleared, off_heap_bytes) =
+        reclaim_memory(module, ctx.limits.max_heap_bytes, ctx.off_heap_bytes.get());
+    ctx.off_heap_bytes.set(off_heap_bytes);
+    if cleared {
         let note = format!(
             "{}; the session's data exceeded it, so its variables were cleared (functions are kept)",
             LimitKind::Heap.describe(&ctx.limits)
@@ -155,19 +158,24 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
     JobResult { error, ticks }
 }
 
-/// Keeps the session under its memory limit between executions: collects garbage once
-/// its data (see [`memory_held`]) is over the limit and, if the live data alone still
-/// exceeds it, sets every
-/// variable that does not hold a function to `None` (private names included) and
-/// collects again. Returns whether variables were cleared. (Below the limit, the
-/// interpreter itself collects at the first statement of the next execution.)
-fn reclaim_memory(module: &Module<'_>, max_heap_bytes: usize) -> bool {
-    if memory_held(module) <= max_heap_bytes {
-        return false;
+/// Keeps the session under its memory limit between executions. While its heap plus
+/// `off_heap_bytes` (the estimate of what its dicts and sets hold outside it) stays
+/// under the limit, nothing is done; past it, garbage is collected and the data is
+/// measured (see [`memory_held`]), and if the live data alone still exceeds the limit,
+/// every variable that does not hold a function is set to `None` (private names
+/// included) and garbage collected again. Returns whether variables were cleared, and
+/// the estimate of what the dicts and sets hold outside the heap afterwards. (Below
+/// the limit, the interpreter itself collects at the first statement of the next
+/// execution.)
+fn reclaim_memory(module: &Module<'_>, max_heap_bytes: usize, off_heap_bytes: u64) -> (bool, u64) {
+    let heap = |module: &Module<'_>| module.heap().allocated_bytes() as u64;
+    if heap(module).saturating_add(off_heap_bytes) <= max_heap_bytes as u64 {
+        return (false, off_heap_bytes);
     }
     collect_garbage(module);
-    if memory_held(module) <= max_heap_bytes {
-        return false;
+    let held = memory_held(module);
+    if held <= max_heap_bytes {
+        return (false, (held as u64).saturating_sub(heap(module)));
     }
     let names: Vec<String> = module
         .names_and_visibilities()
@@ -182,7 +190,8 @@ fn reclaim_memory(module: &Module<'_>, max_heap_bytes: usize) -> bool {
         }
     }
     collect_garbage(module);
-    true
+    let held = memory_held(module) as u64;
+    (true, held.saturating_sub(heap(module)))
 }
 
 /// Bytes the session's data holds: every value on its heap with what it holds outside
@@ -260,7 +269,7 @@ impl<'e> BeforeStmtFuncDyn<'e> for StatementHook {
         eval: &mut Evaluator<'v, '_, 'e>,
     ) -> starlark::Result<()> {
         let ctx = &*self.ctx;
-        check_limits(ctx, eval)?;
+        check_budget(ctx, eval)?;
         ctx.trace
             .borrow_mut()
             .on_statement(&ctx.files.borrow(), span, eval.call_stack_count());

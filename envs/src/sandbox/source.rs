@@ -17,8 +17,8 @@ use super::builtins::globals;
 use super::error::clip_name;
 use super::rewrites::{
     BOUNDED_ADD, BOUNDED_COMPARISONS, BOUNDED_INT, BOUNDED_METHOD, BOUNDED_METHODS, BOUNDED_MUL,
-    BOUNDED_PERCENT, BOUNDED_SHIFT, CHARGED_BUILTIN, CHARGED_BUILTINS, CHECKED_FSTRING,
-    CHECKED_KEY, CHECKED_SLICE,
+    BOUNDED_PERCENT, BOUNDED_SHIFT, CHARGED_BUILTIN, CHARGED_BUILTINS, CHECKED_ENTRIES,
+    CHECKED_FSTRING, CHECKED_KEY, CHECKED_SLICE, COLLECTION_OPERATORS,
 };
 use super::trace::TopLevelDef;
 
@@ -142,6 +142,7 @@ pub(crate) fn prepare(file_name: &str, source: &str) -> Result<Prepared, Prepare
     rewrites.extend(
         BOUNDED_COMPARISONS
             .iter()
+            .chain(&COLLECTION_OPERATORS)
             .map(|&(op, builtin)| (op.to_owned(), builtin.to_owned())),
     );
     ast.replace_binary_operators(&rewrites);
@@ -466,6 +467,25 @@ fn bound_text_builders(ast: &AstModule, source: &str) -> Option<String> {
             order,
         });
     };
+    // `{...}` -> `_sandbox_entries({...})`, outside the dict's own edits (order - 1).
+    let wrap_entries = |edits: &mut Vec<Edit>, dict: &AstExpr, order: usize| {
+        if within(&annotations, range(dict.span)) {
+            return;
+        }
+        let (begin, end) = range(dict.span);
+        edits.push(Edit {
+            begin,
+            end: begin,
+            text: format!("{CHECKED_ENTRIES}("),
+            order: order - 1,
+        });
+        edits.push(Edit {
+            begin: end,
+            end,
+            text: ")".to_owned(),
+            order: order - 1,
+        });
+    };
     for key in assigned_indices(ast.statement(), &expressions) {
         wrap_key(&mut edits, key);
     }
@@ -481,8 +501,14 @@ fn bound_text_builders(ast: &AstModule, source: &str) -> Option<String> {
                 for (key, _) in entries {
                     wrap_key(&mut edits, key);
                 }
+                if !entries.is_empty() {
+                    wrap_entries(&mut edits, expr, order);
+                }
             }
-            Expr::DictComprehension(key_value, _, _) => wrap_key(&mut edits, &key_value.0),
+            Expr::DictComprehension(key_value, _, _) => {
+                wrap_key(&mut edits, &key_value.0);
+                wrap_entries(&mut edits, expr, order);
+            }
             Expr::Slice(object, ..) => {
                 // `x[a:b]` -> `_sandbox_sliced(x)[a:b]`.
                 let (object_begin, object_end) = range(object.span);
@@ -779,7 +805,7 @@ mod tests {
 
     #[test]
     fn string_builders_are_rewritten_in_place() {
-        assert_eq!(rewrite("x = a.upper()"), None);
+        assert_eq!(rewrite("x = a.isdigit()"), None);
         assert_eq!(
             rewrite("x = a.replace(b, c)").unwrap(),
             "x = _sandbox_method(a, \"replace\", b, c)"
@@ -811,7 +837,8 @@ mod tests {
         );
         assert_eq!(
             rewrite("x = {k: v for k, v in p}\ny = {(a): 1, 'b': 2}").unwrap(),
-            "x = {_sandbox_key(k): v for k, v in p}\ny = {(_sandbox_key(a)): 1, 'b': 2}"
+            "x = _sandbox_entries({_sandbox_key(k): v for k, v in p})\n\
+             y = _sandbox_entries({(_sandbox_key(a)): 1, 'b': 2})"
         );
         assert_eq!(
             rewrite("x = (a)[1:] + b.c[::2]").unwrap(),

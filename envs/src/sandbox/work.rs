@@ -47,6 +47,22 @@ pub(crate) fn check_limits(
     ctx: &ExecContext,
     eval: &Evaluator<'_, '_, '_>,
 ) -> starlark::Result<()> {
+    check_budget(ctx, eval)?;
+    if Instant::now() >= ctx.deadline {
+        return Err(ctx.raise(
+            ExecErrorKind::Limit(LimitKind::WallClock),
+            ctx.wall_clock_message(),
+        ));
+    }
+    Ok(())
+}
+
+/// [`check_limits`] without the wall clock, which costs a clock read: the check made
+/// before every statement (the interpreter reads the clock itself every 1,000 ticks).
+pub(crate) fn check_budget(
+    ctx: &ExecContext,
+    eval: &Evaluator<'_, '_, '_>,
+) -> starlark::Result<()> {
     let limits = &ctx.limits;
     let ticks = eval
         .get_total_tick_count()
@@ -55,11 +71,6 @@ pub(crate) fn check_limits(
         LimitKind::Ticks
     } else if ctx.memory_held(eval.heap().allocated_bytes()) > limits.max_heap_bytes as u64 {
         LimitKind::Heap
-    } else if Instant::now() >= ctx.deadline {
-        return Err(ctx.raise(
-            ExecErrorKind::Limit(LimitKind::WallClock),
-            ctx.wall_clock_message(),
-        ));
     } else {
         return Ok(());
     };
