@@ -355,7 +355,9 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
     /// `replace`, `join` and `format` are refused when their result would be larger
     /// than the memory limit; `index` and `remove` first bound the walks their argument
     /// can cost (comparing it with each element, and its text in the error when it is
-    /// not found), so a shared structure cannot keep them busy for ever.
+    /// not found), so a shared structure cannot keep them busy for ever; and every
+    /// call's work is charged first and the dict or set entries it built recorded after
+    /// (see `charged.rs`).
     fn _sandbox_method<'v>(
         #[starlark(require = pos)] this: Value<'v>,
         #[starlark(require = pos)] name: &str,

@@ -1,9 +1,11 @@
 //! The checked built-ins whose work grows with their arguments (see `work.rs`):
 //! `sorted`, `min`, `max`, `reversed`, `enumerate`, `zip`, `any`, `all` and `hash`,
-//! which replace Starlark's; `_sandbox_builtin`, which calls of the collection
-//! constructors are rewritten to; `_sandbox_key`, which wraps subscripts' indices and
-//! dict literals' keys; and the measure of a routed method call's work, for
-//! `_sandbox_method`.
+//! which replace Starlark's; the built-ins the source rewriting routes work through
+//! (`_sandbox_builtin` for calls of the collection constructors, `_sandbox_key` around
+//! subscripts' indices and dict keys, `_sandbox_sliced` around a slice's object,
+//! `_sandbox_entries` around dict literals and comprehensions, `_sandbox_or`, `_and`,
+//! `_xor`, `_sub` for the operators that build dicts and sets); and the measure of a
+//! routed method call's work, for `_sandbox_method`.
 
 use starlark::environment::GlobalsBuilder;
 use starlark::eval::Evaluator;

@@ -1,8 +1,9 @@
 //! Turning source text into something the sandbox can run: the Starlark dialect agent
 //! code is written in, parsing, the checks made before anything runs, and the
-//! rewriting of the `+`, `*`, `%`, `<<` and comparison operators, of the string methods that can build a huge
-//! string in one call (`replace`, `join`, `format`), of calls of `int` and of f-strings
-//! into their bounded built-ins.
+//! rewriting into bounded or charged built-ins of the `+`, `*`, `%`, `<<`, comparison
+//! and dict/set operators, of the methods in `BOUNDED_METHODS`, of calls of `int` and
+//! of the collection constructors, of f-strings, subscripts, slices, dict literals and
+//! dict comprehensions.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
