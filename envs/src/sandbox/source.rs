@@ -111,28 +111,42 @@ pub(crate) fn prepare(file_name: &str, source: &str) -> Result<Prepared, Prepare
     }
     let original = top_level_defs(&ast, &codemap);
     // Rewriting never adds, removes or moves top-level statements, so the definitions
-    // of the rewritten module pair up with the original ones.
-    let (mut ast, codemap, defs) = match bound_text_builders(&ast, source)
-        .and_then(|text| AstModule::parse(file_name, text, &dialect()).ok())
-    {
-        Some(rewritten) => {
-            let rewritten_map = rewritten.file_span(Span::default()).file;
-            let defs = top_level_defs(&rewritten, &rewritten_map);
-            if defs.len() == original.len() {
-                let defs = defs
-                    .into_iter()
-                    .zip(original)
-                    .map(|(def, orig)| TopLevelDef {
-                        source: orig.source,
-                        ..def
+    // of the rewritten module pair up with the original ones. Code whose rewriting
+    // fails is refused: run as written, it would escape every bound the rewriting adds.
+    let (mut ast, codemap, defs) = match bound_text_builders(&ast, source) {
+        None => (ast, codemap, original),
+        Some(text) => {
+            let paired = AstModule::parse(file_name, text, &dialect())
+                .ok()
+                .and_then(|rewritten| {
+                    let rewritten_map = rewritten.file_span(Span::default()).file;
+                    let defs = top_level_defs(&rewritten, &rewritten_map);
+                    (defs.len() == original.len()).then(|| {
+                        let defs = defs
+                            .into_iter()
+                            .zip(original)
+                            .map(|(def, orig)| TopLevelDef {
+                                source: orig.source,
+                                ..def
+                            })
+                            .collect();
+                        (rewritten, rewritten_map, defs)
                     })
-                    .collect();
-                (rewritten, rewritten_map, defs)
-            } else {
-                (ast, codemap, original)
+                });
+            match paired {
+                Some(prepared) => prepared,
+                None => {
+                    return Err(PrepareError::Unsupported {
+                        codemap,
+                        span: Span::default(),
+                        message: "the sandbox could not prepare this code for its limits; \
+                                  write it more plainly (one expression per line, no unusual \
+                                  parentheses)"
+                            .to_owned(),
+                    })
+                }
             }
         }
-        None => (ast, codemap, original),
     };
     let mut rewrites = HashMap::from([
         ("*".to_owned(), BOUNDED_MUL.to_owned()),
