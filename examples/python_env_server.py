@@ -197,7 +197,8 @@ def main():
     if args.exit_with_parent:
         threading.Thread(target=exit_with_parent, daemon=True).start()
     server = HTTPServer((args.host, args.port), Handler)
-    print(f"serving the toy world on http://{args.host}:{args.port}", flush=True)
+    # The port bound, so that --port 0 announces the one the system chose.
+    print(f"serving the toy world on http://{args.host}:{server.server_address[1]}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -28,37 +28,52 @@ struct WorldServer {
 }
 
 impl WorldServer {
-    /// `sage serve-world`.
+    /// `sage serve-world`, which announces its address on standard error.
     fn start() -> WorldServer {
-        WorldServer::spawn(Command::new(env!("CARGO_BIN_EXE_sage")).arg("serve-world"))
+        WorldServer::spawn(
+            Command::new(env!("CARGO_BIN_EXE_sage")).arg("serve-world"),
+            Announces::OnStderr,
+        )
     }
 
-    /// `command --port P` on a free port, once it listens.
-    fn spawn(command: &mut Command) -> WorldServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = command
-            .args(["--port", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+    /// `command --port 0`, once it announces the address it listens on. The server
+    /// picks its own port: a port chosen here and handed to it could be taken by another
+    /// test's server in between.
+    fn spawn(command: &mut Command, announces: Announces) -> WorldServer {
+        command.args(["--port", "0"]);
+        let (stdout, stderr) = match announces {
+            Announces::OnStdout => (Stdio::piped(), Stdio::null()),
+            Announces::OnStderr => (Stdio::null(), Stdio::piped()),
+        };
+        let mut child = command
+            .stdout(stdout)
+            .stderr(stderr)
             .spawn()
             .expect("the server starts");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "server never listened"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        WorldServer {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        }
+        let output: Box<dyn std::io::Read + Send> = match announces {
+            Announces::OnStdout => Box::new(child.stdout.take().expect("piped")),
+            Announces::OnStderr => Box::new(child.stderr.take().expect("piped")),
+        };
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(output));
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("the server exited before announcing its address")
+                .expect("the server's output");
+            if let Some(start) = line.find("http://") {
+                break line[start..].trim().to_owned();
+            }
+        };
+        // The rest of its output is drained, so the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        WorldServer { child, url }
     }
+}
+
+/// Where a server prints the address it listens on.
+enum Announces {
+    OnStdout,
+    OnStderr,
 }
 
 impl Drop for WorldServer {
@@ -300,7 +315,10 @@ fn python_server() -> Option<WorldServer> {
         env!("CARGO_MANIFEST_DIR"),
         "/../examples/python_env_server.py"
     );
-    Some(WorldServer::spawn(Command::new("python3").arg(script)))
+    Some(WorldServer::spawn(
+        Command::new("python3").arg(script),
+        Announces::OnStdout,
+    ))
 }
 
 #[test]

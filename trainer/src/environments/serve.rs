@@ -88,7 +88,12 @@ impl WorldServer {
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let server = tiny_http::Server::http(address)?;
         let parent = std::os::unix::process::parent_id();
-        eprintln!("serving the built-in world on http://{address}");
+        // The address bound, so that `--port 0` announces the port the system chose.
+        let bound = server
+            .server_addr()
+            .to_ip()
+            .map_or_else(|| address.to_owned(), |bound| bound.to_string());
+        eprintln!("serving the built-in world on http://{bound}");
         loop {
             if exit_with_parent && std::os::unix::process::parent_id() != parent {
                 return Ok(());
