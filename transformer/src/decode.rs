@@ -10,8 +10,8 @@ use alloc::vec::Vec;
 use super::kernels::{BufferId, IndexBufferId, Indices, Kernels, Tensor};
 use super::layout::{ActLayout, Slot};
 use super::model::{
-    at, attention_inputs, attention_output, attention_shape, backend, input, mlp_forward, same_len,
-    InputError, LayerBuffers, Result, Transformer,
+    at, attention_inputs, attention_output, attention_shape, backend, input, layer_forward,
+    mlp_forward, same_len, InputError, LayerBuffers, Result, Transformer,
 };
 use super::sampling::TokenChoice;
 
@@ -207,7 +207,7 @@ impl Transformer {
 
     /// The layers of a prefill over `scratch` (laid out by `layout`, one layer) with
     /// tokens[N] then positions[N] in `ids`: each layer's keys and values go to `cache`
-    /// as soon as they are computed, and the last row of each prompt ends normed in
+    /// as soon as the layer has run, and the last row of each prompt ends normed in
     /// `cache.last_hidden`.
     #[allow(clippy::too_many_arguments)]
     fn prefill_layers<K: Kernels>(
@@ -245,7 +245,8 @@ impl Transformer {
         k.embedding_forward(t(la.residual_in), at(self.params, p.embed), tokens_ids, d)
             .map_err(backend)?;
         for (l, lp) in p.layers.iter().enumerate() {
-            attention_inputs(k, c, lp, la, buffers, positions)?;
+            // The layer's output overwrites its input slot, free once attention ran.
+            layer_forward(k, c, lp, la, buffers, positions, seq_starts, la.residual_in)?;
             let (k_cache, v_cache) = (cache.layer_cache(l, 0, kvd), cache.layer_cache(l, 1, kvd));
             for (b, w) in seq_starts.windows(2).enumerate() {
                 let (start, len) = (w[0] as usize, (w[1] - w[0]) as usize);
@@ -255,19 +256,6 @@ impl Transformer {
                         .map_err(backend)?;
                 }
             }
-            k.attention_forward(
-                t(la.attn),
-                t(la.attn_lse),
-                t(la.q),
-                t(la.k),
-                t(la.v),
-                seq_starts,
-                attention_shape(c),
-            )
-            .map_err(backend)?;
-            attention_output(k, c, lp, la, buffers, n)?;
-            // The layer's output overwrites its input slot, free once attention ran.
-            mlp_forward(k, c, lp, la, buffers, la.residual_in, n)?;
         }
         // Each prompt's last row into the cache's one-row-per-sequence residual slot.
         let rows = at(cache.scratch, cache.residual());

@@ -146,23 +146,20 @@ fn run_layers<K: Kernels>(
     )
     .map_err(kerr)?;
     for (l, (lp, la)) in p.layers.iter().zip(&a.layers).enumerate() {
-        attention_inputs(k, c, lp, la, b, acts.positions())?;
-        k.attention_forward(
-            t(la.attn),
-            t(la.attn_lse),
-            t(la.q),
-            t(la.k),
-            t(la.v),
-            &acts.seq_starts,
-            attention_shape(c),
-        )
-        .map_err(kerr)?;
-        attention_output(k, c, lp, la, b, a.tokens)?;
         let residual_next = a
             .layers
             .get(l + 1)
             .map_or(a.residual_out, |next| next.residual_in);
-        mlp_forward(k, c, lp, la, b, residual_next, a.tokens)?;
+        layer_forward(
+            k,
+            c,
+            lp,
+            la,
+            b,
+            acts.positions(),
+            &acts.seq_starts,
+            residual_next,
+        )?;
     }
     k.rmsnorm_forward(
         t(a.final_norm),
@@ -173,6 +170,38 @@ fn run_layers<K: Kernels>(
         c.rms_norm_eps,
     )
     .map_err(kerr)
+}
+
+/// One decoder layer over a packed batch of n rows (`positions[n]` of the tokens whose
+/// residual stream is in `la.residual_in`): causal attention within each sequence of
+/// `seq_starts`, then the MLP, whose output goes to `residual_next` (which may be
+/// `la.residual_in` itself when nothing is kept for a backward pass). Leaves the
+/// layer's keys and values in `la.k` and `la.v`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn layer_forward<K: Kernels>(
+    k: &mut K,
+    c: &ModelConfig,
+    lp: &LayerParams,
+    la: &LayerActs,
+    b: LayerBuffers,
+    positions: Indices,
+    seq_starts: &[u32],
+    residual_next: Slot,
+) -> Result<(), K> {
+    let n = positions.len;
+    attention_inputs(k, c, lp, la, b, positions)?;
+    k.attention_forward(
+        b.t(la.attn),
+        b.t(la.attn_lse),
+        b.t(la.q),
+        b.t(la.k),
+        b.t(la.v),
+        seq_starts,
+        attention_shape(c),
+    )
+    .map_err(backend)?;
+    attention_output(k, c, lp, la, b, n)?;
+    mlp_forward(k, c, lp, la, b, residual_next, n)
 }
 
 /// The attention block's first half over n rows: `input_norm = RMSNorm(residual_in)`,
