@@ -23,7 +23,7 @@ use starlark::values::tuple::{TupleRef, UnpackTuple};
 use starlark::values::{FrozenValue, Heap, Value};
 
 use super::apis::Apis;
-use super::charged::{charged_builtins, entries_before, method_work, record_method_entries};
+use super::charged::{call_method_charged, charged_builtins, named_arguments};
 use super::context::ExecContext;
 use super::error::ExecErrorKind;
 use super::limits::LimitKind;
@@ -366,11 +366,7 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
         eval: &mut Evaluator<'v, '_, '_>,
     ) -> starlark::Result<Value<'v>> {
         let heap = eval.heap();
-        let named: Vec<(String, Value<'v>)> = kwargs
-            .iter()
-            .map(|(k, v)| (k.unpack_str().unwrap_or_default().to_owned(), v))
-            .collect();
-        drop(kwargs);
+        let named = named_arguments(kwargs);
         if matches!(name, "index" | "remove") {
             let ctx = ExecContext::of(eval)?;
             for value in &args.items {
@@ -378,8 +374,6 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
                 check_text_size(ctx, *value, heap)?;
             }
         }
-        let work = method_work(ExecContext::of(eval)?, this, name, &args.items, heap)?;
-        charge(eval, work)?;
         if let Some(s) = this.unpack_str() {
             let ctx = ExecContext::of(eval)?;
             let length = match name {
@@ -401,12 +395,7 @@ fn sandbox_builtins(builder: &mut GlobalsBuilder) {
                 check_text_bytes(ctx, &format!("this {name}()"), length)?;
             }
         }
-        let method = this.get_attr_error(name, heap)?;
-        let named: Vec<(&str, Value<'v>)> = named.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-        let before = entries_before(this);
-        let result = eval.eval_function(method, &args.items, &named)?;
-        record_method_entries(eval, this, before, result)?;
-        Ok(result)
+        call_method_charged(eval, this, name, &args.items, &named)
     }
 
     /// Checks that the string an f-string builds from these values would fit in the

@@ -112,7 +112,7 @@ fn builtin_work<'v>(
 /// or the receiver's elements for the methods that copy or scan a collection, plus the
 /// elements each argument makes it visit (a key it hashes, a collection it
 /// adds), at least 1.
-pub(crate) fn method_work<'v>(
+fn method_work<'v>(
     ctx: &ExecContext,
     this: Value<'v>,
     name: &str,
@@ -152,29 +152,44 @@ pub(crate) fn method_work<'v>(
     Ok(work.max(1))
 }
 
-/// Records the dict or set entries a routed method call built outside the heap: those
-/// it added to `this` (`entries_before` of them before the call) and those of a new
-/// dict or set it returned.
-pub(crate) fn record_method_entries<'v>(
-    eval: &Evaluator<'v, '_, '_>,
+/// The keyword arguments of a call, named.
+pub(crate) fn named_arguments<'v>(kwargs: DictRef<'v>) -> Vec<(String, Value<'v>)> {
+    kwargs
+        .iter()
+        .map(|(k, v)| (k.unpack_str().unwrap_or_default().to_owned(), v))
+        .collect()
+}
+
+/// Calls `this.name(*args, **named)` (a method routed through `_sandbox_method`) once
+/// its work is charged (see [`method_work`]), and records the dict or set entries it
+/// built outside the heap: those it added to `this` and those of a new dict or set it
+/// returned.
+pub(crate) fn call_method_charged<'v>(
+    eval: &mut Evaluator<'v, '_, '_>,
     this: Value<'v>,
-    entries_before: Option<u64>,
-    result: Value<'v>,
-) -> starlark::Result<()> {
+    name: &str,
+    args: &[Value<'v>],
+    named: &[(String, Value<'v>)],
+) -> starlark::Result<Value<'v>> {
+    let heap = eval.heap();
+    charge(
+        eval,
+        method_work(ExecContext::of(eval)?, this, name, args, heap)?,
+    )?;
+    let method = this.get_attr_error(name, heap)?;
+    let named: Vec<(&str, Value<'v>)> = named.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let before = entries(this);
+    let result = eval.eval_function(method, args, &named)?;
     let added = entries(this)
-        .zip(entries_before)
+        .zip(before)
         .map_or(0, |(after, before)| after.saturating_sub(before));
     let returned = if result.ptr_eq(this) {
         0
     } else {
         entries(result).unwrap_or(0)
     };
-    record_entries(eval, added.saturating_add(returned) as usize)
-}
-
-/// Dict or set entries `this` holds, for [`record_method_entries`].
-pub(crate) fn entries_before(this: Value<'_>) -> Option<u64> {
-    entries(this)
+    record_entries(eval, added.saturating_add(returned))?;
+    Ok(result)
 }
 
 /// Calls Starlark's built-in `name` with `args` and `kwargs` once the work they cost is
@@ -186,11 +201,7 @@ fn call_charged<'v>(
     kwargs: DictRef<'v>,
 ) -> starlark::Result<Value<'v>> {
     let heap = eval.heap();
-    let named: Vec<(String, Value<'v>)> = kwargs
-        .iter()
-        .map(|(k, v)| (k.unpack_str().unwrap_or_default().to_owned(), v))
-        .collect();
-    drop(kwargs);
+    let named = named_arguments(kwargs);
     let ctx = ExecContext::of(eval)?;
     let mut work = builtin_work(ctx, name, args, heap)?;
     for (_, value) in &named {
@@ -200,7 +211,7 @@ fn call_charged<'v>(
     let builtin = standard_builtin(ctx, name)?;
     let named: Vec<(&str, Value<'v>)> = named.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     let result = eval.eval_function(builtin.to_value(), args, &named)?;
-    record_entries(eval, entries(result).unwrap_or(0) as usize)?;
+    record_entries(eval, entries(result).unwrap_or(0))?;
     Ok(result)
 }
 
@@ -223,7 +234,7 @@ fn collection_operator<'v>(
         .saturating_add(b_entries.unwrap_or(0));
     charge(eval, hashed.max(1))?;
     let result = op(a, b, heap)?;
-    record_entries(eval, entries(result).unwrap_or(0) as usize)?;
+    record_entries(eval, entries(result).unwrap_or(0))?;
     Ok(result)
 }
 
@@ -328,7 +339,7 @@ pub(crate) fn charged_builtins(builder: &mut GlobalsBuilder) {
         #[starlark(require = pos)] dict: Value<'v>,
         eval: &mut Evaluator<'v, '_, '_>,
     ) -> starlark::Result<Value<'v>> {
-        record_entries(eval, entries(dict).unwrap_or(0) as usize)?;
+        record_entries(eval, entries(dict).unwrap_or(0))?;
         Ok(dict)
     }
 

@@ -161,7 +161,7 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
 /// Keeps the session under its memory limit between executions. While its heap plus
 /// `off_heap_bytes` (the estimate of what its dicts and sets hold outside it) stays
 /// under the limit, nothing is done; past it, garbage is collected and the data is
-/// measured (see [`memory_held`]), and if the live data alone still exceeds the limit,
+/// measured (see [`measured_memory`]), and if the live data alone still exceeds the limit,
 /// every variable that does not hold a function is set to `None` (private names
 /// included) and garbage collected again. Returns whether variables were cleared, and
 /// the estimate of what the dicts and sets hold outside the heap afterwards. (Below
@@ -173,7 +173,7 @@ fn reclaim_memory(module: &Module<'_>, max_heap_bytes: usize, off_heap_bytes: u6
         return (false, off_heap_bytes);
     }
     collect_garbage(module);
-    let held = memory_held(module);
+    let held = measured_memory(module);
     if held <= max_heap_bytes {
         return (false, (held as u64).saturating_sub(heap(module)));
     }
@@ -190,14 +190,14 @@ fn reclaim_memory(module: &Module<'_>, max_heap_bytes: usize, off_heap_bytes: u6
         }
     }
     collect_garbage(module);
-    let held = memory_held(module) as u64;
+    let held = measured_memory(module) as u64;
     (true, held.saturating_sub(heap(module)))
 }
 
 /// Bytes the session's data holds: every value on its heap with what it holds outside
 /// the heap (the entries of dicts and sets), garbage included until it is collected.
 /// One walk of the heap, so it is measured between executions only.
-fn memory_held(module: &Module<'_>) -> usize {
+fn measured_memory(module: &Module<'_>) -> usize {
     let summary: usize = module
         .heap()
         .allocated_summary()

@@ -329,6 +329,22 @@ fn find_method_value(stmt: &AstStmt) -> Option<(Span, &'static str)> {
     })
 }
 
+/// The edits that wrap the text at `begin..end` in a call of `builtin`.
+fn wrap(edits: &mut Vec<Edit>, (begin, end): (usize, usize), builtin: &str, order: usize) {
+    edits.push(Edit {
+        begin,
+        end: begin,
+        text: format!("{builtin}("),
+        order,
+    });
+    edits.push(Edit {
+        begin: end,
+        end,
+        text: ")".to_owned(),
+        order,
+    });
+}
+
 /// Every statement of the module, each before the statements it holds.
 fn all_statements(stmt: &AstStmt) -> Vec<&AstStmt> {
     let mut found = Vec::new();
@@ -467,39 +483,14 @@ fn bound_text_builders(ast: &AstModule, source: &str) -> Option<String> {
         if matches!(key.node, Expr::Literal(_)) || within(&annotations, range(key.span)) {
             return;
         }
-        let (begin, end) = range(key.span);
         let order = 2 * position.get(&(key as *const AstExpr)).copied().unwrap_or(0);
-        edits.push(Edit {
-            begin,
-            end: begin,
-            text: format!("{CHECKED_KEY}("),
-            order,
-        });
-        edits.push(Edit {
-            begin: end,
-            end,
-            text: ")".to_owned(),
-            order,
-        });
+        wrap(edits, range(key.span), CHECKED_KEY, order);
     };
     // `{...}` -> `_sandbox_entries({...})`, outside the dict's own edits (order - 1).
     let wrap_entries = |edits: &mut Vec<Edit>, dict: &AstExpr, order: usize| {
-        if within(&annotations, range(dict.span)) {
-            return;
+        if !within(&annotations, range(dict.span)) {
+            wrap(edits, range(dict.span), CHECKED_ENTRIES, order - 1);
         }
-        let (begin, end) = range(dict.span);
-        edits.push(Edit {
-            begin,
-            end: begin,
-            text: format!("{CHECKED_ENTRIES}("),
-            order: order - 1,
-        });
-        edits.push(Edit {
-            begin: end,
-            end,
-            text: ")".to_owned(),
-            order: order - 1,
-        });
     };
     for key in assigned_indices(ast.statement(), &expressions) {
         wrap_key(&mut edits, key);
@@ -533,18 +524,7 @@ fn bound_text_builders(ast: &AstModule, source: &str) -> Option<String> {
                 let Some(start) = layout.receiver_start(object_begin, bracket) else {
                     continue;
                 };
-                edits.push(Edit {
-                    begin: start,
-                    end: start,
-                    text: format!("{CHECKED_SLICE}("),
-                    order,
-                });
-                edits.push(Edit {
-                    begin: bracket,
-                    end: bracket,
-                    text: ")".to_owned(),
-                    order,
-                });
+                wrap(&mut edits, (start, bracket), CHECKED_SLICE, order);
             }
             Expr::Call(callee, call) => {
                 if let Expr::Identifier(ident) = &callee.node {

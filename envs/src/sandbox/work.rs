@@ -32,9 +32,9 @@ pub(crate) fn charge(eval: &Evaluator<'_, '_, '_>, ticks: u64) -> starlark::Resu
 
 /// Records that a checked built-in built `entries` dict or set entries outside the
 /// heap, then checks the execution's limits.
-pub(crate) fn record_entries(eval: &Evaluator<'_, '_, '_>, entries: usize) -> starlark::Result<()> {
+pub(crate) fn record_entries(eval: &Evaluator<'_, '_, '_>, entries: u64) -> starlark::Result<()> {
     let ctx = ExecContext::of(eval)?;
-    let bytes = (entries as u64).saturating_mul(ENTRY_BYTES);
+    let bytes = entries.saturating_mul(ENTRY_BYTES);
     ctx.off_heap_bytes
         .set(ctx.off_heap_bytes.get().saturating_add(bytes));
     check_limits(ctx, eval)
