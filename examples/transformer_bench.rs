@@ -261,15 +261,15 @@ struct Request {
     new_tokens: usize,
 }
 
-/// Runs the request on backend `k`, printing its JSON line; `side` names the backend.
-fn measure<K: Kernels>(k: &mut K, side: &str, threads: usize, r: Request) -> BenchResult<()>
+/// Runs the request on backend `k` and returns the fields of its JSON line (without the
+/// braces, so that a backend can add its own); `side` names the backend.
+fn measure<K: Kernels>(k: &mut K, side: &str, threads: usize, r: Request) -> BenchResult<String>
 where
     K::Error: Error + 'static,
 {
     if r.what == "gemm" {
         let gflops = gemm(k, 2048)?;
-        println!("{{\"side\":\"{side}\",\"what\":\"gemm\",\"config\":\"2048^3\",\"threads\":{threads},\"gflops\":{gflops:.1}}}");
-        return Ok(());
+        return Ok(format!("\"side\":\"{side}\",\"what\":\"gemm\",\"config\":\"2048^3\",\"threads\":{threads},\"gflops\":{gflops:.1}"));
     }
     let (tokens_per_s, shape) = match r.what.as_str() {
         "train" => (
@@ -282,13 +282,12 @@ where
         ),
         other => return Err(format!("unknown measurement `{other}` (train, decode, gemm)").into()),
     };
-    println!(
-        "{{\"side\":\"{side}\",\"what\":\"{}\",\"config\":\"{}\",\"shape\":\"{shape}\",\"threads\":{threads},\"tokens_per_s\":{tokens_per_s:.1},\"peak_rss_mib\":{:.1}}}",
+    Ok(format!(
+        "\"side\":\"{side}\",\"what\":\"{}\",\"config\":\"{}\",\"shape\":\"{shape}\",\"threads\":{threads},\"tokens_per_s\":{tokens_per_s:.1},\"peak_rss_mib\":{:.1}",
         r.what,
         r.name,
         peak_rss_mib()
-    );
-    Ok(())
+    ))
 }
 
 fn main() -> BenchResult<()> {
@@ -318,7 +317,11 @@ fn main() -> BenchResult<()> {
     let threads = rayon::current_num_threads();
     let backend: String = option(&args, "--backend", "cpu".to_owned())?;
     match backend.as_str() {
-        "cpu" => measure(&mut CpuBackend::new(), "sage-cpu", threads, request),
+        "cpu" => {
+            let fields = measure(&mut CpuBackend::new(), "sage-cpu", threads, request)?;
+            println!("{{{fields}}}");
+            Ok(())
+        }
         "cuda" => cuda(&args, threads, request),
         other => Err(format!("unknown backend `{other}` (cpu, cuda)").into()),
     }
@@ -339,8 +342,9 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
         Precision::F32 => "sage-cuda-f32",
         Precision::Bf16 => "sage-cuda-bf16",
     };
-    measure(&mut k, side, threads, request)?;
+    let fields = measure(&mut k, side, threads, request)?;
     let mib = |bytes: usize| bytes as f64 / (1 << 20) as f64;
+    println!("{{{fields},\"peak_gpu_mib\":{:.1}}}", mib(k.memory_peak()?));
     eprintln!(
         "device memory in use after the run: {:.0} MiB, of which kept bf16 copies of GEMM \
          operands {:.0} MiB",

@@ -20,10 +20,10 @@
 # Environment: SAGE_BIN (default target/cuda-bench/sage), SAGE_BACKEND (cuda; cpu tries
 # the script without a GPU), SAGE_PRECISION (bf16; f32 on cpu), SAGE_RUNS (default
 # /tmp/sage-smollm2), SAGE_CONFIG (default configs/smollm2.toml), SAGE_SKIP_ZERO_SHOT=1,
-# SAGE_RL_STEPS (default 0: no RL; N runs N steps of SAGE RL from the SFT model and then
-# its update-off control, one after the other: side by side on one H100 the second ran
-# out of device memory; on an H100 a step took 16 s; into OUT_DIR: rl.md, rl.log,
-# rl-control.log, rl.csv, rl-control.csv).
+# SAGE_RL_STEPS (default 0: no RL; N runs N steps of SAGE RL from the SFT model for each
+# learning rate of SAGE_RL_LRS, default the preset's, and the update-off control, all side
+# by side; on an H100 a step alone took 16 s; into OUT_DIR: rl.md (the tables and each
+# arm's sampled success against the control), rl-lrLR.log/.csv, rl-control.log/.csv).
 #
 # Measured on an H100 (2026-11-26, docs/models.md): import 2 s, SFT 149 s, the two
 # evaluations 15 s (after SFT) and 80 s (zero-shot, which writes to the token limit).
@@ -79,12 +79,41 @@ cp "$RUNS/run/metrics/sft.csv" "$OUT_DIR/sft-metrics.csv" 2>/dev/null
 say "evaluation after SFT: rc $?"
 table "$OUT_DIR/eval.log" | tee "$OUT_DIR/sft.md"
 if [ "${SAGE_RL_STEPS:-0}" -gt 0 ]; then
-    for arm in rl rl-control; do
-        "$BIN" train "${common[@]}" --steps "$SAGE_RL_STEPS" $([ $arm = rl-control ] && echo --control) \
-            >"$OUT_DIR/$arm.log" 2>&1
-        say "$arm: rc $?"
-        cp "$RUNS/run/$arm/metrics/rl.csv" "$OUT_DIR/$arm.csv" 2>/dev/null
-        { echo "$arm:"; table "$OUT_DIR/$arm.log"; } | tee -a "$OUT_DIR/rl.md"
+    # The update-off control and one RL arm per learning rate, side by side: the control
+    # draws the same chains and random numbers as every arm, so one serves them all.
+    SFT=$(ls -d "$RUNS"/run/checkpoints/step-* | tail -1)
+    "$BIN" train "${common[@]}" --steps "$SAGE_RL_STEPS" --control >"$OUT_DIR/rl-control.log" 2>&1 &
+    for lr in ${SAGE_RL_LRS:-$(sed -n 's/^learning_rate = //p' "$CONFIG")}; do
+        sed "s/^learning_rate = .*/learning_rate = $lr/" "$CONFIG" >"$RUNS/rl-lr$lr.toml"
+        "$BIN" train --config "$RUNS/rl-lr$lr.toml" --backend "$BACKEND" --precision "$PRECISION" \
+            --run-dir "$RUNS/rl-lr$lr" --init "$SFT" --steps "$SAGE_RL_STEPS" \
+            >"$OUT_DIR/rl-lr$lr.log" 2>&1 &
     done
+    wait
+    say "rl arms and their control finished"
+    cp "$RUNS/run/rl-control/metrics/rl.csv" "$OUT_DIR/rl-control.csv" 2>/dev/null
+    for log in "$OUT_DIR"/rl-control.log "$OUT_DIR"/rl-lr*.log; do
+        arm=$(basename "$log" .log)
+        [ "$arm" = rl-control ] || cp "$RUNS/$arm/rl/metrics/rl.csv" "$OUT_DIR/$arm.csv" 2>/dev/null
+        { echo "$arm:"; grep -o "error: .*" "$log"; table "$log"; } | tee -a "$OUT_DIR/rl.md"
+    done
+    # Sampled success on the training chains per step (steps after the first: the first
+    # samples before any update, the same in every arm), each arm against the control.
+    python3 - "$OUT_DIR" <<'PY' | tee -a "$OUT_DIR/rl.md"
+import csv, glob, os, sys
+def success(path):
+    with open(path) as f:
+        return [float(r["success_all"]) for r in csv.DictReader(f)]
+out = sys.argv[1]
+control = success(os.path.join(out, "rl-control.csv"))
+print("| arm | step-1 success % | success % after step 1 | control % | gain |")
+print("| --- | --- | --- | --- | --- |")
+for path in sorted(glob.glob(os.path.join(out, "rl-lr*.csv"))):
+    arm = success(path)
+    n = min(len(arm), len(control))
+    mean = lambda xs: 100 * sum(xs) / max(len(xs), 1)
+    print(f"| {os.path.basename(path)[:-4]} | {100 * arm[0]:.1f} | {mean(arm[1:n]):.1f} | "
+          f"{mean(control[1:n]):.1f} | {mean(arm[1:n]) - mean(control[1:n]):+.1f} |")
+PY
 fi
 say "done"

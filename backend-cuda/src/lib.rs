@@ -187,6 +187,29 @@ impl CudaBackend {
         Ok(total.saturating_sub(free))
     }
 
+    /// The most bytes this backend's buffers, scratch and kept copies held at once since
+    /// the device was opened: the high-water mark of the device's memory pool, which every
+    /// stream-ordered allocation comes from (cuBLAS's own workspace is not in it). It is
+    /// the measure PyTorch's `torch.cuda.max_memory_allocated` reports for its tensors.
+    pub fn memory_peak(&self) -> Result<usize, CudaError> {
+        use cudarc::driver::sys;
+        self.gpu.ctx.bind_to_thread()?;
+        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        let mut high: u64 = 0;
+        // SAFETY: the context is current on this thread, `pool` receives the device's
+        // current pool, and USED_MEM_HIGH writes one u64 into `high`.
+        unsafe {
+            sys::cuDeviceGetMemPool(&mut pool, self.gpu.ctx.cu_device()).result()?;
+            sys::cuMemPoolGetAttribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+                (&mut high as *mut u64).cast(),
+            )
+            .result()?;
+        }
+        Ok(high as usize)
+    }
+
     /// Bytes held by the bf16 copies of GEMM operands kept between GEMMs (the bf16
     /// mode's copies of the weights; see `shadow`), beside the f32 tensors themselves.
     pub fn kept_bf16_bytes(&self) -> usize {
