@@ -205,6 +205,10 @@ pub struct ExperimentConfig {
     /// skill prompt: writing and reusing a skill become the policy's choice).
     #[serde(with = "text")]
     pub skill_data: ExpertMode,
+    /// A Hugging Face model directory (e.g. one `sage import` wrote) that both SFT
+    /// models start from, with its tokenizer; empty: fresh models of `[model]` and a
+    /// tokenizer trained on the expert data.
+    pub init: String,
     /// Run only this seed (below `seeds`) of every arm, e.g. one process per seed in
     /// copies of the run directory; `None` runs them all. Set by `sage experiment
     /// --only-seed`, never read from or written to a file: a later `--resume` without
@@ -220,12 +224,18 @@ impl Default for ExperimentConfig {
             arms: Arm::DEFAULT.to_vec(),
             controls: true,
             skill_data: ExpertMode::Skills,
+            init: String::new(),
             only_seed: None,
         }
     }
 }
 
 impl ExperimentConfig {
+    /// The model directory the SFT models start from, if `init` names one.
+    pub fn init_dir(&self) -> Option<&std::path::Path> {
+        (!self.init.is_empty()).then(|| std::path::Path::new(&self.init))
+    }
+
     /// Checks the seed count, that some arm is named, the chosen seed, and the skill data
     /// mode.
     pub fn validate(&self) -> Result<(), String> {
@@ -239,6 +249,15 @@ impl ExperimentConfig {
             return Err(format!(
                 "only_seed {seed} is not below the seed count {} (seeds count from 0)",
                 self.seeds
+            ));
+        }
+        if let Some(dir) = self
+            .init_dir()
+            .filter(|dir| !dir.join("config.json").is_file())
+        {
+            return Err(format!(
+                "init {} is not a model directory (no config.json there)",
+                dir.display()
             ));
         }
         if self.skill_data == ExpertMode::Direct {

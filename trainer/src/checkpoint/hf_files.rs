@@ -102,7 +102,7 @@ impl CarriedFiles {
 
 /// Writes both files into `dir`, the carried ones where given, else the defaults, and
 /// adds the carried special-token ids to the `config.json` already written there.
-pub(super) fn write_hf_files(
+pub fn write_hf_files(
     dir: &Path,
     tokenizer: &Tokenizer,
     carried: Option<&CarriedFiles>,

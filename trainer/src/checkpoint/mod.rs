@@ -43,8 +43,8 @@ use crate::weights::{load_model, read_config, save_model, SaveOptions, CONFIG_FI
 pub use dirs::step_dir_name;
 pub use error::CheckpointError;
 pub use hf_files::{
-    default_generation_config, read_generation_config, tokenizer_config, CarriedFiles,
-    CHATML_TEMPLATE, GENERATION_CONFIG_FILE, TOKENIZER_CONFIG_FILE,
+    default_generation_config, read_generation_config, tokenizer_config, write_hf_files,
+    CarriedFiles, CHATML_TEMPLATE, GENERATION_CONFIG_FILE, TOKENIZER_CONFIG_FILE,
 };
 
 /// The optimizer's state in a checkpoint.

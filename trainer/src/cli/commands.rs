@@ -147,6 +147,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             only_seed,
             arms,
             skill_data,
+            init,
             tiny,
             resume,
         } => {
@@ -159,6 +160,9 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.experiment.only_seed = only_seed;
             config.experiment.arms = arms.unwrap_or(config.experiment.arms);
             config.experiment.skill_data = skill_data.unwrap_or(config.experiment.skill_data);
+            if let Some(init) = init {
+                config.experiment.init = init.display().to_string();
+            }
             let config = checked(config)?;
             builtin_only(&config, "experiment")?;
             record(&config, "experiment")?;

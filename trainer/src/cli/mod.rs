@@ -143,6 +143,10 @@ enum Command {
         /// skill_data`; `configs/experiment-mechanism.toml` sets `mixed`).
         #[arg(long)]
         skill_data: Option<ExpertMode>,
+        /// Start both SFT models from this Hugging Face model directory, with its
+        /// tokenizer (overrides `[experiment] init`; e.g. what `sage import` wrote).
+        #[arg(long)]
+        init: Option<PathBuf>,
         /// A smoke run of every arm on the tiny configuration in runs/experiment-tiny.
         #[arg(long, conflicts_with = "config")]
         tiny: bool,

@@ -402,6 +402,11 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
         "the skill arms' SFT data: skills or mixed",
     ),
     (
+        "experiment",
+        "init",
+        "a model directory both SFT models start from (empty: fresh models of [model])",
+    ),
+    (
         "env",
         "kind",
         "where sage eval and sage train run episodes: builtin, or remote servers",

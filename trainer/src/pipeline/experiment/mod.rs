@@ -14,6 +14,7 @@ use sage_envs::expert::ExpertMode;
 use sage_transformer::Kernels;
 
 use crate::chat::ChatTemplate;
+use crate::checkpoint::{write_hf_files, CarriedFiles};
 use crate::config::RunConfig;
 use crate::eval::EvalMetrics;
 use crate::experiment::Arm;
@@ -26,7 +27,7 @@ use crate::policy::TransformerPolicy;
 use crate::rl::{control_gap, ControlGap, RlConfig, RlState, RlStepStats, RlTrainer, WorldRl};
 use crate::sft::{SftData, SftState, SftTrainer};
 use crate::tokenizer::Tokenizer;
-use crate::weights::{load_model, save_model, SaveOptions};
+use crate::weights::{load_model, read_config, save_model, SaveOptions, CONFIG_FILE};
 
 mod plots;
 mod resume;
@@ -87,6 +88,7 @@ pub fn run_experiment<K: Kernels>(
         .map_err(|message| PipelineError::new("config", format!("[experiment]: {message}")))?;
     let arms = &config.experiment.arms;
     let dir = &config.run.dir;
+    let init = config.experiment.init_dir();
     let record = RunRecord::open(config, resume)?;
     let skill_data = config.experiment.skill_data;
     let modes: Vec<ExpertMode> = [skill_data, ExpertMode::Direct]
@@ -118,15 +120,34 @@ pub fn run_experiment<K: Kernels>(
             tokenizer
         }
         None => {
-            let files = prepare(first_mode, reporter)?;
-            let tokenizer = train_tokenizer(&config.tokenizer, &files.train, dir, reporter)?;
+            let tokenizer = match init {
+                Some(init) => {
+                    let tokenizer = Tokenizer::from_dir(init).map_err(failed("init"))?;
+                    fs::create_dir_all(dir).map_err(failed("init"))?;
+                    tokenizer.save_to_dir(dir).map_err(failed("init"))?;
+                    reporter.info(&format!("model and tokenizer: {}", init.display()));
+                    tokenizer
+                }
+                None => {
+                    let files = prepare(first_mode, reporter)?;
+                    train_tokenizer(&config.tokenizer, &files.train, dir, reporter)?
+                }
+            };
             record.mark_tokenizer_finished()?;
             tokenizer
         }
     };
+    let max_len = match init {
+        Some(init) => {
+            read_config(&init.join(CONFIG_FILE))
+                .map_err(failed("init"))?
+                .max_position_embeddings
+        }
+        None => config.model.max_position_embeddings,
+    };
     let template = ChatTemplate::new(&tokenizer)
         .map_err(failed("tokenizer"))?
-        .with_max_len(config.model.max_position_embeddings);
+        .with_max_len(max_len);
     for &mode in &modes {
         if let Some(done) = record.finished_sft(mode.name())? {
             reporter.info(&format!(
@@ -204,8 +225,9 @@ pub fn run_experiment<K: Kernels>(
     Ok(runs)
 }
 
-/// Trains a fresh model on `train` and saves it (with the tokenizer) in `out`; returns
-/// the backend, emptied, and the training's summary.
+/// Trains a model on `train`, a fresh one or `[experiment] init`'s, and saves it in
+/// `out` with the tokenizer and the Hugging Face files (the init model's own, where it
+/// has them); returns the backend, emptied, and the training's summary.
 fn sft<K: Kernels>(
     mut k: K,
     config: &RunConfig,
@@ -215,7 +237,17 @@ fn sft<K: Kernels>(
     out: &Path,
     reporter: &mut dyn Reporter,
 ) -> Result<(K, SftFinished), PipelineError> {
-    let model = fresh_model(&mut k, &config.model, config.run.seed, tokenizer)?;
+    let init = config.experiment.init_dir();
+    let (model, carried) = match init {
+        Some(init) => (
+            load_model(&mut k, init).map_err(failed("init"))?,
+            Some(CarriedFiles::read(init).map_err(failed("init"))?),
+        ),
+        None => (
+            fresh_model(&mut k, &config.model, config.run.seed, tokenizer)?,
+            None,
+        ),
+    };
     let mut optimizer = config.optimizer.clone();
     optimizer.resolve_total_steps(
         SftTrainer::new(config.sft.clone(), train, SftState::default()).total_steps(),
@@ -241,6 +273,7 @@ fn sft<K: Kernels>(
     let (k, model, _) = policy.parts_mut();
     save_model(k, model, out, &SaveOptions::default()).map_err(failed("sft"))?;
     tokenizer.save_to_dir(out).map_err(failed("sft"))?;
+    write_hf_files(out, tokenizer, carried.as_ref()).map_err(failed("sft"))?;
     let finished = SftFinished {
         final_loss: f64::from(summary.final_loss),
         dev_loss: summary.dev_loss,
