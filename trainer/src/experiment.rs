@@ -251,15 +251,6 @@ impl ExperimentConfig {
                 self.seeds
             ));
         }
-        if let Some(dir) = self
-            .init_dir()
-            .filter(|dir| !dir.join("config.json").is_file())
-        {
-            return Err(format!(
-                "init {} is not a model directory (no config.json there)",
-                dir.display()
-            ));
-        }
         if self.skill_data == ExpertMode::Direct {
             return Err(
                 "skill_data must be skills or mixed (direct is the sft-direct arm's)".to_owned(),

@@ -89,6 +89,15 @@ pub fn run_experiment<K: Kernels>(
     let arms = &config.experiment.arms;
     let dir = &config.run.dir;
     let init = config.experiment.init_dir();
+    if let Some(dir) = init.filter(|dir| !dir.join(CONFIG_FILE).is_file()) {
+        return Err(PipelineError::new(
+            "config",
+            format!(
+                "[experiment] init {} is not a model directory (no {CONFIG_FILE} there)",
+                dir.display()
+            ),
+        ));
+    }
     let record = RunRecord::open(config, resume)?;
     let skill_data = config.experiment.skill_data;
     let modes: Vec<ExpertMode> = [skill_data, ExpertMode::Direct]
