@@ -12,8 +12,8 @@
 
 use sage_backend_cpu::CpuBackend;
 use sage_transformer::{
-    AdamWStep, AttentionShape, Indices, Kernels, KvCache, MatmulShape, ModelConfig, Tensor,
-    Transformer,
+    AdamWStep, AttentionShape, Indices, Kernels, KvCache, LoraConfig, MatmulShape, ModelConfig,
+    Projection, Tensor, Transformer,
 };
 
 /// Instantiates every parity test for the backend that `$make` builds: an expression
@@ -26,7 +26,7 @@ macro_rules! backend_parity_tests {
             elementwise_ops, sum_squares, embedding, rmsnorm, matmul_all_layouts,
             bias, rope, attention_training, attention_decoding, swiglu, output_head,
             token_choice, adamw, errors_are_returned, freed_buffers_come_back_zeroed,
-            model_forward_backward, decoding_matches_cpu,
+            model_forward_backward, lora_forward_backward, decoding_matches_cpu,
             ten_training_steps);
     };
     (@tests $make:expr; $($name:ident),*) => {
@@ -538,7 +538,7 @@ pub fn output_head<K: Kernels>(make: impl FnOnce() -> Option<K>) {
     let dlm_head = b.random(&mut rng, vocab * dim, 1.0);
     on_both!(b, |k, i| k.logprob_backward(
         dhidden[i],
-        dlm_head[i],
+        Some(dlm_head[i]),
         weights[i],
         hidden[i],
         lm_head[i],
@@ -747,6 +747,89 @@ pub fn model_forward_backward<K: Kernels>(make: impl FnOnce() -> Option<K>) {
                 1e-4,
             );
         }
+    }
+}
+
+/// The small model with rank-3 adapters on q, v, o and down (random A and B): the merged
+/// weights to 1e-6 of their largest value, log-probs to 1e-5 and the adapters'
+/// gradients to 1e-4 (the model's tolerances above), and the merged weights again after
+/// new adapter values (what an optimizer step leads to).
+pub fn lora_forward_backward<K: Kernels>(make: impl FnOnce() -> Option<K>) {
+    let Some(mut b) = Both::new(make) else { return };
+    for tied in [true, false] {
+        let config = small_config(tied);
+        let mut rng = Rng::new(23 + tied as u64);
+        let [mut cpu, mut other] = models(&mut b, config.clone(), 24);
+        let lora = LoraConfig {
+            rank: 3,
+            alpha: 6.0,
+            targets: vec![
+                Projection::Q,
+                Projection::V,
+                Projection::O,
+                Projection::Down,
+            ],
+        };
+        let slab = cpu.layout().total;
+        let adapters = rng.vec(
+            sage_transformer::AdapterLayout::new(cpu.layout(), &lora).total,
+            0.3,
+        );
+        cpu.enable_lora(&mut b.cpu, lora.clone(), &adapters)
+            .expect("cpu lora");
+        other
+            .enable_lora(&mut b.other, lora, &adapters)
+            .expect("lora");
+        let want = download(&mut b.cpu, cpu.params());
+        assert_eq!(want.len(), slab);
+        assert_close(
+            "merged weights",
+            &download(&mut b.other, other.params()),
+            &want,
+            1e-6,
+        );
+        let (tokens, targets, starts) = packed_batch(&mut rng, config.vocab_size);
+        let weights = rng.vec(tokens.len(), 1.0);
+        let want = cpu
+            .forward(&mut b.cpu, &tokens, &targets, &starts)
+            .expect("cpu");
+        let got = other
+            .forward(&mut b.other, &tokens, &targets, &starts)
+            .expect("forward");
+        assert_close("lora logp", &got, &want, 1e-5);
+        cpu.backward(&mut b.cpu, &weights).expect("cpu backward");
+        other.backward(&mut b.other, &weights).expect("backward");
+        let grads = |b: &mut Both<K>, i: usize| match i {
+            0 => download(&mut b.cpu, cpu.adapter_grads().expect("cpu adapters")),
+            _ => download(&mut b.other, other.adapter_grads().expect("adapters")),
+        };
+        let (want, got) = (grads(&mut b, 0), grads(&mut b, 1));
+        let layout = cpu.adapter_layout().expect("cpu layout").clone();
+        for (name, slot) in layout.named() {
+            let range = slot.offset..slot.offset + slot.len;
+            assert_close(
+                &format!("grad {name} (tied {tied})"),
+                &got[range.clone()],
+                &want[range],
+                1e-4,
+            );
+        }
+        let updated = rng.vec(layout.total, 0.3);
+        b.cpu
+            .write(cpu.adapter_params().expect("cpu adapters"), &updated)
+            .expect("cpu write");
+        b.other
+            .write(other.adapter_params().expect("adapters"), &updated)
+            .expect("write");
+        cpu.merge_adapters(&mut b.cpu).expect("cpu merge");
+        other.merge_adapters(&mut b.other).expect("merge");
+        let want = download(&mut b.cpu, cpu.params());
+        assert_close(
+            "merged again",
+            &download(&mut b.other, other.params()),
+            &want,
+            1e-6,
+        );
     }
 }
 

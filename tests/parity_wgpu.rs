@@ -192,7 +192,7 @@ fn tensors_over_the_binding_limit_are_split() {
     b.cpu
         .logprob_backward(
             dhidden[0],
-            dlm_head[0],
+            Some(dlm_head[0]),
             weights[0],
             hidden[0],
             lm_head[0],
@@ -203,7 +203,7 @@ fn tensors_over_the_binding_limit_are_split() {
     b.other
         .logprob_backward(
             dhidden[1],
-            dlm_head[1],
+            Some(dlm_head[1]),
             weights[1],
             hidden[1],
             lm_head[1],

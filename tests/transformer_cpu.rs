@@ -5,7 +5,8 @@
 
 use sage_backend_cpu::CpuBackend;
 use sage_transformer::{
-    AdamWStep, InputError, Kernels, KvCache, ModelConfig, ModelError, Transformer,
+    AdamWStep, AdapterLayout, InputError, Kernels, KvCache, LoraConfig, ModelConfig, ModelError,
+    Projection, Transformer,
 };
 
 /// A deterministic xorshift generator for test inputs.
@@ -131,6 +132,131 @@ fn model_gradients_match_finite_differences_untied() {
 #[test]
 fn model_gradients_match_finite_differences_tied() {
     check_model_gradients(true);
+}
+
+/// Adapters of rank 2 on q, v, o and down, A and B random: every adapter's gradient at
+/// random elements against central differences of the same loss, each evaluated on
+/// the weights merged from the perturbed adapters (the tolerances of
+/// `check_model_gradients`, for the same reasons). No gradient of a frozen matrix or
+/// bias is computed: those slots of the model's gradient slab stay 0.
+#[test]
+fn lora_gradients_match_finite_differences() {
+    let mut rng = Rng(0x10aa_0001);
+    let mut k = CpuBackend::new();
+    let config = config(false);
+    let mut model = random_model(&mut k, config.clone(), &mut rng);
+    let lora = LoraConfig {
+        rank: 2,
+        alpha: 4.0,
+        targets: vec![
+            Projection::Q,
+            Projection::V,
+            Projection::O,
+            Projection::Down,
+        ],
+    };
+    let layout = AdapterLayout::new(model.layout(), &lora);
+    let adapters: Vec<f32> = (0..layout.total).map(|_| 0.5 * rng.unit()).collect();
+    model.enable_lora(&mut k, lora, &adapters).unwrap();
+    let (tokens, targets, starts) = batch(&mut rng, config.vocab_size);
+    let weights: Vec<f32> = (0..tokens.len()).map(|_| rng.unit()).collect();
+
+    model.zero_grads(&mut k).unwrap();
+    model.forward(&mut k, &tokens, &targets, &starts).unwrap();
+    model.backward(&mut k, &weights).unwrap();
+    let adapter_slab = model.adapter_params().unwrap();
+    let mut grads = vec![0.0f32; layout.total];
+    k.read(model.adapter_grads().unwrap(), &mut grads).unwrap();
+    let mut model_grads = vec![0.0f32; model.grads().len];
+    k.read(model.grads(), &mut model_grads).unwrap();
+    for (name, slot) in model.layout().named() {
+        let frozen = &model_grads[slot.offset..slot.offset + slot.len];
+        if !name.contains("layernorm") && name != "model.norm.weight" {
+            assert!(frozen.iter().all(|&g| g == 0.0), "{name} got a gradient");
+        }
+    }
+
+    let h = 1e-2f32;
+    for (name, slot) in layout.named() {
+        for _ in 0..3 {
+            let i = slot.offset + rng.below(slot.len);
+            let mut loss_at = |value: f32| {
+                let mut a = adapters.clone();
+                a[i] = value;
+                k.write(adapter_slab, &a).unwrap();
+                model.merge_adapters(&mut k).unwrap();
+                let logp = model.forward(&mut k, &tokens, &targets, &starts).unwrap();
+                weighted_logp(&logp, &weights)
+            };
+            let fd = (loss_at(adapters[i] + h) - loss_at(adapters[i] - h)) / (2.0 * f64::from(h));
+            let analytic = f64::from(grads[i]);
+            assert!(
+                analytic.abs() > 1e-4 || fd.abs() < 1e-3,
+                "{name}: a vanishing gradient"
+            );
+            assert!(
+                (fd - analytic).abs() <= 2e-3 + 2e-2 * analytic.abs(),
+                "{name}[{}]: analytic {analytic}, finite difference {fd}",
+                i - slot.offset
+            );
+        }
+    }
+}
+
+/// With B = 0 the adapted model is the model (log-probs bit-equal); merging random
+/// adapters changes it; rebasing takes the frozen weights back from the merged ones,
+/// so that B = 0 merges to the original weights again (to f32 rounding).
+#[test]
+fn lora_starts_from_the_model_and_rebases_to_it() {
+    let mut rng = Rng(0x10aa_0002);
+    let mut k = CpuBackend::new();
+    let config = config(true);
+    let mut model = random_model(&mut k, config.clone(), &mut rng);
+    let (tokens, targets, starts) = batch(&mut rng, config.vocab_size);
+    let before = model.forward(&mut k, &tokens, &targets, &starts).unwrap();
+    let mut original = vec![0.0f32; model.params().len];
+    k.read(model.params(), &mut original).unwrap();
+    let lora = LoraConfig {
+        rank: 4,
+        alpha: 8.0,
+        targets: Projection::ALL.to_vec(),
+    };
+    let layout = AdapterLayout::new(model.layout(), &lora);
+    let mut adapters: Vec<f32> = (0..layout.total).map(|_| rng.unit()).collect();
+    let zero_b = |adapters: &mut Vec<f32>| {
+        for adapter in &layout.adapters {
+            adapters[adapter.b.offset..adapter.b.offset + adapter.b.len].fill(0.0);
+        }
+    };
+    let mut started = adapters.clone();
+    zero_b(&mut started);
+    model.enable_lora(&mut k, lora.clone(), &started).unwrap();
+    let same = model.forward(&mut k, &tokens, &targets, &starts).unwrap();
+    assert_eq!(same, before, "B = 0 must leave the model as it was");
+
+    let slab = model.adapter_params().unwrap();
+    k.write(slab, &adapters).unwrap();
+    model.merge_adapters(&mut k).unwrap();
+    let moved = model.forward(&mut k, &tokens, &targets, &starts).unwrap();
+    assert_ne!(moved, before, "random adapters must change the model");
+    model.rebase_adapters(&mut k).unwrap();
+    zero_b(&mut adapters);
+    k.write(slab, &adapters).unwrap();
+    model.merge_adapters(&mut k).unwrap();
+    let mut back = vec![0.0f32; original.len()];
+    k.read(model.params(), &mut back).unwrap();
+    let worst = back
+        .iter()
+        .zip(&original)
+        .map(|(b, o)| (b - o).abs())
+        .fold(0.0f32, f32::max);
+    assert!(worst <= 1e-5, "rebased weights differ by {worst}");
+
+    let error = model.enable_lora(&mut k, lora, &adapters).unwrap_err();
+    assert!(
+        matches!(error, ModelError::Input(InputError::Lora(_))),
+        "{error:?}"
+    );
 }
 
 /// log-softmax of `logits` at `target`, in f64.

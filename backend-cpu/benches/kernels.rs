@@ -167,7 +167,7 @@ fn main() {
             .expect("k")
     });
     t.time("logprob_backward", || {
-        b.logprob_backward(dx, dtable, weights, x, table_w, tokens, head_lse)
+        b.logprob_backward(dx, Some(dtable), weights, x, table_w, tokens, head_lse)
             .expect("k")
     });
     t.time("adamw (7M params)", || {

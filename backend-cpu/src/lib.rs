@@ -346,7 +346,7 @@ impl Device for CpuBackend {
     fn logprob_backward(
         &mut self,
         dhidden: Tensor,
-        dlm_head: Tensor,
+        dlm_head: Option<Tensor>,
         weights: Tensor,
         lse: Tensor,
         head: HeadOperands,
@@ -357,18 +357,38 @@ impl Device for CpuBackend {
             lm_head,
             targets,
         } = head;
-        let ([dhidden, dlm_head], [weights, hidden, lm_head, lse], [targets]) = self.store.views(
-            [dhidden, dlm_head],
-            [weights, hidden, lm_head, lse],
-            [targets],
-        )?;
-        let head = logprob::Head {
-            hidden,
-            lm_head,
-            targets,
-        };
-        let grads = logprob::HeadGrads { dhidden, dlm_head };
-        logprob::logprob_backward(grads, weights, lse, head, dims, &mut self.logits_chunk)
+        let reads = [weights, hidden, lm_head, lse];
+        let chunk = &mut self.logits_chunk;
+        match dlm_head {
+            Some(dlm_head) => {
+                let ([dhidden, dlm_head], [weights, hidden, lm_head, lse], [targets]) =
+                    self.store.views([dhidden, dlm_head], reads, [targets])?;
+                let head = logprob::Head {
+                    hidden,
+                    lm_head,
+                    targets,
+                };
+                let grads = logprob::HeadGrads {
+                    dhidden,
+                    dlm_head: Some(dlm_head),
+                };
+                logprob::logprob_backward(grads, weights, lse, head, dims, chunk)
+            }
+            None => {
+                let ([dhidden], [weights, hidden, lm_head, lse], [targets]) =
+                    self.store.views([dhidden], reads, [targets])?;
+                let head = logprob::Head {
+                    hidden,
+                    lm_head,
+                    targets,
+                };
+                let grads = logprob::HeadGrads {
+                    dhidden,
+                    dlm_head: None,
+                };
+                logprob::logprob_backward(grads, weights, lse, head, dims, chunk)
+            }
+        }
     }
 
     fn logits(

@@ -26,7 +26,8 @@ pub(crate) struct Head<'a> {
 /// dlm_head[V, D] (accumulated).
 pub(crate) struct HeadGrads<'a> {
     pub(crate) dhidden: &'a mut [f32],
-    pub(crate) dlm_head: &'a mut [f32],
+    /// `None` for a frozen head: its gradient is not computed.
+    pub(crate) dlm_head: Option<&'a mut [f32]>,
 }
 
 /// Fails unless every target is below the vocabulary (V).
@@ -108,7 +109,7 @@ pub(crate) fn logprob_forward(
 
 /// Backward of sum_n weights[n] * logp[n]: with dlogits = w (onehot(target) - softmax),
 /// dhidden[N, D] = dlogits · lm_head (overwritten; 0 on rows of weight 0) and
-/// dlm_head[V, D] += dlogits^T · hidden. Only rows of nonzero weight are computed,
+/// dlm_head[V, D] += dlogits^T · hidden (when given). Only rows of nonzero weight are computed,
 /// gathered chunk by chunk; chunks are accumulated in order. The chunk's dlogits live
 /// in `scratch`, kept by the caller between calls.
 pub(crate) fn logprob_backward(
@@ -119,7 +120,10 @@ pub(crate) fn logprob_backward(
     d: HeadDims,
     scratch: &mut Vec<f32>,
 ) -> Result<(), CpuError> {
-    let HeadGrads { dhidden, dlm_head } = grads;
+    let HeadGrads {
+        dhidden,
+        mut dlm_head,
+    } = grads;
     let Head {
         hidden,
         lm_head,
@@ -160,13 +164,15 @@ pub(crate) fn logprob_backward(
         for (src, &n) in dhidden_chunk.chunks_exact(d.dim).zip(rows_of_chunk) {
             dhidden[n * d.dim..(n + 1) * d.dim].copy_from_slice(src);
         }
-        gemm_parallel(
-            view_mut(dlm_head, d.vocab, d.dim, d.dim)?,
-            dlogits.t(),
-            view(hidden_chunk, rows, d.dim, d.dim)?,
-            1.0,
-            1.0,
-        );
+        if let Some(dlm_head) = dlm_head.as_deref_mut() {
+            gemm_parallel(
+                view_mut(dlm_head, d.vocab, d.dim, d.dim)?,
+                dlogits.t(),
+                view(hidden_chunk, rows, d.dim, d.dim)?,
+                1.0,
+                1.0,
+            );
+        }
     }
     Ok(())
 }

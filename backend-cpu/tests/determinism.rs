@@ -63,7 +63,15 @@ fn run_kernels() -> Vec<Vec<f32>> {
         upload(backend, &vec![0.0; vocab * dim]),
     );
     backend
-        .logprob_backward(dhidden, dtable, weights, hidden, table, targets, head_lse)
+        .logprob_backward(
+            dhidden,
+            Some(dtable),
+            weights,
+            hidden,
+            table,
+            targets,
+            head_lse,
+        )
         .unwrap();
     let tokens = upload_indices(backend, &rng.ints(rows, 5));
     backend

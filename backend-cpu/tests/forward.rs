@@ -543,7 +543,15 @@ fn check_head(rows: usize, dim: usize, vocab: usize, seed: u64) {
         upload(backend, &vec![0.0; vocab * dim]),
     );
     backend
-        .logprob_backward(dhidden, dlm_head, weights, hidden, lm_head, targets, lse)
+        .logprob_backward(
+            dhidden,
+            Some(dlm_head),
+            weights,
+            hidden,
+            lm_head,
+            targets,
+            lse,
+        )
         .unwrap();
     let [logp_want, lse_want, dhidden_want, dhidden_size, dlm_head_want, dlm_head_size] =
         reference_head(&hidden_host, &head_host, &targets_host, &weights_host, dim);

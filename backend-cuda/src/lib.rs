@@ -457,7 +457,7 @@ impl Device for CudaBackend {
     fn logprob_backward(
         &mut self,
         dhidden: Tensor,
-        dlm_head: Tensor,
+        dlm_head: Option<Tensor>,
         weights: Tensor,
         lse: Tensor,
         head: HeadOperands,

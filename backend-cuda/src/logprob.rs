@@ -94,11 +94,11 @@ pub(crate) fn logprob_forward(
 
 /// Backward of sum_n weights[n] * logp[n]: with dlogits = w (onehot(target) - softmax),
 /// dhidden[N, D] = dlogits · lm_head (overwritten; 0 on rows of weight 0) and
-/// dlm_head[V, D] += dlogits^T · hidden, chunk by chunk of rows in order.
+/// dlm_head[V, D] += dlogits^T · hidden (when given), chunk by chunk of rows in order.
 pub(crate) fn logprob_backward(
     b: &mut CudaBackend,
     dhidden: Tensor,
-    dlm_head: Tensor,
+    dlm_head: Option<Tensor>,
     weights: Tensor,
     lse: Tensor,
     head: HeadOperands,
@@ -106,7 +106,11 @@ pub(crate) fn logprob_backward(
 ) -> Result<(), CudaError> {
     let op = "logprob_backward";
     let targets = targets(b, &head)?;
-    let (dhidden, dlm_head) = (b.store.address(dhidden)?, b.store.address(dlm_head)?);
+    let dhidden = b.store.address(dhidden)?;
+    let dlm_head = match dlm_head {
+        Some(dlm_head) => Some(b.store.address(dlm_head)?),
+        None => None,
+    };
     let (weights, lse) = (b.store.address(weights)?, b.store.address(lse)?);
     if d.rows == 0 {
         return Ok(());
@@ -143,8 +147,10 @@ pub(crate) fn logprob_backward(
         let (dlogits_in, lm_head) = (Operand::Scratch(dlogits), Operand::Tensor(head.lm_head));
         gemm(b, dhidden_rows, dlogits_in, lm_head, shape)?;
         // dlm_head[V, D] += dlogits^T · hidden
-        let shape = mm(d.vocab, d.dim, rows, true, false, true);
-        gemm(b, dlm_head, dlogits_in, hidden, shape)?;
+        if let Some(dlm_head) = dlm_head {
+            let shape = mm(d.vocab, d.dim, rows, true, false, true);
+            gemm(b, dlm_head, dlogits_in, hidden, shape)?;
+        }
     }
     Ok(())
 }

@@ -364,7 +364,7 @@ impl Device for WgpuBackend {
     fn logprob_backward(
         &mut self,
         dhidden: Tensor,
-        dlm_head: Tensor,
+        dlm_head: Option<Tensor>,
         weights: Tensor,
         lse: Tensor,
         head: HeadOperands,

@@ -106,11 +106,11 @@ pub(crate) fn logprob_forward(
 
 /// Backward of sum_n weights[n] * logp[n]: with dlogits = w (onehot(target) - softmax),
 /// dhidden[N, D] = dlogits · lm_head (overwritten; 0 on rows of weight 0) and
-/// dlm_head[V, D] += dlogits^T · hidden, chunk by chunk of rows in order.
+/// dlm_head[V, D] += dlogits^T · hidden (when given), chunk by chunk of rows in order.
 pub(crate) fn logprob_backward(
     b: &mut WgpuBackend,
     dhidden: Tensor,
-    dlm_head: Tensor,
+    dlm_head: Option<Tensor>,
     weights: Tensor,
     lse: Tensor,
     head: HeadOperands,
@@ -145,8 +145,10 @@ pub(crate) fn logprob_backward(
         let dhidden_rows = dhidden.slice(start * d.dim, rows * d.dim);
         let shape = mm(rows, d.dim, d.vocab, false, false, false);
         matmul(b, dhidden_rows, dlogits, head.lm_head, shape)?;
-        let shape = mm(d.vocab, d.dim, rows, true, false, true);
-        matmul(b, dlm_head, dlogits, hidden_rows, shape)?;
+        if let Some(dlm_head) = dlm_head {
+            let shape = mm(d.vocab, d.dim, rows, true, false, true);
+            matmul(b, dlm_head, dlogits, hidden_rows, shape)?;
+        }
     }
     Ok(())
 }

@@ -335,14 +335,15 @@ pub trait Kernels {
         lm_head: Tensor,
         targets: Indices,
     ) -> Result<(), Self::Error>;
-    /// Backward of `sum_t weights[t] * logp[t]`: dhidden[N, D] (overwritten) and
-    /// dlm_head[V, D] (+=), from the forward's hidden, lse and targets. Rows with weight
-    /// 0 contribute nothing (the SFT loss mask, or GRPO's per-token coefficients).
+    /// Backward of `sum_t weights[t] * logp[t]`: dhidden[N, D] (overwritten) and, when
+    /// given, dlm_head[V, D] (+=; `None` for a frozen head: its GEMM is skipped), from
+    /// the forward's hidden, lse and targets. Rows with weight 0 contribute nothing (the
+    /// SFT loss mask, or GRPO's per-token coefficients).
     #[allow(clippy::too_many_arguments)]
     fn logprob_backward(
         &mut self,
         dhidden: Tensor,
-        dlm_head: Tensor,
+        dlm_head: Option<Tensor>,
         weights: Tensor,
         hidden: Tensor,
         lm_head: Tensor,

@@ -15,7 +15,8 @@
 //! - [`contract`]: the checks of that contract that do not depend on the device, and
 //!   the checked sizes a device receives;
 //! - [`model`]: the forward and backward passes over it ([`Transformer`]);
-//! - [`decode`]: prefill and one-token decoding steps against a [`KvCache`].
+//! - [`decode`]: prefill and one-token decoding steps against a [`KvCache`];
+//! - [`lora`]: low-rank adapters trained on the frozen model.
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -31,6 +32,7 @@ pub mod decode;
 pub mod device;
 pub mod kernels;
 pub mod layout;
+pub mod lora;
 pub mod model;
 pub mod sampling;
 
@@ -43,4 +45,5 @@ pub use kernels::{
     COLUMN_SUM_ROWS,
 };
 pub use layout::{ActLayout, LayerActs, LayerParams, ParamLayout, Slot};
+pub use lora::{Adapter, AdapterLayout, LoraConfig, Projection};
 pub use model::{InputError, ModelError, Transformer};

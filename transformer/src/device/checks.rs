@@ -343,7 +343,7 @@ impl<D: Device> Kernels for D {
     fn logprob_backward(
         &mut self,
         dhidden: Tensor,
-        dlm_head: Tensor,
+        dlm_head: Option<Tensor>,
         weights: Tensor,
         hidden: Tensor,
         lm_head: Tensor,
@@ -354,8 +354,14 @@ impl<D: Device> Kernels for D {
         let dims = HeadDims::new(op, targets.len, hidden.len, lm_head.len)?;
         same_len(op, dims.rows, &[("weights", &weights), ("lse", &lse)])?;
         expect_len(op, "dhidden", dhidden.len, hidden.len)?;
-        expect_len(op, "dlm_head", dlm_head.len, lm_head.len)?;
-        check_disjoint(&[dhidden, dlm_head], &[weights, hidden, lm_head, lse])?;
+        let reads = [weights, hidden, lm_head, lse];
+        match dlm_head {
+            Some(dlm_head) => {
+                expect_len(op, "dlm_head", dlm_head.len, lm_head.len)?;
+                check_disjoint(&[dhidden, dlm_head], &reads)?;
+            }
+            None => check_disjoint(&[dhidden], &reads)?,
+        }
         let head = HeadOperands {
             hidden,
             lm_head,

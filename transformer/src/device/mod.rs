@@ -255,12 +255,13 @@ pub trait Device {
         head: HeadOperands,
         dims: HeadDims,
     ) -> Result<(), Self::Error>;
-    /// Fused output head backward; `weights`, `lse` `[N]`, `dhidden` and `dlm_head` the
-    /// size of `hidden` and `lm_head`, writes disjoint.
+    /// Fused output head backward; `weights`, `lse` `[N]`, `dhidden` and `dlm_head` (when
+    /// given; `None` skips the head's gradient) the size of `hidden` and `lm_head`,
+    /// writes disjoint.
     fn logprob_backward(
         &mut self,
         dhidden: Tensor,
-        dlm_head: Tensor,
+        dlm_head: Option<Tensor>,
         weights: Tensor,
         lse: Tensor,
         head: HeadOperands,

@@ -2,25 +2,33 @@
 //! head, the final norm, each decoder layer's MLP and attention blocks in reverse, and
 //! the embedding. Each block function is the backward of the forward function of the
 //! same name in `forward.rs`; they reuse the forward's saved activations and write
-//! their input gradients into the scratch slots of the activation layout.
+//! their input gradients into the scratch slots of the activation layout. With LoRA
+//! adapters on (`crate::lora`), an adapted projection's weight gradient becomes its
+//! adapters' and every other matrix and bias is frozen: no gradient is computed for it.
 
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::error::{backend, input, same_len, InputError, Result};
+use super::error::{backend, input, same_len, InputError, ModelError, Result};
 use super::{at, attention_shape, mm, Activations, Transformer};
 use crate::config::ModelConfig;
 use crate::kernels::{BufferId, Kernels, Tensor};
 use crate::layout::{LayerActs, LayerParams, Slot};
+use crate::lora::{Adapter, Lora};
 
 impl Transformer {
     /// Adds to the gradients the gradient of `sum_t weights[t] * logp[t]` for the batch
     /// of the last [`Transformer::forward`]. Minimising a loss means passing
     /// `weights = d loss / d logp` (for SFT: minus the loss mask over the token count).
     pub fn backward<K: Kernels>(&mut self, k: &mut K, weights: &[f32]) -> Result<(), K> {
-        let acts = match &self.acts {
-            Some(acts) if acts.forward_done => acts,
+        let rows = match &self.acts {
+            Some(acts) if acts.forward_done => acts.layout.tokens,
             _ => return Err(input(InputError::NoForward)),
+        };
+        self.prepare_lora_rows(k, rows)?;
+        let acts = match &self.acts {
+            Some(acts) => acts,
+            None => return Err(input(InputError::NoForward)),
         };
         let a = &acts.layout;
         same_len("weights", a.tokens, weights.len())?;
@@ -30,6 +38,7 @@ impl Transformer {
             params: self.params,
             grads: self.grads,
             acts,
+            lora: self.lora.as_ref(),
         };
         let kerr = backend::<K::Error>;
 
@@ -67,6 +76,9 @@ impl Transformer {
             .map_err(kerr)?;
             attention_inputs_backward(k, &x, lp, la)?;
         }
+        if x.lora.is_some() {
+            return Ok(());
+        }
         k.embedding_backward(
             x.g(p.embed),
             x.t(a.d_residual),
@@ -84,6 +96,8 @@ struct Backward<'a> {
     params: BufferId,
     grads: BufferId,
     acts: &'a Activations,
+    /// The adapters, when the model trains through them.
+    lora: Option<&'a Lora>,
 }
 
 impl Backward<'_> {
@@ -103,12 +117,23 @@ impl Backward<'_> {
     fn rows(&self) -> usize {
         self.acts.layout.tokens
     }
+    /// The gradient of the matrix at `slot`: none when adapters freeze it.
+    fn matrix_grad(&self, slot: Slot) -> Option<Tensor> {
+        self.lora.is_none().then(|| self.g(slot))
+    }
     /// The linear layer whose weight is at `weight` (`[out_dim, in_dim]`), over this
-    /// pass's rows, with its gradient slot.
-    fn linear(&self, weight: Slot, in_dim: usize, out_dim: usize) -> Linear {
+    /// pass's rows, with what its weight's gradient goes to.
+    fn linear(&self, weight: Slot, in_dim: usize, out_dim: usize) -> Linear<'_> {
+        let grad = match self.lora {
+            None => WeightGrad::Full(self.g(weight)),
+            Some(lora) => match lora.layout.of_weight(weight) {
+                Some(adapter) => WeightGrad::Adapter(lora, adapter),
+                None => WeightGrad::Frozen,
+            },
+        };
         Linear {
             weight: self.w(weight),
-            d_weight: self.g(weight),
+            grad,
             rows: self.rows(),
             in_dim,
             out_dim,
@@ -157,7 +182,7 @@ fn head_backward<K: Kernels>(
     }
     k.logprob_backward(
         d_head,
-        x.g(lm_head),
+        x.matrix_grad(lm_head),
         x.t(a.loss_weights).slice(0, rows),
         acts.head_hidden(d),
         x.w(lm_head),
@@ -282,7 +307,7 @@ fn attention_inputs_backward<K: Kernels>(
         (a.d_v, lp.v_weight, lp.v_bias, c.kv_dim()),
     ];
     for (j, (d_proj, weight, bias, width)) in projections.into_iter().enumerate() {
-        if let Some(bias) = bias {
+        if let Some(bias) = bias.filter(|_| x.lora.is_none()) {
             k.bias_backward(x.g(bias), x.t(d_proj)).map_err(kerr)?;
         }
         // d_norm[N, D] = sum over q, k, v of d_proj[N, width] · W[width, D]
@@ -308,22 +333,33 @@ fn attention_inputs_backward<K: Kernels>(
     .map_err(kerr)
 }
 
+/// Where the gradient of a linear layer's weight goes.
+enum WeightGrad<'a> {
+    /// Its gradient slot.
+    Full(Tensor),
+    /// Nowhere: adapters freeze it.
+    Frozen,
+    /// Its adapter's `A` and `B`.
+    Adapter(&'a Lora, &'a Adapter),
+}
+
 /// A bias-free linear layer `y[rows, out_dim] = x[rows, in_dim] · weight[out_dim,
-/// in_dim]^T`, with the gradient slot of its weight.
-struct Linear {
+/// in_dim]^T`, with what its weight's gradient goes to.
+struct Linear<'a> {
     weight: Tensor,
-    d_weight: Tensor,
+    grad: WeightGrad<'a>,
     rows: usize,
     in_dim: usize,
     out_dim: usize,
 }
 
 /// Backward of a [`Linear`] layer: `dx[rows, in] (+)= dy[rows, out] · weight` (added
-/// into `dx` when `accumulate_dx`, for inputs that feed several layers) and
-/// `d_weight[out, in] += dy^T · x`.
+/// into `dx` when `accumulate_dx`, for inputs that feed several layers) and the weight's
+/// gradient: `d_weight[out, in] += dy^T · x`, or, through an adapter of the merged weight
+/// `W0 + s·B·A`, `dB[out, r] += s · dy^T · (x·A^T)` and `dA[r, in] += s · (dy·B)^T · x`.
 fn linear_backward<K: Kernels>(
     k: &mut K,
-    layer: Linear,
+    layer: Linear<'_>,
     dx: Tensor,
     dy: Tensor,
     x: Tensor,
@@ -331,7 +367,7 @@ fn linear_backward<K: Kernels>(
 ) -> Result<(), K> {
     let Linear {
         weight,
-        d_weight,
+        grad,
         rows,
         in_dim,
         out_dim,
@@ -343,11 +379,37 @@ fn linear_backward<K: Kernels>(
         mm(rows, in_dim, out_dim, false, false, accumulate_dx),
     )
     .map_err(backend)?;
-    k.matmul(
-        d_weight,
-        dy,
-        x,
-        mm(out_dim, in_dim, rows, true, false, true),
-    )
-    .map_err(backend)
+    match grad {
+        WeightGrad::Full(d_weight) => k
+            .matmul(
+                d_weight,
+                dy,
+                x,
+                mm(out_dim, in_dim, rows, true, false, true),
+            )
+            .map_err(backend),
+        WeightGrad::Frozen => Ok(()),
+        WeightGrad::Adapter(lora, adapter) => {
+            let r = lora.config.rank;
+            let scale = lora.config.scale();
+            // t[rows, r] and u[rows, r], sized by prepare_lora_rows.
+            let (t, u) = lora
+                .row_tensors(rows)
+                .ok_or(ModelError::Input(InputError::NoForward))?;
+            let (a, b) = (at(lora.adapters, adapter.a), at(lora.adapters, adapter.b));
+            let (d_a, d_b) = (at(lora.grads, adapter.a), at(lora.grads, adapter.b));
+            // t = s · x · A^T; dB += dy^T · t
+            k.matmul(t, x, a, mm(rows, r, in_dim, false, true, false))
+                .map_err(backend)?;
+            k.scale(t, scale).map_err(backend)?;
+            k.matmul(d_b, dy, t, mm(out_dim, r, rows, true, false, true))
+                .map_err(backend)?;
+            // u = s · dy · B; dA += u^T · x
+            k.matmul(u, dy, b, mm(rows, r, out_dim, false, false, false))
+                .map_err(backend)?;
+            k.scale(u, scale).map_err(backend)?;
+            k.matmul(d_a, u, x, mm(r, in_dim, rows, true, false, true))
+                .map_err(backend)
+        }
+    }
 }

@@ -52,6 +52,8 @@ pub enum InputError {
         /// The cache's capacity in tokens per sequence.
         capacity: usize,
     },
+    /// LoRA adapters that cannot be put on this model (the reason).
+    Lora(alloc::string::String),
 }
 
 impl fmt::Display for InputError {
@@ -74,6 +76,7 @@ impl fmt::Display for InputError {
                 "seq_starts must start at 0, end at the token count and increase strictly"
             ),
             InputError::NoForward => write!(f, "no forward pass has run on this batch"),
+            InputError::Lora(why) => write!(f, "LoRA adapters: {why}"),
             InputError::WeightOnUnscoredRow { index } => write!(
                 f,
                 "the backward weight at position {index} is not 0, but the forward pass did not score that row"

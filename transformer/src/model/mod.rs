@@ -17,6 +17,7 @@ use crate::kernels::{
     AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
 };
 use crate::layout::{ActLayout, ParamLayout, Slot};
+use crate::lora::Lora;
 
 mod backward;
 mod error;
@@ -114,6 +115,8 @@ pub struct Transformer {
     /// Gradients, same layout; accumulate until [`Transformer::zero_grads`].
     grads: BufferId,
     pub(crate) acts: Option<Activations>,
+    /// LoRA adapters, when the model trains through them (`crate::lora`).
+    pub(crate) lora: Option<Lora>,
 }
 
 impl Transformer {
@@ -129,6 +132,7 @@ impl Transformer {
             params,
             grads,
             acts: None,
+            lora: None,
         })
     }
 
@@ -152,9 +156,13 @@ impl Transformer {
         Tensor::whole(self.grads, self.params_layout.total)
     }
 
-    /// Sets every gradient to zero.
+    /// Sets every gradient to zero (the adapters' too).
     pub fn zero_grads<K: Kernels>(&self, k: &mut K) -> Result<(), K> {
-        k.fill(self.grads(), 0.0).map_err(backend)
+        k.fill(self.grads(), 0.0).map_err(backend)?;
+        match self.adapter_grads() {
+            Some(grads) => k.fill(grads, 0.0).map_err(backend),
+            None => Ok(()),
+        }
     }
 
     /// Releases the model's buffers.
@@ -165,7 +173,10 @@ impl Transformer {
             k.free(acts.buffer).map_err(backend)?;
             k.free_indices(acts.indices).map_err(backend)?;
         }
-        Ok(())
+        match self.lora {
+            Some(lora) => Transformer::free_lora(lora, k),
+            None => Ok(()),
+        }
     }
 
     pub(crate) fn check_tokens<E>(
