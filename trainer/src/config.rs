@@ -176,7 +176,7 @@ impl Default for RunConfig {
             sft: SftConfig {
                 epochs: 7,
                 batch_tokens: 2048,
-                seed: 0,
+                ..SftConfig::default()
             },
             eval: EvalConfig {
                 max_scenarios: 20,
@@ -436,6 +436,11 @@ impl RunConfig {
         }
         if let Err(e) = self.experiment.validate() {
             return bad(format!("[experiment]: {e}"));
+        }
+        for (section, lora) in [("sft.lora", &self.sft.lora), ("rl.lora", &self.rl.lora)] {
+            if let Err(e) = lora.config() {
+                return bad(format!("[{section}]: {e}"));
+            }
         }
         if self.sft.batch_tokens == 0 {
             return bad("[sft] batch_tokens must be at least 1".into());

@@ -13,8 +13,9 @@
 //! - [`init`]: seeded initialisation of a fresh model;
 //! - [`sampling`]: batched generation with a KV cache (temperature, top-k, top-p,
 //!   seeded per sequence, stop tokens);
-//! - [`optim`]: AdamW over the parameter slab with global-norm clipping and
-//!   learning-rate schedules;
+//! - [`optim`]: AdamW over the parameter slab (or the LoRA adapters) with global-norm
+//!   clipping and learning-rate schedules;
+//! - [`lora`]: the `[sft.lora]` / `[rl.lora]` settings and the adapters' start;
 //! - [`policy`]: `TransformerPolicy`, the `core::Policy` over the transformer and any
 //!   backend (batched generation, log-probs, weighted backward, optimizer step);
 //! - [`data`]: the scripted expert's trajectories as SFT data;
@@ -54,6 +55,7 @@ pub mod files;
 pub mod import;
 pub mod init;
 pub mod interrupt;
+pub mod lora;
 pub mod metrics;
 pub mod optim;
 pub mod pipeline;

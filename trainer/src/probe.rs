@@ -143,6 +143,7 @@ pub fn probe_sft<K: Kernels>(
         epochs: config.sft_epochs,
         batch_tokens: 1024,
         seed: config.model_seed,
+        ..SftConfig::default()
     };
     let mut trainer = SftTrainer::new(sft, &data, SftState::default());
     let mut last_loss = f32::NAN;

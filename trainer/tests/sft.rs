@@ -217,6 +217,7 @@ fn sft_lowers_the_loss_and_resumes_exactly_from_its_state() {
         epochs: 2,
         batch_tokens: 4 * data.examples[0].tokens.len(),
         seed: 3,
+        ..SftConfig::default()
     };
 
     let mut straight = policy(tk.vocab_size(), 5);

@@ -9,8 +9,9 @@
 //! With adapters on, [`Transformer::backward`] computes the gradients of `A` and `B` from
 //! the projection's input and output gradient (rank-`r` products: no `[out, in]` weight
 //! gradient), and no gradient of any frozen matrix: the embedding, the output head, the
-//! other projections and the biases. Only the RMSNorm weights' gradients are still
-//! written (into the model's gradient slab, which nothing reads then).
+//! other projections, the biases and the RMSNorm weights (whose kernel writes its weight
+//! gradient anyway: into a sink of the adapters that nothing reads). The model's own
+//! gradient slab is left untouched.
 
 use alloc::format;
 use alloc::string::String;
@@ -247,6 +248,9 @@ pub(crate) struct Lora {
     base: BufferId,
     /// `[max out, r]`: `±s·B` while merging or rebasing.
     merge_scratch: BufferId,
+    /// `[D]`: where the backward writes the frozen RMSNorm weights' gradients, which
+    /// nothing reads, so that the model's gradient slab stays untouched.
+    pub(crate) norm_sink: BufferId,
     /// `[rows, r]` twice: the backward's `x·A^T` and `dy·B`, grown as batches need.
     pub(crate) rows_scratch: Option<(BufferId, usize)>,
 }
@@ -270,6 +274,32 @@ impl Transformer {
     /// current weights become the frozen ones. Fails on an invalid config, a model that
     /// has adapters already, or `initial` of another length.
     pub fn enable_lora<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        config: LoraConfig,
+        initial: &[f32],
+    ) -> Result<(), K> {
+        self.attach_lora(k, config, initial)?;
+        self.merge_adapters(k)
+    }
+
+    /// Puts the adapters `adapters` of `config` back on a model whose weights are the
+    /// merged ones saved with them (a checkpoint of a run that trained them): the weights
+    /// stay as they are and the frozen ones are taken back as `W - s·B·A`. Fails as
+    /// [`Transformer::enable_lora`] does.
+    pub fn restore_lora<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        config: LoraConfig,
+        adapters: &[f32],
+    ) -> Result<(), K> {
+        self.attach_lora(k, config, adapters)?;
+        self.rebase_adapters(k)
+    }
+
+    /// Allocates the adapters of `config` with the values `initial`, the current weights
+    /// copied as the frozen ones; writes no weight.
+    fn attach_lora<K: Kernels>(
         &mut self,
         k: &mut K,
         config: LoraConfig,
@@ -301,6 +331,7 @@ impl Transformer {
         let grads = k.alloc(layout.total).map_err(backend)?;
         let base = k.alloc(layout.base_total).map_err(backend)?;
         let merge_scratch = k.alloc(widest * config.rank).map_err(backend)?;
+        let norm_sink = k.alloc(self.config.hidden_size).map_err(backend)?;
         k.write(Tensor::whole(adapters, layout.total), initial)
             .map_err(backend)?;
         for adapter in &layout.adapters {
@@ -314,9 +345,10 @@ impl Transformer {
             grads,
             base,
             merge_scratch,
+            norm_sink,
             rows_scratch: None,
         });
-        self.merge_adapters(k)
+        Ok(())
     }
 
     /// The adapters' config, when the model has adapters.
@@ -418,7 +450,14 @@ impl Transformer {
 
     /// Releases the adapters' buffers.
     pub(crate) fn free_lora<K: Kernels>(lora: Lora, k: &mut K) -> Result<(), K> {
-        for buffer in [lora.adapters, lora.grads, lora.base, lora.merge_scratch] {
+        let buffers = [
+            lora.adapters,
+            lora.grads,
+            lora.base,
+            lora.merge_scratch,
+            lora.norm_sink,
+        ];
+        for buffer in buffers {
             k.free(buffer).map_err(backend)?;
         }
         if let Some((buffer, _)) = lora.rows_scratch {

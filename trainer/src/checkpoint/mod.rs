@@ -32,13 +32,16 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
 use sage_core::skill::HashSkillLibrary;
-use sage_transformer::{Kernels, ModelConfig, ParamLayout, Transformer};
+use sage_transformer::{AdapterLayout, Kernels, ModelConfig, ParamLayout, Transformer};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::optim::{AdamW, AdamWConfig, AdamWState};
 use crate::tokenizer::{Tokenizer, TOKENIZER_FILE};
-use crate::weights::{load_model, read_config, save_model, SaveOptions, CONFIG_FILE, SINGLE_FILE};
+use crate::weights::{
+    load_model, read_adapter_config, read_config, restore_adapters, save_adapters, save_model,
+    SaveOptions, CONFIG_FILE, SINGLE_FILE,
+};
 
 pub use dirs::step_dir_name;
 pub use error::CheckpointError;
@@ -171,6 +174,7 @@ fn write_parts<K: Kernels, T: Serialize>(
     parts.tokenizer.save(&tokenizer_path)?;
     dirs::sync_file(&tokenizer_path)?;
     hf_files::write_hf_files(dir, parts.tokenizer, parts.carried)?;
+    save_adapters(k, parts.model, dir)?;
     write_json(&dir.join(STATE_FILE), parts.state)?;
     if let Some(optimizer) = parts.optimizer {
         let path = dir.join(OPTIMIZER_FILE);
@@ -181,7 +185,7 @@ fn write_parts<K: Kernels, T: Serialize>(
                 action: "cannot export the optimizer to",
                 detail: e.to_string(),
             })?;
-        let params = parts.model.params().len;
+        let params = parts.model.trainable().0.len;
         for moment in [&state.m, &state.v] {
             if moment.len() != params {
                 return Err(CheckpointError::MomentLength {
@@ -283,10 +287,14 @@ pub fn load<K: Kernels, T: DeserializeOwned>(
     } else {
         None
     };
+    let adapters = read_adapter_config(dir)?;
     let optimizer_state = if manifest.optimizer {
         let path = required(dir, OPTIMIZER_FILE)?;
         let mut state = optimizer_file::read(&path)?;
-        let params = ParamLayout::new(&config).total;
+        let params = match &adapters {
+            Some(lora) => AdapterLayout::new(&ParamLayout::new(&config), lora).total,
+            None => ParamLayout::new(&config).total,
+        };
         if state.m.len() != params {
             return Err(CheckpointError::MomentLength {
                 file: path,
@@ -301,7 +309,14 @@ pub fn load<K: Kernels, T: DeserializeOwned>(
     } else {
         None
     };
-    let model = load_model(k, dir)?;
+    let mut model = load_model(k, dir)?;
+    if let Some(lora) = adapters {
+        if let Err(e) = restore_adapters(k, &mut model, dir, lora) {
+            // The restore error is the one worth reporting; freeing is best effort.
+            let _ = model.free(k);
+            return Err(e.into());
+        }
+    }
     let optimizer = match optimizer_state {
         Some((path, state)) => match restore_optimizer(k, &model, &path, &state) {
             Ok(optimizer) => Some(optimizer),

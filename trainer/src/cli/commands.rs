@@ -19,8 +19,9 @@ use sage_trainer::interrupt;
 use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricValue, MetricsLog};
 use sage_trainer::pipeline::experiment::run_experiment;
 use sage_trainer::pipeline::{
-    failed, fresh_model, load_sft_data, prepare_data, run_demo, run_eval, run_on_backend, run_sft,
-    train_tokenizer, warn_turn_limits, write_chart, BackendJob, PipelineError, Reporter,
+    check_resumed_lora, failed, fresh_model, load_sft_data, prepare_data, run_demo, run_eval,
+    run_on_backend, run_sft, start_lora, train_tokenizer, warn_turn_limits, write_chart,
+    BackendJob, PipelineError, Reporter,
 };
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::settings::{self, StageRecord};
@@ -670,6 +671,7 @@ fn sft<K: Kernels>(
     let (model, tokenizer, optimizer, state) = match resumed {
         Some(checkpoint) => {
             reporter.info(&format!("resuming from {}", checkpoint.dir.display()));
+            check_resumed_lora(&checkpoint.model, &config.sft.lora, "sft.lora")?;
             (
                 checkpoint.model,
                 checkpoint.tokenizer,
@@ -682,10 +684,19 @@ fn sft<K: Kernels>(
                 Some(init) => Tokenizer::from_dir(init).map_err(failed("init"))?,
                 None => train_tokenizer(&config.tokenizer, &train_path, dir, &mut reporter)?,
             };
-            let model = match &sources.init {
+            let mut model = match &sources.init {
                 Some(init) => load_model(&mut k, init).map_err(failed("init"))?,
                 None => fresh_model(&mut k, &config.model, config.run.seed, &tokenizer)?,
             };
+            let lora = &config.sft.lora;
+            start_lora(
+                &mut k,
+                &mut model,
+                lora,
+                "sft.lora",
+                config.sft.seed,
+                &mut reporter,
+            )?;
             (model, tokenizer, None, SftState::default())
         }
     };

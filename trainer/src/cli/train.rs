@@ -18,7 +18,8 @@ use sage_trainer::config::RunConfig;
 use sage_trainer::interrupt;
 use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricsError, MetricsLog};
 use sage_trainer::pipeline::{
-    failed, run_eval, run_rl, write_chart, PipelineError, Reporter, RlInputs,
+    check_resumed_lora, failed, run_eval, run_rl, start_lora, write_chart, PipelineError, Reporter,
+    RlInputs,
 };
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rl::{control_gap, RlState, RlStepStats, RlTrainer, WorldRl};
@@ -79,6 +80,7 @@ pub(super) fn train<K: Kernels>(
             )
         })?;
         reporter.info(&format!("resuming from {}", checkpoint.dir.display()));
+        check_resumed_lora(&checkpoint.model, &rl.lora, "rl.lora")?;
         (
             checkpoint.model,
             checkpoint.tokenizer,
@@ -90,7 +92,15 @@ pub(super) fn train<K: Kernels>(
         let init = init_dir(config, sources.init.as_deref())?;
         reporter.info(&format!("starting from {}", init.display()));
         let tokenizer = Tokenizer::from_dir(&init).map_err(failed("init"))?;
-        let model = load_model(&mut k, &init).map_err(failed("init"))?;
+        let mut model = load_model(&mut k, &init).map_err(failed("init"))?;
+        start_lora(
+            &mut k,
+            &mut model,
+            &rl.lora,
+            "rl.lora",
+            rl.seed,
+            &mut reporter,
+        )?;
         (model, tokenizer, None, RlState::default(), init)
     };
     let carried = checkpoint::CarriedFiles::read(&source).map_err(failed("init"))?;

@@ -189,6 +189,32 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
     ),
     ("sft", "seed", "seed of the batch order"),
     (
+        "sft.lora",
+        "rank",
+        "LoRA: rank of the adapters trained instead of every weight (0: off)",
+    ),
+    (
+        "sft.lora",
+        "alpha",
+        "LoRA: the update is (alpha / rank) B A",
+    ),
+    (
+        "sft.lora",
+        "targets",
+        "LoRA: adapted projections (q_proj ... down_proj)",
+    ),
+    (
+        "rl.lora",
+        "rank",
+        "LoRA: rank of the adapters trained instead of every weight (0: off)",
+    ),
+    ("rl.lora", "alpha", "LoRA: the update is (alpha / rank) B A"),
+    (
+        "rl.lora",
+        "targets",
+        "LoRA: adapted projections (q_proj ... down_proj)",
+    ),
+    (
         "eval",
         "splits",
         "splits to evaluate: iid, test-normal, test-challenge, dev, train",

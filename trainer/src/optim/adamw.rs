@@ -1,13 +1,15 @@
-//! [`AdamW`]: decoupled-weight-decay Adam over a model's whole parameter slab, with
-//! global-norm gradient clipping and a learning-rate schedule.
+//! [`AdamW`]: decoupled-weight-decay Adam over what a model trains (its whole parameter
+//! slab, or its LoRA adapters' slab: `Transformer::trainable`), with global-norm
+//! gradient clipping and a learning-rate schedule.
 //!
-//! The moments live in the backend, laid out like the parameters. Weight decay applies
+//! The moments live in the backend, laid out like the trained slab. Weight decay applies
 //! to matrices only: the slab is cut into runs of consecutive tensors of
-//! `ParamLayout::named()`, those shaped `[len, 1]` (RMSNorm weights and q/k/v biases)
-//! without decay and the others with it, and the `adamw` kernel runs once per run.
+//! `Transformer::trainable_named()`, those shaped `[len, 1]` (RMSNorm weights and q/k/v
+//! biases) without decay and the others with it, and the `adamw` kernel runs once per
+//! run. After a step on adapters the merged weights are written again.
 
 use sage_core::policy::UpdateStats;
-use sage_transformer::{AdamWStep, BufferId, Kernels, ParamLayout, Tensor, Transformer};
+use sage_transformer::{AdamWStep, BufferId, Kernels, ModelError, Tensor, Transformer};
 
 use super::config::AdamWConfig;
 use super::error::{ConfigError, OptimError};
@@ -71,8 +73,8 @@ impl AdamW {
         config: AdamWConfig,
     ) -> Result<AdamW, OptimError<K::Error>> {
         config.validate()?;
-        let runs = decay_runs(model.layout())?;
-        let len = model.params().len;
+        let runs = decay_runs(model)?;
+        let len = model.trainable().0.len;
         let m = k.alloc(len).map_err(OptimError::Backend)?;
         let v = match k.alloc(len) {
             Ok(v) => v,
@@ -151,7 +153,7 @@ impl AdamW {
         model: &Transformer,
         state: &AdamWState,
     ) -> Result<AdamW, OptimError<K::Error>> {
-        let len = model.params().len;
+        let len = model.trainable().0.len;
         for moment in [&state.m, &state.v] {
             if moment.len() != len {
                 return Err(OptimError::SlabMismatch {
@@ -176,7 +178,8 @@ impl AdamW {
         Ok(optimizer)
     }
 
-    /// Applies the accumulated gradient of `model` and zeroes it.
+    /// Applies the accumulated gradient of `model` (of its adapters, when it trains
+    /// through LoRA adapters: then the merged weights are written again) and zeroes it.
     ///
     /// The global L2 norm of the gradient is measured first. If it is not finite the
     /// step is skipped (reported in [`StepReport::skipped`]): the gradient is zeroed and
@@ -188,7 +191,7 @@ impl AdamW {
         k: &mut K,
         model: &Transformer,
     ) -> Result<StepReport, OptimError<K::Error>> {
-        let (params, grads) = (model.params(), model.grads());
+        let (params, grads) = model.trainable();
         if params.len != self.len {
             return Err(OptimError::SlabMismatch {
                 expected: self.len,
@@ -215,6 +218,10 @@ impl AdamW {
                 report.clipped = true;
             }
             self.apply(k, params, grads, learning_rate, next)?;
+            model.merge_adapters(k).map_err(|e| match e {
+                ModelError::Backend(e) => OptimError::Backend(e),
+                other => OptimError::Merge(other.to_string()),
+            })?;
             self.step = next;
         }
         k.fill(grads, 0.0).map_err(OptimError::Backend)?;
@@ -255,11 +262,16 @@ impl AdamW {
     }
 }
 
-/// The slab of `layout` as maximal runs of tensors with the same decay rule: a
-/// `[len, 1]` vector is not decayed, a matrix is. Fails unless the named tensors cover
-/// the slab exactly once.
-fn decay_runs<E>(layout: &ParamLayout) -> Result<Vec<DecayRun>, OptimError<E>> {
-    let mut slots: Vec<_> = layout.named().into_iter().map(|(_, slot)| slot).collect();
+/// The trainable slab of `model` (its parameters, or its adapters) as maximal runs of
+/// tensors with the same decay rule: a `[len, 1]` vector is not decayed, a matrix is.
+/// Fails unless the named tensors cover the slab exactly once.
+fn decay_runs<E>(model: &Transformer) -> Result<Vec<DecayRun>, OptimError<E>> {
+    let total = model.trainable().0.len;
+    let mut slots: Vec<_> = model
+        .trainable_named()
+        .into_iter()
+        .map(|(_, slot)| slot)
+        .collect();
     slots.sort_by_key(|slot| slot.offset);
     let mut runs: Vec<DecayRun> = Vec::new();
     let mut end = 0;
@@ -278,7 +290,7 @@ fn decay_runs<E>(layout: &ParamLayout) -> Result<Vec<DecayRun>, OptimError<E>> {
             }),
         }
     }
-    if end != layout.total {
+    if end != total {
         return Err(OptimError::LayoutGap { offset: end });
     }
     Ok(runs)

@@ -50,6 +50,8 @@ pub enum OptimError<E> {
     },
     /// The step counter reached `u32::MAX`, the last step the kernel accepts.
     StepLimit,
+    /// Writing the merged weights of the model's LoRA adapters failed (the reason).
+    Merge(String),
     /// The backend failed.
     Backend(E),
 }
@@ -69,6 +71,7 @@ impl<E: fmt::Display> fmt::Display for OptimError<E> {
                  element {offset}"
             ),
             OptimError::StepLimit => write!(f, "optimizer: the step counter is exhausted"),
+            OptimError::Merge(why) => write!(f, "optimizer: merging the LoRA adapters: {why}"),
             OptimError::Backend(e) => write!(f, "optimizer backend: {e}"),
         }
     }

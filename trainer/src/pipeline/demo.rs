@@ -5,8 +5,8 @@ use std::time::Instant;
 use sage_transformer::Kernels;
 
 use super::{
-    failed, fresh_model, load_sft_data, prepare_data, run_eval, run_sft, train_tokenizer,
-    warn_turn_limits, EvalReport, PipelineError, Reporter, SftSummary,
+    failed, fresh_model, load_sft_data, prepare_data, run_eval, run_sft, start_lora,
+    train_tokenizer, warn_turn_limits, EvalReport, PipelineError, Reporter, SftSummary,
 };
 use crate::chat::ChatTemplate;
 use crate::config::RunConfig;
@@ -49,7 +49,16 @@ pub fn run_demo<K: Kernels>(
     let train = load_sft_data(&files.train, &template, reporter)?;
     let dev = load_sft_data(&files.dev, &template, reporter)?;
     warn_turn_limits(&train, &config.eval, None);
-    let model = fresh_model(&mut k, &config.model, config.run.seed, &tokenizer)?;
+    let mut model = fresh_model(&mut k, &config.model, config.run.seed, &tokenizer)?;
+    let seed = config.sft.seed;
+    start_lora(
+        &mut k,
+        &mut model,
+        &config.sft.lora,
+        "sft.lora",
+        seed,
+        reporter,
+    )?;
     let mut optimizer = config.optimizer.clone();
     let total = SftTrainer::new(config.sft.clone(), &train, SftState::default()).total_steps();
     optimizer.resolve_total_steps(total);

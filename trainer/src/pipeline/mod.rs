@@ -23,6 +23,7 @@ mod data;
 mod demo;
 mod eval;
 pub mod experiment;
+mod lora;
 mod rl;
 mod sft;
 mod tokenizer;
@@ -31,6 +32,7 @@ pub use backend::{run_on_backend, BackendJob};
 pub use data::{prepare_data, DataFiles};
 pub use demo::{run_demo, DemoHook, DemoReport};
 pub use eval::{run_eval, EvalReport};
+pub use lora::{check_resumed_lora, start_lora};
 pub use rl::{run_rl, RlHook, RlInputs};
 pub use sft::{
     fresh_model, load_sft_data, run_sft, turn_limit_warnings, warn_turn_limits, SftHook, SftSummary,

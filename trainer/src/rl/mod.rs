@@ -31,6 +31,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::lora::LoraSettings;
 use sage_core::grpo::{GrpoConfig, GrpoError};
 use sage_core::reward::{RewardConfig, RewardError};
 use sage_core::TaskChain;
@@ -120,6 +121,8 @@ pub struct RlConfig {
     pub max_failed_in_row: u32,
     /// Seed of the chain order and of sampling.
     pub seed: u64,
+    /// LoRA adapters to train instead of every weight (off at rank 0).
+    pub lora: LoraSettings,
 }
 
 impl Default for RlConfig {
@@ -145,6 +148,7 @@ impl Default for RlConfig {
             max_extra_chains: 8,
             max_failed_in_row: 5,
             seed: 0,
+            lora: LoraSettings::default(),
         }
     }
 }

@@ -17,6 +17,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::lora::LoraSettings;
+
 use sage_core::policy::{Policy, UpdateStats};
 
 use crate::chat::ChatError;
@@ -68,6 +70,8 @@ pub struct SftConfig {
     pub batch_tokens: usize,
     /// Seed of the batch order.
     pub seed: u64,
+    /// LoRA adapters to train instead of every weight (off at rank 0).
+    pub lora: LoraSettings,
 }
 
 impl Default for SftConfig {
@@ -76,6 +80,7 @@ impl Default for SftConfig {
             epochs: 3,
             batch_tokens: 8192,
             seed: 0,
+            lora: LoraSettings::default(),
         }
     }
 }

@@ -16,6 +16,7 @@
 //! Nothing here panics on a malformed file: every problem is a [`WeightsError`]
 //! naming the file and, where there is one, the tensor.
 
+mod adapters;
 mod config_json;
 mod dtype;
 mod error;
@@ -27,6 +28,9 @@ mod tensor_file;
 #[cfg(all(test, feature = "cpu"))]
 mod tests;
 
+pub use adapters::{
+    read_adapter_config, restore_adapters, save_adapters, ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE,
+};
 pub use config_json::{read_config, write_config, write_config_with};
 pub use dtype::Dtype;
 pub use error::WeightsError;

@@ -41,6 +41,11 @@ impl Transformer {
             lora: self.lora.as_ref(),
         };
         let kerr = backend::<K::Error>;
+        if let Some(lora) = x.lora {
+            // The sink takes the frozen norms' gradients: zeroed, so it never grows.
+            let sink = Tensor::whole(lora.norm_sink, c.hidden_size);
+            k.fill(sink, 0.0).map_err(kerr)?;
+        }
 
         // d_norm[N, D] = d final_norm, from the head.
         head_backward(k, &x, p.lm_head, weights)?;
@@ -48,7 +53,7 @@ impl Transformer {
         k.fill(x.t(a.d_residual), 0.0).map_err(kerr)?;
         k.rmsnorm_backward(
             x.t(a.d_residual),
-            x.g(p.final_norm),
+            x.norm_grad(p.final_norm),
             x.t(a.d_norm),
             x.t(a.residual_out),
             x.w(p.final_norm),
@@ -116,6 +121,14 @@ impl Backward<'_> {
     /// Tokens in the batch.
     fn rows(&self) -> usize {
         self.acts.layout.tokens
+    }
+    /// Where the gradient of the RMSNorm weight at `slot` goes: its gradient slot, or,
+    /// when adapters freeze it, the adapters' sink (written, never read).
+    fn norm_grad(&self, slot: Slot) -> Tensor {
+        match self.lora {
+            Some(lora) => Tensor::whole(lora.norm_sink, slot.len),
+            None => self.g(slot),
+        }
     }
     /// The gradient of the matrix at `slot`: none when adapters freeze it.
     fn matrix_grad(&self, slot: Slot) -> Option<Tensor> {
@@ -245,7 +258,7 @@ fn mlp_backward<K: Kernels>(
     }
     k.rmsnorm_backward(
         x.t(a.d_residual),
-        x.g(lp.post_attention_norm),
+        x.norm_grad(lp.post_attention_norm),
         x.t(a.d_norm),
         x.t(la.residual_mid),
         x.w(lp.post_attention_norm),
@@ -323,7 +336,7 @@ fn attention_inputs_backward<K: Kernels>(
     }
     k.rmsnorm_backward(
         x.t(a.d_residual),
-        x.g(lp.input_norm),
+        x.norm_grad(lp.input_norm),
         x.t(a.d_norm),
         x.t(la.residual_in),
         x.w(lp.input_norm),

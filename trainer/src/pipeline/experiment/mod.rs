@@ -20,14 +20,16 @@ use crate::eval::EvalMetrics;
 use crate::experiment::Arm;
 use crate::metrics::{MetricsLog, Series};
 use crate::pipeline::{
-    failed, fresh_model, load_sft_data, prepare_data, run_eval, run_rl, run_sft, train_tokenizer,
-    warn_turn_limits, DataFiles, PipelineError, Reporter, RlInputs,
+    failed, fresh_model, load_sft_data, prepare_data, run_eval, run_rl, run_sft, start_lora,
+    train_tokenizer, warn_turn_limits, DataFiles, PipelineError, Reporter, RlInputs,
 };
 use crate::policy::TransformerPolicy;
 use crate::rl::{control_gap, ControlGap, RlConfig, RlState, RlStepStats, RlTrainer, WorldRl};
 use crate::sft::{SftData, SftState, SftTrainer};
 use crate::tokenizer::Tokenizer;
-use crate::weights::{load_model, read_config, save_model, SaveOptions, CONFIG_FILE};
+use crate::weights::{
+    load_model, read_config, save_adapters, save_model, SaveOptions, CONFIG_FILE,
+};
 
 mod plots;
 mod resume;
@@ -247,7 +249,7 @@ fn sft<K: Kernels>(
     reporter: &mut dyn Reporter,
 ) -> Result<(K, SftFinished), PipelineError> {
     let init = config.experiment.init_dir();
-    let (model, carried) = match init {
+    let (mut model, carried) = match init {
         Some(init) => (
             load_model(&mut k, init).map_err(failed("init"))?,
             Some(CarriedFiles::read(init).map_err(failed("init"))?),
@@ -257,6 +259,15 @@ fn sft<K: Kernels>(
             None,
         ),
     };
+    let seed = config.sft.seed;
+    start_lora(
+        &mut k,
+        &mut model,
+        &config.sft.lora,
+        "sft.lora",
+        seed,
+        reporter,
+    )?;
     let mut optimizer = config.optimizer.clone();
     optimizer.resolve_total_steps(
         SftTrainer::new(config.sft.clone(), train, SftState::default()).total_steps(),
@@ -283,6 +294,7 @@ fn sft<K: Kernels>(
     save_model(k, model, out, &SaveOptions::default()).map_err(failed("sft"))?;
     tokenizer.save_to_dir(out).map_err(failed("sft"))?;
     write_hf_files(out, tokenizer, carried.as_ref()).map_err(failed("sft"))?;
+    save_adapters(k, model, out).map_err(failed("sft"))?;
     let finished = SftFinished {
         final_loss: f64::from(summary.final_loss),
         dev_loss: summary.dev_loss,
@@ -313,13 +325,14 @@ fn run_arm<K: Kernels>(
     reporter: &mut dyn Reporter,
 ) -> Result<(ArmRun, K), PipelineError> {
     let ArmPaths { sft_dir, seed_dir } = paths;
-    let model = load_model(&mut k, sft_dir).map_err(failed("experiment"))?;
+    let mut model = load_model(&mut k, sft_dir).map_err(failed("experiment"))?;
     let arm_dir = seed_dir.join(arm.name());
     let mut rl_seconds = 0.0;
     let mut control = None;
     let mut policy = match arm.rl_config(&config.rl) {
         None => TransformerPolicy::inference(k, model),
         Some(rl) => {
+            start_lora(&mut k, &mut model, &rl.lora, "rl.lora", rl.seed, reporter)?;
             let optimizer = rl.optimizer(&config.optimizer);
             let mut policy =
                 TransformerPolicy::trainable(k, model, optimizer).map_err(failed("model"))?;
