@@ -6,8 +6,9 @@
 //! host high-water mark, so run one measurement per process for it to mean anything.
 //!
 //! Run: `cargo run --release -p sage-examples --example transformer_bench -- train tiny`
-//! (`train|decode`, `tiny|small|qwen0.5b`; optional `--steps N`, `--batch B --seq S` for
-//! training, `--seqs B --prompt P --new T` for decoding), or `-- gemm` (GFLOP/s). With
+//! (`train|decode`, `tiny|small|smollm2|qwen0.5b`; optional `--steps N`, `--batch B --seq
+//! S` for training and `--lora R` to train rank-R adapters on every projection instead of
+//! every weight, `--seqs B --prompt P --new T` for decoding), or `-- gemm` (GFLOP/s). With
 //! `--features cuda`, `--backend cuda` runs on GPU 0 (`--precision f32|bf16`, bf16 by
 //! default there: bf16 GEMM operands, f32 everything else).
 #![forbid(unsafe_code)]
@@ -17,7 +18,8 @@ use std::time::Instant;
 
 use sage_backend_cpu::CpuBackend;
 use sage_transformer::{
-    AdamWStep, Kernels, KvCache, MatmulShape, ModelConfig, Tensor, Transformer,
+    AdamWStep, AdapterLayout, Kernels, KvCache, LoraConfig, MatmulShape, ModelConfig, Projection,
+    Tensor, Transformer,
 };
 
 /// A backend's error, as the benchmark's.
@@ -49,6 +51,23 @@ fn qwen05() -> ModelConfig {
         num_key_value_heads: 2,
         rope_theta: 1_000_000.0,
         max_position_embeddings: 32_768,
+        ..ModelConfig::tiny()
+    }
+}
+
+/// SmolLM2-135M's shape (Llama): V 49152, D 576, I 1536, 30 layers, 9 heads of 64, 3 kv
+/// heads, tied embeddings, no q/k/v bias, theta 1e5.
+fn smollm2() -> ModelConfig {
+    ModelConfig {
+        vocab_size: 49_152,
+        hidden_size: 576,
+        intermediate_size: 1536,
+        num_hidden_layers: 30,
+        num_attention_heads: 9,
+        num_key_value_heads: 3,
+        rope_theta: 100_000.0,
+        max_position_embeddings: 8192,
+        qkv_bias: false,
         ..ModelConfig::tiny()
     }
 }
@@ -118,24 +137,29 @@ fn peak_rss_mib() -> f64 {
 
 /// Training: batch x seq tokens, forward + backward + AdamW, `steps` timed steps after
 /// one warm-up step. Returns tokens per second.
-fn train<K: Kernels>(
-    k: &mut K,
-    config: ModelConfig,
-    batch: usize,
-    seq: usize,
-    steps: usize,
-) -> BenchResult<f64>
+fn train<K: Kernels>(k: &mut K, config: ModelConfig, r: &Request) -> BenchResult<f64>
 where
     K::Error: Error + 'static,
 {
+    let (batch, seq, steps) = (r.batch, r.seq, r.steps);
     let vocab = config.vocab_size;
     let mut model = random_model(k, config)?;
+    if r.lora_rank > 0 {
+        // Adapters on every projection, as `[sft.lora]` puts them by default.
+        let lora = LoraConfig {
+            rank: r.lora_rank,
+            alpha: 2.0 * r.lora_rank as f32,
+            targets: Projection::ALL.to_vec(),
+        };
+        let initial = noise(AdapterLayout::new(model.layout(), &lora).total, 4, 0.02);
+        model.enable_lora(k, lora, &initial)?;
+    }
     let n = batch * seq;
     let input = tokens(n, vocab, 2);
     let targets = tokens(n, vocab, 3);
     let starts: Vec<u32> = (0..=batch).map(|b| (b * seq) as u32).collect();
     let weights = vec![-1.0 / n as f32; n];
-    let total = model.params().len;
+    let total = model.trainable().0.len;
     let probe = model.params();
     let m = Tensor::whole(k.alloc(total)?, total);
     let v = Tensor::whole(k.alloc(total)?, total);
@@ -151,7 +175,9 @@ where
             weight_decay: 0.0,
             step: i,
         };
-        k.adamw(model.params(), model.grads(), m, v, hyper)?;
+        let (params, grads) = model.trainable();
+        k.adamw(params, grads, m, v, hyper)?;
+        model.merge_adapters(k)?;
         Ok(())
     };
     step(k, 1)?;
@@ -255,6 +281,8 @@ struct Request {
     /// Training batch and sequence length.
     batch: usize,
     seq: usize,
+    /// Training: the rank of adapters trained instead of every weight (0: none).
+    lora_rank: usize,
     /// Decoding: sequences, prompt tokens, new tokens.
     seqs: usize,
     prompt: usize,
@@ -273,8 +301,11 @@ where
     }
     let (tokens_per_s, shape) = match r.what.as_str() {
         "train" => (
-            train(k, r.config, r.batch, r.seq, r.steps)?,
-            format!("{}x{}", r.batch, r.seq),
+            train(k, r.config.clone(), &r)?,
+            match r.lora_rank {
+                0 => format!("{}x{}", r.batch, r.seq),
+                rank => format!("{}x{}, LoRA rank {rank}", r.batch, r.seq),
+            },
         ),
         "decode" => (
             decode(k, r.config, r.seqs, r.prompt, r.new_tokens)?,
@@ -300,8 +331,11 @@ fn main() -> BenchResult<()> {
     let (config, batch, seq, seqs, prompt, new_tokens) = match name.as_str() {
         "tiny" => (ModelConfig::tiny(), 8, 512, 8, 256, 128),
         "small" => (small(), 4, 256, 8, 256, 128),
+        "smollm2" => (smollm2(), 1, 1024, 8, 256, 128),
         "qwen0.5b" => (qwen05(), 8, 1024, 64, 512, 256),
-        other => return Err(format!("unknown config `{other}` (tiny, small, qwen0.5b)").into()),
+        other => {
+            return Err(format!("unknown config `{other}` (tiny, small, smollm2, qwen0.5b)").into())
+        }
     };
     let request = Request {
         what,
@@ -310,6 +344,7 @@ fn main() -> BenchResult<()> {
         steps: option(&args, "--steps", 3)?,
         batch: option(&args, "--batch", batch)?,
         seq: option(&args, "--seq", seq)?,
+        lora_rank: option(&args, "--lora", 0)?,
         seqs: option(&args, "--seqs", seqs)?,
         prompt: option(&args, "--prompt", prompt)?,
         new_tokens: option(&args, "--new", new_tokens)?,

@@ -18,7 +18,7 @@ use sage_trainer::pipeline::{run_demo, PipelineError, Reporter};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::sft::{dev_loss, SftConfig, SftData, SftState, SftStep, SftTrainer};
 use sage_trainer::tokenizer::{Tokenizer, TrainConfig};
-use sage_trainer::weights::{ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE};
+use sage_trainer::weights::{ADAPTER_CONFIG_FILE, ADAPTER_DIR, ADAPTER_WEIGHTS_FILE};
 use sage_transformer::{Kernels, ModelConfig, Transformer};
 
 /// One chat per line: a payment task and its two agent turns.
@@ -163,11 +163,15 @@ fn sft_through_adapters_trains_only_the_adapted_matrices_and_resumes() {
         checkpoint::save(k, &dir, state.step, &parts, None).unwrap()
     };
     for file in [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE] {
-        assert!(saved.join(file).is_file(), "{file} is saved");
+        assert!(
+            saved.join(ADAPTER_DIR).join(file).is_file(),
+            "{file} is saved"
+        );
     }
-    let peft: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(saved.join(ADAPTER_CONFIG_FILE)).unwrap())
-            .unwrap();
+    let peft: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(saved.join(ADAPTER_DIR).join(ADAPTER_CONFIG_FILE)).unwrap(),
+    )
+    .unwrap();
     assert_eq!(peft["r"], 4);
     assert_eq!(
         peft["target_modules"],
@@ -237,7 +241,7 @@ fn bad_lora_settings_and_adapter_files_are_named() {
         };
         checkpoint::save(k, &dir, 1, &parts, None).unwrap()
     };
-    let config_path = saved.join(ADAPTER_CONFIG_FILE);
+    let config_path = saved.join(ADAPTER_DIR).join(ADAPTER_CONFIG_FILE);
     let good = fs::read_to_string(&config_path).unwrap();
     fs::write(&config_path, good.replace("\"r\": 4", "\"r\": 0")).unwrap();
     let error = checkpoint::load::<_, SftState>(&mut CpuBackend::new(), &saved, None)
@@ -255,7 +259,11 @@ fn bad_lora_settings_and_adapter_files_are_named() {
         "{error}"
     );
     fs::write(&config_path, &good).unwrap();
-    fs::write(saved.join(ADAPTER_WEIGHTS_FILE), b"not safetensors").unwrap();
+    fs::write(
+        saved.join(ADAPTER_DIR).join(ADAPTER_WEIGHTS_FILE),
+        b"not safetensors",
+    )
+    .unwrap();
     let error = checkpoint::load::<_, SftState>(&mut CpuBackend::new(), &saved, None)
         .err()
         .unwrap()

@@ -1,8 +1,11 @@
-//! LoRA adapters on disk in PEFT's layout, beside the merged model: `adapter_config.json`
-//! (`r`, `lora_alpha`, `target_modules`) and `adapter_model.safetensors` (every
-//! `base_model.model.model.layers.L.<module>.lora_A.weight` `[r, in]` and `lora_B.weight`
-//! `[out, r]`, f32). The directory's own weights are already merged; the adapter applies
-//! to the model the run started from (PEFT's `PeftModel.from_pretrained(base, dir)`).
+//! LoRA adapters on disk in PEFT's layout, in the `adapter/` directory of the merged
+//! model's: `adapter_config.json` (`r`, `lora_alpha`, `target_modules`) and
+//! `adapter_model.safetensors` (every `base_model.model.model.layers.L.<module>.lora_A.weight`
+//! `[r, in]` and `lora_B.weight` `[out, r]`, f32). The model directory's own weights are
+//! already merged; the adapter applies to the model the run started from (PEFT's
+//! `PeftModel.from_pretrained(base, DIR/adapter)`). It lives in a directory of its own
+//! because transformers, where PEFT is installed, loads a directory holding an
+//! `adapter_config.json` as an adapter of the base model that file names.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,12 +18,14 @@ use super::dtype::Dtype;
 use super::error::WeightsError;
 use super::tensor_file::{read_safetensors, write_safetensors, HostTensor};
 
+/// The directory inside a model directory that holds its adapters.
+pub const ADAPTER_DIR: &str = "adapter";
 /// The adapters' settings, PEFT's name.
 pub const ADAPTER_CONFIG_FILE: &str = "adapter_config.json";
 /// The adapters' weights, PEFT's name.
 pub const ADAPTER_WEIGHTS_FILE: &str = "adapter_model.safetensors";
 
-/// Writes the adapters of `model` into `dir` (nothing when it has none).
+/// Writes the adapters of `model` into `dir/adapter` (nothing when it has none).
 pub fn save_adapters<K: Kernels>(
     k: &mut K,
     model: &Transformer,
@@ -33,6 +38,8 @@ pub fn save_adapters<K: Kernels>(
     ) else {
         return Ok(());
     };
+    let dir = dir.join(ADAPTER_DIR);
+    std::fs::create_dir_all(&dir).map_err(|e| WeightsError::io(&dir, e))?;
     let mut values = vec![0.0f32; slab.len];
     k.read(slab, &mut values)
         .map_err(|e| WeightsError::backend("reading the LoRA adapters", e))?;
@@ -64,11 +71,12 @@ pub fn save_adapters<K: Kernels>(
     std::fs::write(&path, text + "\n").map_err(|e| WeightsError::io(&path, e))
 }
 
-/// The adapters' config in `dir`, `None` when it holds no `adapter_config.json`; a file
+/// The adapters' config of the model directory `dir`, `None` when it holds no
+/// `adapter/adapter_config.json`; a file
 /// without a positive `r`, a positive `lora_alpha` or a list of known `target_modules`
 /// is an error naming the field.
 pub fn read_adapter_config(dir: &Path) -> Result<Option<LoraConfig>, WeightsError> {
-    let path = dir.join(ADAPTER_CONFIG_FILE);
+    let path = dir.join(ADAPTER_DIR).join(ADAPTER_CONFIG_FILE);
     if !path.is_file() {
         return Ok(None);
     }
@@ -103,7 +111,7 @@ pub fn read_adapter_config(dir: &Path) -> Result<Option<LoraConfig>, WeightsErro
     Ok(Some(config))
 }
 
-/// Puts the adapters saved in `dir` (of `config`) on `model`, which holds the merged
+/// Puts the adapters saved in `dir/adapter` (of `config`) on `model`, which holds the merged
 /// weights saved with them, and takes the frozen weights back from those: the state the
 /// run that saved them had. Every tensor is checked for presence and shape first.
 pub fn restore_adapters<K: Kernels>(
@@ -112,7 +120,7 @@ pub fn restore_adapters<K: Kernels>(
     dir: &Path,
     config: LoraConfig,
 ) -> Result<(), WeightsError> {
-    let path = dir.join(ADAPTER_WEIGHTS_FILE);
+    let path = dir.join(ADAPTER_DIR).join(ADAPTER_WEIGHTS_FILE);
     let tensors = read_safetensors(&path)?;
     let layout = AdapterLayout::new(model.layout(), &config);
     let mut values = vec![0.0f32; layout.total];

@@ -29,7 +29,8 @@ mod tensor_file;
 mod tests;
 
 pub use adapters::{
-    read_adapter_config, restore_adapters, save_adapters, ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE,
+    read_adapter_config, restore_adapters, save_adapters, ADAPTER_CONFIG_FILE, ADAPTER_DIR,
+    ADAPTER_WEIGHTS_FILE,
 };
 pub use config_json::{read_config, write_config, write_config_with};
 pub use dtype::Dtype;
