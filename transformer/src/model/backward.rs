@@ -406,9 +406,11 @@ fn linear_backward<K: Kernels>(
             let r = lora.config.rank;
             let scale = lora.config.scale();
             // t[rows, r] and u[rows, r], sized by prepare_lora_rows.
-            let (t, u) = lora
-                .row_tensors(rows)
-                .ok_or(ModelError::Input(InputError::NoForward))?;
+            let (t, u) = lora.row_tensors(rows).ok_or_else(|| {
+                ModelError::Input(InputError::Lora(
+                    "the backward's row scratch was not prepared".into(),
+                ))
+            })?;
             let (a, b) = (at(lora.adapters, adapter.a), at(lora.adapters, adapter.b));
             let (d_a, d_b) = (at(lora.grads, adapter.a), at(lora.grads, adapter.b));
             // t = s · x · A^T; dB += dy^T · t
