@@ -137,8 +137,8 @@ fn model_gradients_match_finite_differences_tied() {
 /// Adapters of rank 2 on q, v, o and down, A and B random: every adapter's gradient at
 /// random elements against central differences of the same loss, each evaluated on
 /// the weights merged from the perturbed adapters (the tolerances of
-/// `check_model_gradients`, for the same reasons). Nothing frozen gets a gradient: the
-/// model's gradient slab stays 0.
+/// `check_model_gradients`, for the same reasons). Nothing frozen has a gradient: the
+/// model's gradient slab is released.
 #[test]
 fn lora_gradients_match_finite_differences() {
     let mut rng = Rng(0x10aa_0001);
@@ -167,12 +167,11 @@ fn lora_gradients_match_finite_differences() {
     let adapter_slab = model.adapter_params().unwrap();
     let mut grads = vec![0.0f32; layout.total];
     k.read(model.adapter_grads().unwrap(), &mut grads).unwrap();
-    let mut model_grads = vec![0.0f32; model.grads().len];
-    k.read(model.grads(), &mut model_grads).unwrap();
-    for (name, slot) in model.layout().named() {
-        let frozen = &model_grads[slot.offset..slot.offset + slot.len];
-        assert!(frozen.iter().all(|&g| g == 0.0), "{name} got a gradient");
-    }
+    assert_eq!(
+        model.grads().len,
+        0,
+        "the frozen parameters' gradient slab is released"
+    );
 
     let h = 1e-2f32;
     for (name, slot) in layout.named() {

@@ -11,7 +11,7 @@
 //! gradient), and no gradient of any frozen matrix: the embedding, the output head, the
 //! other projections, the biases and the RMSNorm weights (whose kernel writes its weight
 //! gradient anyway: into a sink of the adapters that nothing reads). The model's own
-//! gradient slab is left untouched.
+//! gradient slab is released when the adapters go on.
 
 use alloc::format;
 use alloc::string::String;
@@ -333,6 +333,10 @@ impl Transformer {
         let merge_scratch = k.alloc(widest * config.rank).map_err(backend)?;
         let norm_sink = k.alloc(self.config.hidden_size).map_err(backend)?;
         k.write(Tensor::whole(adapters, layout.total), initial)
+            .map_err(backend)?;
+        // Nothing computes a gradient of the frozen parameters: their slab goes.
+        let empty = k.alloc(0).map_err(backend)?;
+        k.free(core::mem::replace(&mut self.grads, empty))
             .map_err(backend)?;
         for adapter in &layout.adapters {
             k.copy(at(base, adapter.base), at(self.params, adapter.weight))

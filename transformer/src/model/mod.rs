@@ -112,8 +112,9 @@ pub struct Transformer {
     pub(crate) params_layout: ParamLayout,
     /// Parameters, laid out by `params_layout`.
     pub(crate) params: BufferId,
-    /// Gradients, same layout; accumulate until [`Transformer::zero_grads`].
-    grads: BufferId,
+    /// Gradients, same layout; accumulate until [`Transformer::zero_grads`]. Released
+    /// (an empty buffer in its place) once LoRA adapters freeze the model.
+    pub(crate) grads: BufferId,
     pub(crate) acts: Option<Activations>,
     /// LoRA adapters, when the model trains through them (`crate::lora`).
     pub(crate) lora: Option<Lora>,
@@ -151,17 +152,21 @@ impl Transformer {
         Tensor::whole(self.params, self.params_layout.total)
     }
 
-    /// The whole gradient slab (same layout as the parameters).
+    /// The whole gradient slab (same layout as the parameters); empty with LoRA adapters
+    /// on, which freeze every parameter (their gradients: [`Transformer::adapter_grads`]).
     pub fn grads(&self) -> Tensor {
-        Tensor::whole(self.grads, self.params_layout.total)
+        let len = match self.lora {
+            Some(_) => 0,
+            None => self.params_layout.total,
+        };
+        Tensor::whole(self.grads, len)
     }
 
     /// Sets every gradient to zero (the adapters' too).
     pub fn zero_grads<K: Kernels>(&self, k: &mut K) -> Result<(), K> {
-        k.fill(self.grads(), 0.0).map_err(backend)?;
         match self.adapter_grads() {
             Some(grads) => k.fill(grads, 0.0).map_err(backend),
-            None => Ok(()),
+            None => k.fill(self.grads(), 0.0).map_err(backend),
         }
     }
 
