@@ -334,14 +334,13 @@ impl Transformer {
         let norm_sink = k.alloc(self.config.hidden_size).map_err(backend)?;
         k.write(Tensor::whole(adapters, layout.total), initial)
             .map_err(backend)?;
-        // Nothing computes a gradient of the frozen parameters: their slab goes.
-        let empty = k.alloc(0).map_err(backend)?;
-        k.free(core::mem::replace(&mut self.grads, empty))
-            .map_err(backend)?;
         for adapter in &layout.adapters {
             k.copy(at(base, adapter.base), at(self.params, adapter.weight))
                 .map_err(backend)?;
         }
+        // Nothing computes a gradient of the frozen parameters: their slab goes.
+        let empty = k.alloc(0).map_err(backend)?;
+        let released = core::mem::replace(&mut self.grads, empty);
         self.lora = Some(Lora {
             config,
             layout,
@@ -352,7 +351,7 @@ impl Transformer {
             norm_sink,
             rows_scratch: None,
         });
-        Ok(())
+        k.free(released).map_err(backend)
     }
 
     /// The adapters' config, when the model has adapters.
