@@ -40,8 +40,8 @@ PRECISION=${SAGE_PRECISION:-$([ "$BACKEND" = cuda ] && echo bf16 || echo f32)}
 RUNS=${SAGE_RUNS:-/tmp/sage-smollm2}
 CONFIG=$(realpath "${SAGE_CONFIG:-configs/smollm2.toml}")
 if [ -n "${SAGE_SFT_LORA:-}" ]; then
-    mkdir -p "${SAGE_RUNS:-/tmp/sage-smollm2}"
-    LORA_CONFIG=${SAGE_RUNS:-/tmp/sage-smollm2}/lora-sft.toml
+    mkdir -p "$RUNS"
+    LORA_CONFIG=$RUNS/lora-sft.toml
     { cat "$CONFIG"; printf '\n[sft.lora]\nrank = %d\nalpha = %d\n' "$SAGE_SFT_LORA" $((2 * SAGE_SFT_LORA)); } >"$LORA_CONFIG"
     CONFIG=$LORA_CONFIG
 fi

@@ -358,37 +358,25 @@ impl Device for CpuBackend {
             targets,
         } = head;
         let reads = [weights, hidden, lm_head, lse];
-        let chunk = &mut self.logits_chunk;
-        match dlm_head {
+        // A frozen head's gradient has no view: the store gives one write fewer.
+        let (dhidden, dlm_head, [weights, hidden, lm_head, lse], [targets]) = match dlm_head {
             Some(dlm_head) => {
-                let ([dhidden, dlm_head], [weights, hidden, lm_head, lse], [targets]) =
+                let ([dhidden, dlm_head], reads, indices) =
                     self.store.views([dhidden, dlm_head], reads, [targets])?;
-                let head = logprob::Head {
-                    hidden,
-                    lm_head,
-                    targets,
-                };
-                let grads = logprob::HeadGrads {
-                    dhidden,
-                    dlm_head: Some(dlm_head),
-                };
-                logprob::logprob_backward(grads, weights, lse, head, dims, chunk)
+                (dhidden, Some(dlm_head), reads, indices)
             }
             None => {
-                let ([dhidden], [weights, hidden, lm_head, lse], [targets]) =
-                    self.store.views([dhidden], reads, [targets])?;
-                let head = logprob::Head {
-                    hidden,
-                    lm_head,
-                    targets,
-                };
-                let grads = logprob::HeadGrads {
-                    dhidden,
-                    dlm_head: None,
-                };
-                logprob::logprob_backward(grads, weights, lse, head, dims, chunk)
+                let ([dhidden], reads, indices) = self.store.views([dhidden], reads, [targets])?;
+                (dhidden, None, reads, indices)
             }
-        }
+        };
+        let head = logprob::Head {
+            hidden,
+            lm_head,
+            targets,
+        };
+        let grads = logprob::HeadGrads { dhidden, dlm_head };
+        logprob::logprob_backward(grads, weights, lse, head, dims, &mut self.logits_chunk)
     }
 
     fn logits(

@@ -397,32 +397,31 @@ impl Transformer {
     /// Writes every adapted weight as `W0 + s·B·A` from the current adapters (after an
     /// update of `A` or `B`); nothing without adapters.
     pub fn merge_adapters<K: Kernels>(&self, k: &mut K) -> Result<(), K> {
-        let Some(lora) = &self.lora else {
-            return Ok(());
-        };
-        let scale = lora.config.scale();
-        for adapter in &lora.layout.adapters {
-            let weight = at(self.params, adapter.weight);
-            k.copy(weight, at(lora.base, adapter.base))
-                .map_err(backend)?;
-            add_low_rank(k, lora, adapter, weight, scale)?;
-        }
-        Ok(())
+        self.combine_adapters(k, false)
     }
 
     /// Takes the frozen weights from the merged ones and the current adapters, `W0 = W -
     /// s·B·A`: for a model loaded merged (a saved checkpoint) whose adapters were then
     /// written into [`Transformer::adapter_params`]. Nothing without adapters.
     pub fn rebase_adapters<K: Kernels>(&self, k: &mut K) -> Result<(), K> {
+        self.combine_adapters(k, true)
+    }
+
+    /// For every adapter, the merged weight from the frozen one (`W = W0 + s·B·A`), or,
+    /// `to_base`, the frozen weight from the merged one (`W0 = W - s·B·A`).
+    fn combine_adapters<K: Kernels>(&self, k: &mut K, to_base: bool) -> Result<(), K> {
         let Some(lora) = &self.lora else {
             return Ok(());
         };
         let scale = lora.config.scale();
         for adapter in &lora.layout.adapters {
-            let base = at(lora.base, adapter.base);
-            k.copy(base, at(self.params, adapter.weight))
-                .map_err(backend)?;
-            add_low_rank(k, lora, adapter, base, -scale)?;
+            let (weight, base) = (at(self.params, adapter.weight), at(lora.base, adapter.base));
+            let (target, source, factor) = match to_base {
+                false => (weight, base, scale),
+                true => (base, weight, -scale),
+            };
+            k.copy(target, source).map_err(backend)?;
+            add_low_rank(k, lora, adapter, target, factor)?;
         }
         Ok(())
     }

@@ -5,13 +5,13 @@ use std::time::Instant;
 use sage_transformer::Kernels;
 
 use super::{
-    failed, fresh_model, load_sft_data, prepare_data, run_eval, run_sft, start_lora,
+    failed, fresh_model, load_sft_data, prepare_data, run_eval, run_sft, sft_policy,
     train_tokenizer, warn_turn_limits, EvalReport, PipelineError, Reporter, SftSummary,
 };
 use crate::chat::ChatTemplate;
 use crate::config::RunConfig;
 use crate::policy::TransformerPolicy;
-use crate::sft::{SftState, SftStep, SftTrainer};
+use crate::sft::{SftState, SftStep};
 use crate::tokenizer::Tokenizer;
 
 /// An [`SftHook`](super::SftHook) of the demo, which also gets the tokenizer the demo
@@ -49,22 +49,8 @@ pub fn run_demo<K: Kernels>(
     let train = load_sft_data(&files.train, &template, reporter)?;
     let dev = load_sft_data(&files.dev, &template, reporter)?;
     warn_turn_limits(&train, &config.eval, None);
-    let mut model = fresh_model(&mut k, &config.model, config.run.seed, &tokenizer)?;
-    let seed = config.sft.seed;
-    start_lora(
-        &mut k,
-        &mut model,
-        &config.sft.lora,
-        "sft.lora",
-        seed,
-        reporter,
-    )?;
-    let mut optimizer = config.optimizer.clone();
-    let total = SftTrainer::new(config.sft.clone(), &train, SftState::default()).total_steps();
-    optimizer.resolve_total_steps(total);
-    let mut policy = TransformerPolicy::trainable(k, model, optimizer)
-        .map_err(failed("model"))?
-        .with_max_batch_tokens(config.run.max_batch_tokens);
+    let model = fresh_model(&mut k, &config.model, config.run.seed, &tokenizer)?;
+    let (mut policy, total) = sft_policy(k, model, config, &train, reporter)?;
     reporter.info(&format!(
         "model: {} parameters; sft: {} trajectories, {} tokens ({} trained), {} steps",
         policy.model().params().len,

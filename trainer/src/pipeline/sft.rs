@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use sage_transformer::{Kernels, ModelConfig, Transformer};
 
-use super::{failed, PipelineError, Reporter};
+use super::{failed, start_lora, PipelineError, Reporter};
 use crate::chat::ChatTemplate;
+use crate::config::RunConfig;
 use crate::eval::EvalConfig;
 use crate::init::init_params;
 use crate::policy::TransformerPolicy;
@@ -33,6 +34,29 @@ pub fn fresh_model<K: Kernels>(
     let model = Transformer::new(k, model_config).map_err(failed("model"))?;
     init_params(k, &model, seed).map_err(failed("model"))?;
     Ok(model)
+}
+
+/// The trainable policy of an SFT run from the start: `[sft.lora]`'s adapters put on
+/// `model` (none at rank 0) and AdamW with `config`'s schedule spread over the run's
+/// steps on `train`; returns it with that step count.
+pub fn sft_policy<K: Kernels>(
+    mut k: K,
+    mut model: Transformer,
+    config: &RunConfig,
+    train: &SftData,
+    reporter: &mut dyn Reporter,
+) -> Result<(TransformerPolicy<K>, u64), PipelineError> {
+    let sft = &config.sft;
+    start_lora(
+        &mut k, &mut model, &sft.lora, "sft.lora", sft.seed, reporter,
+    )?;
+    let mut optimizer = config.optimizer.clone();
+    let total = SftTrainer::new(sft.clone(), train, SftState::default()).total_steps();
+    optimizer.resolve_total_steps(total);
+    let policy = TransformerPolicy::trainable(k, model, optimizer)
+        .map_err(failed("model"))?
+        .with_max_batch_tokens(config.run.max_batch_tokens);
+    Ok((policy, total))
 }
 
 /// Loads SFT data from a JSON-lines file, tokenised with the model's limit.

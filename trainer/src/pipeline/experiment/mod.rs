@@ -20,12 +20,12 @@ use crate::eval::EvalMetrics;
 use crate::experiment::Arm;
 use crate::metrics::{MetricsLog, Series};
 use crate::pipeline::{
-    failed, fresh_model, load_sft_data, prepare_data, run_eval, run_rl, run_sft, start_lora,
-    train_tokenizer, warn_turn_limits, DataFiles, PipelineError, Reporter, RlInputs,
+    failed, fresh_model, load_sft_data, prepare_data, run_eval, run_rl, run_sft, sft_policy,
+    start_lora, train_tokenizer, warn_turn_limits, DataFiles, PipelineError, Reporter, RlInputs,
 };
 use crate::policy::TransformerPolicy;
 use crate::rl::{control_gap, ControlGap, RlConfig, RlState, RlStepStats, RlTrainer, WorldRl};
-use crate::sft::{SftData, SftState, SftTrainer};
+use crate::sft::{SftData, SftState};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{
     load_model, read_config, save_adapters, save_model, SaveOptions, CONFIG_FILE,
@@ -249,7 +249,7 @@ fn sft<K: Kernels>(
     reporter: &mut dyn Reporter,
 ) -> Result<(K, SftFinished), PipelineError> {
     let init = config.experiment.init_dir();
-    let (mut model, carried) = match init {
+    let (model, carried) = match init {
         Some(init) => (
             load_model(&mut k, init).map_err(failed("init"))?,
             Some(CarriedFiles::read(init).map_err(failed("init"))?),
@@ -259,22 +259,7 @@ fn sft<K: Kernels>(
             None,
         ),
     };
-    let seed = config.sft.seed;
-    start_lora(
-        &mut k,
-        &mut model,
-        &config.sft.lora,
-        "sft.lora",
-        seed,
-        reporter,
-    )?;
-    let mut optimizer = config.optimizer.clone();
-    optimizer.resolve_total_steps(
-        SftTrainer::new(config.sft.clone(), train, SftState::default()).total_steps(),
-    );
-    let mut policy = TransformerPolicy::trainable(k, model, optimizer)
-        .map_err(failed("model"))?
-        .with_max_batch_tokens(config.run.max_batch_tokens);
+    let (mut policy, _) = sft_policy(k, model, config, train, reporter)?;
     let mut on_step = |_: &mut TransformerPolicy<K>, _: &_, _| Ok(());
     let (summary, _) = run_sft(
         &mut policy,
