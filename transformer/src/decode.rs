@@ -15,11 +15,18 @@ use super::model::{
 };
 use super::sampling::TokenChoice;
 
+/// Prompt tokens a prefill runs through the layers at once by default: the scratch of
+/// one layer's activations is sized for this many tokens (about 210 MB for a 0.5B
+/// model), not for every prompt of the batch together.
+pub const DEFAULT_PREFILL_TOKENS: usize = 4096;
+
 /// Keys and values of B sequences, up to `capacity` tokens each, in one backend
 /// buffer, with the scratch a decoding step needs.
 pub struct KvCache {
     batch: usize,
     capacity: usize,
+    /// Most prompt tokens one group of a prefill holds (a longer prompt runs alone).
+    prefill_tokens: usize,
     /// Tokens cached per sequence.
     lengths: Vec<u32>,
     /// Per layer: k[B, T, KV*hd] then v[B, T, KV*hd].
@@ -70,6 +77,7 @@ impl KvCache {
         Ok(KvCache {
             batch,
             capacity,
+            prefill_tokens: DEFAULT_PREFILL_TOKENS,
             lengths: vec![0; batch],
             cache,
             scratch_layout,
@@ -89,6 +97,14 @@ impl KvCache {
     /// Tokens cached for each sequence.
     pub fn lengths(&self) -> &[u32] {
         &self.lengths
+    }
+
+    /// Sets how many prompt tokens a prefill runs through the layers at once
+    /// (at least 1; default [`DEFAULT_PREFILL_TOKENS`]). Consecutive prompts are grouped
+    /// up to this many tokens, a longer prompt runs alone; the results do not depend on
+    /// it, only the prefill's scratch memory and its GEMMs' sizes do.
+    pub fn set_prefill_tokens(&mut self, tokens: usize) {
+        self.prefill_tokens = tokens.max(1);
     }
 
     /// Releases the cache's buffers.
@@ -161,9 +177,11 @@ impl Transformer {
     }
 
     /// The prefill up to each prompt's last hidden state in `cache.last_hidden`. The
-    /// prompts run packed through every layer in turn over one layer's slots of a scratch
-    /// slab ([`ActLayout::for_decoding`] of all their tokens), freed at the end: the
-    /// training activations are neither used nor resized.
+    /// prompts run in groups of consecutive prompts of at most `cache.prefill_tokens`
+    /// tokens (a longer prompt alone), each group packed through every layer in turn over
+    /// one layer's slots of a scratch slab ([`ActLayout::for_decoding`] of the largest
+    /// group's tokens), freed at the end: the training activations are neither used nor
+    /// resized.
     fn prefill_hidden<K: Kernels>(
         &mut self,
         k: &mut K,
@@ -179,49 +197,58 @@ impl Transformer {
                 capacity: cache.capacity,
             }));
         }
-        let tokens: Vec<u32> = prompts.concat();
-        self.check_tokens(&tokens)?;
-        let mut seq_starts = Vec::with_capacity(prompts.len() + 1);
-        seq_starts.push(0u32);
         for prompt in prompts {
-            seq_starts.push(seq_starts[seq_starts.len() - 1] + prompt.len() as u32);
+            self.check_tokens(prompt)?;
         }
-        let layout = ActLayout::for_decoding(&self.config, tokens.len());
-        let scratch = k.alloc(layout.total).map_err(backend)?;
-        let ids = match k.alloc_indices(2 * tokens.len()) {
+        let groups = prefill_groups(prompts, cache.prefill_tokens);
+        let most_tokens = groups
+            .iter()
+            .map(|group| group.clone().map(|b| prompts[b].len()).sum::<usize>())
+            .max()
+            .unwrap_or(0);
+        let scratch_len = ActLayout::for_decoding(&self.config, most_tokens).total;
+        let scratch = k.alloc(scratch_len).map_err(backend)?;
+        let ids = match k.alloc_indices(2 * most_tokens) {
             Ok(ids) => ids,
             Err(e) => {
                 k.free(scratch).map_err(backend)?;
                 return Err(backend(e));
             }
         };
-        let ran = self.prefill_layers(k, cache, &layout, scratch, ids, &tokens, &seq_starts);
+        let ran = groups
+            .into_iter()
+            .try_for_each(|group| self.prefill_layers(k, cache, scratch, ids, prompts, group));
         let freed = k.free(scratch).and_then(|()| k.free_indices(ids));
         ran?;
         freed.map_err(backend)?;
+        self.final_norm(k, cache)?;
         for (length, prompt) in cache.lengths.iter_mut().zip(prompts) {
             *length = prompt.len() as u32;
         }
         Ok(())
     }
 
-    /// The layers of a prefill over `scratch` (laid out by `layout`, one layer) with
-    /// tokens[N] then positions[N] in `ids`: each layer's keys and values go to `cache`
-    /// as soon as the layer has run, and the last row of each prompt ends normed in
-    /// `cache.last_hidden`.
-    #[allow(clippy::too_many_arguments)]
+    /// The layers of a prefill of the prompts `group` (indices of sequences of `cache`)
+    /// over `scratch`, laid out for their tokens, with tokens[N] then positions[N] in
+    /// `ids`: each layer's keys and values go to `cache` as soon as the layer has run,
+    /// and the last row of each prompt to the cache's residual row of its sequence.
     fn prefill_layers<K: Kernels>(
         &self,
         k: &mut K,
         cache: &KvCache,
-        layout: &ActLayout,
         scratch: BufferId,
         ids: IndexBufferId,
-        tokens: &[u32],
-        seq_starts: &[u32],
+        prompts: &[&[u32]],
+        group: core::ops::Range<usize>,
     ) -> Result<(), K> {
         let (c, p) = (&self.config, &self.params_layout);
+        let tokens: Vec<u32> = prompts[group.clone()].concat();
+        let mut seq_starts = vec![0u32];
+        for prompt in &prompts[group.clone()] {
+            seq_starts.push(seq_starts[seq_starts.len() - 1] + prompt.len() as u32);
+        }
         let (n, d, kvd) = (tokens.len(), c.hidden_size, c.kv_dim());
+        let layout = ActLayout::for_decoding(c, n);
         let Some(la) = layout.layers.first() else {
             return Err(input(InputError::Empty));
         };
@@ -240,15 +267,24 @@ impl Transformer {
             ..tokens_ids
         };
         let position_ids: Vec<u32> = seq_starts.windows(2).flat_map(|w| 0..w[1] - w[0]).collect();
-        k.write_indices(tokens_ids, tokens).map_err(backend)?;
+        k.write_indices(tokens_ids, &tokens).map_err(backend)?;
         k.write_indices(positions, &position_ids).map_err(backend)?;
         k.embedding_forward(t(la.residual_in), at(self.params, p.embed), tokens_ids, d)
             .map_err(backend)?;
         for (l, lp) in p.layers.iter().enumerate() {
             // The layer's output overwrites its input slot, free once attention ran.
-            layer_forward(k, c, lp, la, buffers, positions, seq_starts, la.residual_in)?;
+            layer_forward(
+                k,
+                c,
+                lp,
+                la,
+                buffers,
+                positions,
+                &seq_starts,
+                la.residual_in,
+            )?;
             let (k_cache, v_cache) = (cache.layer_cache(l, 0, kvd), cache.layer_cache(l, 1, kvd));
-            for (b, w) in seq_starts.windows(2).enumerate() {
+            for (w, b) in seq_starts.windows(2).zip(group.clone()) {
                 let (start, len) = (w[0] as usize, (w[1] - w[0]) as usize);
                 for (cache_tensor, fresh) in [(k_cache, la.k), (v_cache, la.v)] {
                     let src = t(fresh).slice(start * kvd, len * kvd);
@@ -259,12 +295,12 @@ impl Transformer {
         }
         // Each prompt's last row into the cache's one-row-per-sequence residual slot.
         let rows = at(cache.scratch, cache.residual());
-        for (b, w) in seq_starts.windows(2).enumerate() {
+        for (w, b) in seq_starts.windows(2).zip(group) {
             let last = w[1] as usize - 1;
             k.copy(rows.slice(b * d, d), t(la.residual_in).slice(last * d, d))
                 .map_err(backend)?;
         }
-        self.final_norm(k, cache)
+        Ok(())
     }
 
     /// Appends `tokens[b]` to sequence b of `cache` and returns the logits of every
@@ -413,6 +449,7 @@ impl Transformer {
                 return Err(e);
             }
         };
+        smaller.prefill_tokens = cache.prefill_tokens;
         let kvd = self.config.kv_dim();
         let mut copied = Ok(());
         'layers: for layer in 0..self.config.num_hidden_layers {
@@ -492,5 +529,40 @@ impl Transformer {
                 })
             })
             .collect())
+    }
+}
+
+/// The prompts split into runs of consecutive prompts of at most `budget` tokens
+/// together (a prompt longer than `budget` alone), as ranges of prompt indices.
+fn prefill_groups(prompts: &[&[u32]], budget: usize) -> Vec<core::ops::Range<usize>> {
+    let mut groups = Vec::new();
+    let (mut start, mut tokens) = (0, 0);
+    for (b, prompt) in prompts.iter().enumerate() {
+        if b > start && tokens + prompt.len() > budget {
+            groups.push(start..b);
+            (start, tokens) = (b, 0);
+        }
+        tokens += prompt.len();
+    }
+    if start < prompts.len() {
+        groups.push(start..prompts.len());
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefill_groups;
+    use alloc::vec;
+
+    #[test]
+    fn prefill_groups_fill_up_to_the_budget_and_keep_a_long_prompt_alone() {
+        let (a, b, c, d) = ([0u32; 3], [0u32; 4], [0u32; 9], [0u32; 2]);
+        let prompts: [&[u32]; 4] = [&a, &b, &c, &d];
+        assert_eq!(prefill_groups(&prompts, 7), vec![0..2, 2..3, 3..4]);
+        assert_eq!(prefill_groups(&prompts, 6), vec![0..1, 1..2, 2..3, 3..4]);
+        assert_eq!(prefill_groups(&prompts, 100), vec![0..4]);
+        assert_eq!(prefill_groups(&prompts, 1), vec![0..1, 1..2, 2..3, 3..4]);
+        assert!(prefill_groups(&[], 4).is_empty());
     }
 }
