@@ -5,6 +5,8 @@
 // computes with the CPU backend's attention.
 #include "device.hpp"
 
+#include <vector>
+
 #include "../src/kernels/common.cuh"
 #include "../src/kernels/attention.cu"
 #include "../src/kernels/flash.cu"
@@ -55,13 +57,28 @@ extern "C" void emulate_attention_backward(int tensor_cores, float* dq, float* d
                                   head_dim, scale);
         }
     });
-    emulator::launch(blocks(rows, per_block), heads / group, ATTN_THREADS, [&] {
-        if (tensor_cores) {
-            flash_backward_dkv(dk, dv, q, k, v, dout, lse, delta, spans, rows, heads, group,
-                               head_dim, scale);
-        } else {
+    if (!tensor_cores) {
+        emulator::launch(blocks(rows, per_block), heads / group, ATTN_THREADS, [&] {
             attention_backward_dkv(dk, dv, q, k, v, dout, lse, delta, spans, rows, heads,
                                    group, head_dim, scale);
-        }
+        });
+        return;
+    }
+    // One block per query head: with group 1 straight into dk, dv; otherwise into the
+    // heads' shares, then their sums per group.
+    const size_t shares = group == 1 ? 0 : (size_t)rows * heads * head_dim;
+    std::vector<float> dk_heads(shares), dv_heads(shares);
+    float* dk_out = group == 1 ? dk : dk_heads.data();
+    float* dv_out = group == 1 ? dv : dv_heads.data();
+    emulator::launch(blocks(rows, per_block), heads, ATTN_THREADS, [&] {
+        flash_backward_dkv(dk_out, dv_out, q, k, v, dout, lse, delta, spans, rows, heads, group,
+                           head_dim, scale);
     });
+    if (group > 1) {
+        const unsigned elements = rows * (heads / group) * head_dim;
+        emulator::launch(blocks(elements, FLASH_SUM_THREADS), 1, FLASH_SUM_THREADS, [&] {
+            flash_dkv_group_sum(dk, dv, dk_heads.data(), dv_heads.data(), rows, heads, group,
+                                head_dim);
+        });
+    }
 }

@@ -2,7 +2,8 @@
 //! forward pass walks keys in tiles with an online softmax and saves the log-sum-exp;
 //! the backward pass computes delta = rowsum(dout * out), then dq from query blocks and
 //! dk, dv from key blocks, recomputing the probabilities from the saved log-sum-exp, so
-//! every output element has one writer. Two kernel sets share these layouts and this
+//! every output element has one writer (the tensor-core dk, dv: one writer per query
+//! head's share, then a sum over each group in head order). Two kernel sets share these layouts and this
 //! schedule: the exact f32 one on CUDA cores (`kernels/attention.cu`, [`Precision::F32`])
 //! and the tensor-core one with bf16 operands and f32 accumulation (`kernels/flash.cu`,
 //! [`Precision::Bf16`]). Decoding against a KV cache is in `decode`.
@@ -28,6 +29,8 @@ pub(crate) const MAX_HEAD_DIM: usize = 128;
 const ATTENTION_THREADS: u32 = 128;
 /// (row, head) tasks per block of the delta kernel: one per warp.
 const DELTA_TASKS: usize = 4;
+/// Threads per block of flash_dkv_group_sum (FLASH_SUM_THREADS).
+const GROUP_SUM_THREADS: u32 = 256;
 
 /// The kernels of one precision and the rows each block of them owns.
 struct AttentionKernels {
@@ -38,6 +41,11 @@ struct AttentionKernels {
     forward_rows: usize,
     /// Query rows per block of the dq kernel, key rows per block of the dk/dv kernel.
     backward_rows: usize,
+    /// `None`: the dk/dv kernel runs one block per key/value head and writes dk, dv.
+    /// `Some(sum)`: it runs one block per query head and writes each head's share
+    /// [N, H*hd] (into dk, dv themselves when the group is 1), and `sum` adds each
+    /// group's shares into dk, dv.
+    dkv_group_sum: Option<&'static str>,
 }
 
 /// attention.cu: FORWARD_ROWS 16, BACKWARD_ROWS 8.
@@ -47,6 +55,7 @@ const EXACT: AttentionKernels = AttentionKernels {
     backward_dkv: "attention_backward_dkv",
     forward_rows: 16,
     backward_rows: 8,
+    dkv_group_sum: None,
 };
 
 /// flash.cu: FLASH_ROWS 64 for every kernel.
@@ -56,6 +65,7 @@ const TENSOR_CORE: AttentionKernels = AttentionKernels {
     backward_dkv: "flash_backward_dkv",
     forward_rows: 64,
     backward_rows: 64,
+    dkv_group_sum: Some("flash_dkv_group_sum"),
 };
 
 /// The kernel set the backend's precision runs.
@@ -223,9 +233,19 @@ pub(crate) fn attention_backward(
         ATTENTION_THREADS,
         &args,
     )?;
+    let (dk_out, dv_out, dkv_heads) = match set.dkv_group_sum {
+        Some(_) if dims.group > 1 => {
+            let share = n * dims.heads * dims.head_dim;
+            let shares = b.scratch_space(Scratch::DkvHeads, 2 * share)?;
+            let dv_shares = shares + (share * std::mem::size_of::<f32>()) as u64;
+            (shares, dv_shares, dims.heads)
+        }
+        Some(_) => (dk, dv, dims.heads),
+        None => (dk, dv, dims.kv_heads),
+    };
     let mut args = vec![
-        Arg::Ptr(dk),
-        Arg::Ptr(dv),
+        Arg::Ptr(dk_out),
+        Arg::Ptr(dv_out),
         Arg::Ptr(q),
         Arg::Ptr(k),
         Arg::Ptr(v),
@@ -237,8 +257,36 @@ pub(crate) fn attention_backward(
     args.extend(sizes);
     b.launch(
         set.backward_dkv,
-        (blocks, dims.kv_heads as u32),
+        (blocks, to_u32(op, "dk/dv heads", dkv_heads)?),
         ATTENTION_THREADS,
         &args,
-    )
+    )?;
+    match set.dkv_group_sum {
+        Some(sum) if dims.group > 1 => {
+            let elements = n * dims.kv_heads * dims.head_dim;
+            b.launch(
+                sum,
+                (
+                    to_u32(
+                        op,
+                        "group-sum blocks",
+                        elements.div_ceil(GROUP_SUM_THREADS as usize),
+                    )?,
+                    1,
+                ),
+                GROUP_SUM_THREADS,
+                &[
+                    Arg::Ptr(dk),
+                    Arg::Ptr(dv),
+                    Arg::Ptr(dk_out),
+                    Arg::Ptr(dv_out),
+                    Arg::U32(to_u32(op, "N", n)?),
+                    Arg::U32(to_u32(op, "H", dims.heads)?),
+                    Arg::U32(to_u32(op, "group", dims.group)?),
+                    Arg::U32(to_u32(op, "hd", dims.head_dim)?),
+                ],
+            )
+        }
+        _ => Ok(()),
+    }
 }

@@ -30,6 +30,9 @@ pub(crate) enum Scratch {
     Bf16B,
     /// Split-KV decoding's partial results [B, H, S, hd + 2].
     DecodePartials,
+    /// The tensor-core attention backward's key and value gradients per query head,
+    /// dk_heads then dv_heads, [N, H*hd] each (summed over each group afterwards).
+    DkvHeads,
 }
 
 /// A purpose of `u32` scratch space.
@@ -47,7 +50,7 @@ pub(crate) enum IndexScratch {
     Uniforms,
 }
 
-const F32_SLOTS: usize = 8;
+const F32_SLOTS: usize = 9;
 const U32_SLOTS: usize = 5;
 
 /// One growable allocation.

@@ -453,22 +453,28 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
     }
 }
 
-// Key and value gradients. Grid (ceil(N / 64), KV); block 4 warps, each owning 16 key rows
-// of key/value head g, walking 16 queries at a time over those that see them, in every
-// query head of the group: dv = sum_i P_i dout_i, dk = scale * sum_i dS_i q_i. Here the
-// C fragments are transposed scores: rows are keys, columns queries.
-// dk, dv [N, KV*hd] (overwritten).
+// Key and value gradients of one query head. Grid (ceil(N / 64), H); block 4 warps, each
+// owning 16 key rows of key/value head g = h / group, walking 16 queries of head h at a
+// time over those that see them: dv_h = sum_i P_i dout_i, dk_h = scale * sum_i dS_i q_i.
+// Here the C fragments are transposed scores: rows are keys, columns queries. One block
+// per query head (not per key/value head) gives the grid H blocks per row block, as the
+// forward and dq kernels have, instead of serialising the group's heads in each block.
+// dk_heads, dv_heads [N, H*hd] (overwritten): head h's share at columns h*hd. With
+// group 1 these are dk and dv themselves; otherwise flash_dkv_group_sum adds the
+// group's shares into dk, dv [N, KV*hd].
 extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
-flash_backward_dkv(float* dk, float* dv, const float* q, const float* k, const float* v,
-                   const float* dout, const float* lse, const float* delta, const u32* spans,
-                   u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
+flash_backward_dkv(float* dk_heads, float* dv_heads, const float* q, const float* k,
+                   const float* v, const float* dout, const float* lse, const float* delta,
+                   const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim,
+                   float scale) {
     __shared__ __align__(16) bf16 ks[FLASH_ROWS * FLASH_STRIDE];
     __shared__ __align__(16) bf16 vs[FLASH_ROWS * FLASH_STRIDE];
     __shared__ __align__(16) bf16 qs[DKV_QUERIES * FLASH_STRIDE];
     __shared__ __align__(16) bf16 dos[DKV_QUERIES * FLASH_STRIDE];
     __shared__ float tile_lse[DKV_QUERIES];
     __shared__ float tile_delta[DKV_QUERIES];
-    const u32 g = blockIdx.y;
+    const u32 head = blockIdx.y;
+    const u32 g = head / group;
     const u32 first = blockIdx.x * FLASH_ROWS;
     if (first >= rows) {
         return;
@@ -506,82 +512,79 @@ flash_backward_dkv(float* dk, float* dv, const float* q, const float* k, const f
     // Queries from the first key row to the end of the last key row's sequence.
     const u32 query_end = spans[2 * (end - 1) + 1];
 
-    for (u32 hh = 0; hh < group; hh++) {
-        const u32 head = g * group + hh;
-        for (u32 tile = first; tile < query_end; tile += DKV_QUERIES) {
-            __syncthreads();
-            stage_rows(qs, q, tile, DKV_QUERIES, query_end, shape.q_width, head * head_dim,
-                       head_dim, shape.padded);
-            stage_rows(dos, dout, tile, DKV_QUERIES, query_end, shape.q_width, head * head_dim,
-                       head_dim, shape.padded);
-            if (threadIdx.x < DKV_QUERIES) {
-                const u32 query = tile + threadIdx.x;
-                const bool inside = query < query_end;
-                tile_lse[threadIdx.x] = inside ? lse[(u64)query * heads + head] : 0.0f;
-                tile_delta[threadIdx.x] = inside ? delta[(u64)query * heads + head] : 0.0f;
+    for (u32 tile = first; tile < query_end; tile += DKV_QUERIES) {
+        __syncthreads();
+        stage_rows(qs, q, tile, DKV_QUERIES, query_end, shape.q_width, head * head_dim,
+                   head_dim, shape.padded);
+        stage_rows(dos, dout, tile, DKV_QUERIES, query_end, shape.q_width, head * head_dim,
+                   head_dim, shape.padded);
+        if (threadIdx.x < DKV_QUERIES) {
+            const u32 query = tile + threadIdx.x;
+            const bool inside = query < query_end;
+            tile_lse[threadIdx.x] = inside ? lse[(u64)query * heads + head] : 0.0f;
+            tile_delta[threadIdx.x] = inside ? delta[(u64)query * heads + head] : 0.0f;
+        }
+        __syncthreads();
+        // Warp-uniform: some key of the warp is seen by some query of the tile.
+        if (!warp_has_rows || tile >= warp_stop || tile + DKV_QUERIES <= warp_first) {
+            continue;
+        }
+        // s = k . q^T and dp = v . dout^T, [16 keys][16 queries] each.
+        float s[DKV_QUERIES / 8][4];
+        float dp[DKV_QUERIES / 8][4];
+#pragma unroll
+        for (u32 j = 0; j < DKV_QUERIES / 8; j++) {
+#pragma unroll
+            for (u32 e = 0; e < 4; e++) {
+                s[j][e] = 0.0f;
+                dp[j][e] = 0.0f;
             }
-            __syncthreads();
-            // Warp-uniform: some key of the warp is seen by some query of the tile.
-            if (!warp_has_rows || tile >= warp_stop || tile + DKV_QUERIES <= warp_first) {
-                continue;
-            }
-            // s = k . q^T and dp = v . dout^T, [16 keys][16 queries] each.
-            float s[DKV_QUERIES / 8][4];
-            float dp[DKV_QUERIES / 8][4];
+        }
 #pragma unroll
-            for (u32 j = 0; j < DKV_QUERIES / 8; j++) {
+        for (u32 st = 0; st < HEAD_STEPS; st++) {
+            if (st < shape.steps) {
+                u32 ka[4];
+                u32 va[4];
+                load_a(ka, ks, warp * WARP_ROWS, 16 * st);
+                load_a(va, vs, warp * WARP_ROWS, 16 * st);
 #pragma unroll
-                for (u32 e = 0; e < 4; e++) {
-                    s[j][e] = 0.0f;
-                    dp[j][e] = 0.0f;
-                }
-            }
-#pragma unroll
-            for (u32 st = 0; st < HEAD_STEPS; st++) {
-                if (st < shape.steps) {
-                    u32 ka[4];
-                    u32 va[4];
-                    load_a(ka, ks, warp * WARP_ROWS, 16 * st);
-                    load_a(va, vs, warp * WARP_ROWS, 16 * st);
-#pragma unroll
-                    for (u32 j = 0; j < DKV_QUERIES / 8; j++) {
-                        u32 b[2];
-                        load_b_transposed(b, qs, 16 * st, 8 * j);
-                        mma_bf16(s[j], ka, b);
-                        load_b_transposed(b, dos, 16 * st, 8 * j);
-                        mma_bf16(dp[j], va, b);
-                    }
-                }
-            }
-            // s becomes P and dp becomes dS = P (dp - delta).
-#pragma unroll
-            for (u32 j = 0; j < DKV_QUERIES / 8; j++) {
-#pragma unroll
-                for (u32 e = 0; e < 4; e++) {
-                    const u32 half = e / 2;
-                    const u32 column = 8 * j + c + e % 2;
-                    const u32 query = tile + column;
-                    const bool visible = query >= key[half] && query < stop[half];
-                    const float p =
-                        visible ? __expf(s[j][e] * scale - tile_lse[column]) : 0.0f;
-                    s[j][e] = p;
-                    dp[j][e] = p * (dp[j][e] - tile_delta[column]);
-                }
-            }
-            // dv += P . dout and dk += dS . q over the tile's 16 queries (one k-step).
-            u32 pa[4];
-            u32 dsa[4];
-            c_to_a(pa, s[0], s[1]);
-            c_to_a(dsa, dp[0], dp[1]);
-#pragma unroll
-            for (u32 t = 0; t < HEAD_TILES; t++) {
-                if (t < shape.tiles) {
+                for (u32 j = 0; j < DKV_QUERIES / 8; j++) {
                     u32 b[2];
-                    load_b(b, dos, 0, 8 * t);
-                    mma_bf16(dv_acc[t], pa, b);
-                    load_b(b, qs, 0, 8 * t);
-                    mma_bf16(dk_acc[t], dsa, b);
+                    load_b_transposed(b, qs, 16 * st, 8 * j);
+                    mma_bf16(s[j], ka, b);
+                    load_b_transposed(b, dos, 16 * st, 8 * j);
+                    mma_bf16(dp[j], va, b);
                 }
+            }
+        }
+        // s becomes P and dp becomes dS = P (dp - delta).
+#pragma unroll
+        for (u32 j = 0; j < DKV_QUERIES / 8; j++) {
+#pragma unroll
+            for (u32 e = 0; e < 4; e++) {
+                const u32 half = e / 2;
+                const u32 column = 8 * j + c + e % 2;
+                const u32 query = tile + column;
+                const bool visible = query >= key[half] && query < stop[half];
+                const float p =
+                    visible ? __expf(s[j][e] * scale - tile_lse[column]) : 0.0f;
+                s[j][e] = p;
+                dp[j][e] = p * (dp[j][e] - tile_delta[column]);
+            }
+        }
+        // dv += P . dout and dk += dS . q over the tile's 16 queries (one k-step).
+        u32 pa[4];
+        u32 dsa[4];
+        c_to_a(pa, s[0], s[1]);
+        c_to_a(dsa, dp[0], dp[1]);
+#pragma unroll
+        for (u32 t = 0; t < HEAD_TILES; t++) {
+            if (t < shape.tiles) {
+                u32 b[2];
+                load_b(b, dos, 0, 8 * t);
+                mma_bf16(dv_acc[t], pa, b);
+                load_b(b, qs, 0, 8 * t);
+                mma_bf16(dk_acc[t], dsa, b);
             }
         }
     }
@@ -591,18 +594,48 @@ flash_backward_dkv(float* dk, float* dv, const float* q, const float* k, const f
         if (key[half] >= end) {
             continue;
         }
-        const u64 at = (u64)key[half] * shape.kv_width + kv_col;
+        const u64 at = (u64)key[half] * shape.q_width + (u64)head * head_dim;
 #pragma unroll
         for (u32 t = 0; t < HEAD_TILES; t++) {
             const u32 d = 8 * t + c;
             if (d < head_dim) {
-                dk[at + d] = dk_acc[t][2 * half] * scale;
-                dv[at + d] = dv_acc[t][2 * half];
+                dk_heads[at + d] = dk_acc[t][2 * half] * scale;
+                dv_heads[at + d] = dv_acc[t][2 * half];
             }
             if (d + 1 < head_dim) {
-                dk[at + d + 1] = dk_acc[t][2 * half + 1] * scale;
-                dv[at + d + 1] = dv_acc[t][2 * half + 1];
+                dk_heads[at + d + 1] = dk_acc[t][2 * half + 1] * scale;
+                dv_heads[at + d + 1] = dv_acc[t][2 * half + 1];
             }
         }
     }
+}
+
+// Threads per block of flash_dkv_group_sum.
+#define FLASH_SUM_THREADS 256
+
+// dk, dv [N, KV*hd] = the sums over each group of query heads of flash_backward_dkv's
+// shares dk_heads, dv_heads [N, H*hd], in head order. Grid ceil(N * KV*hd / 256); one
+// thread per element of dk (and of dv).
+extern "C" __global__ void __launch_bounds__(FLASH_SUM_THREADS) flash_dkv_group_sum(float* dk, float* dv, const float* dk_heads,
+                                               const float* dv_heads, u32 rows, u32 heads,
+                                               u32 group, u32 head_dim) {
+    const u64 kv_width = (u64)(heads / group) * head_dim;
+    const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (u64)rows * kv_width) {
+        return;
+    }
+    const u64 row = i / kv_width;
+    const u64 column = i % kv_width;
+    // Head g's dimension d is column g*hd + d; its first query head's share sits at
+    // (g*group)*hd + d, and the group's next heads follow hd apart.
+    const u64 first = row * heads * head_dim + (column / head_dim) * group * head_dim +
+                      column % head_dim;
+    float k_sum = 0.0f;
+    float v_sum = 0.0f;
+    for (u32 h = 0; h < group; h++) {
+        k_sum += dk_heads[first + (u64)h * head_dim];
+        v_sum += dv_heads[first + (u64)h * head_dim];
+    }
+    dk[i] = k_sum;
+    dv[i] = v_sum;
 }
