@@ -10,7 +10,9 @@
 //! S` for training and `--lora R` to train rank-R adapters on every projection instead of
 //! every weight, `--seqs B --prompt P --new T` for decoding), or `-- gemm` (GFLOP/s). With
 //! `--features cuda`, `--backend cuda` runs on GPU 0 (`--precision f32|bf16`, bf16 by
-//! default there: bf16 GEMM operands, f32 everything else).
+//! default there: bf16 GEMM operands, f32 everything else; `--bf16-inputs
+//! copies|converted`: cast bf16 copies of the operands, the default, or let cuBLAS round
+//! the f32 operands itself).
 #![forbid(unsafe_code)]
 
 use std::error::Error;
@@ -365,17 +367,24 @@ fn main() -> BenchResult<()> {
 /// Runs the request on the CUDA backend (GPU 0).
 #[cfg(feature = "cuda")]
 fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
-    use sage_backend_cuda::{CudaBackend, Precision};
+    use sage_backend_cuda::{Bf16Inputs, CudaBackend, Precision};
     let precision = match option(args, "--precision", "bf16".to_owned())?.as_str() {
         "f32" => Precision::F32,
         "bf16" => Precision::Bf16,
         other => return Err(format!("unknown precision `{other}` (f32, bf16)").into()),
     };
+    let inputs = match option(args, "--bf16-inputs", "copies".to_owned())?.as_str() {
+        "copies" => Bf16Inputs::Copies,
+        "converted" => Bf16Inputs::Converted,
+        other => return Err(format!("unknown bf16 inputs `{other}` (copies, converted)").into()),
+    };
     let mut k = CudaBackend::with_precision(precision)?;
-    eprintln!("cuda device: {}", k.description());
-    let side = match precision {
-        Precision::F32 => "sage-cuda-f32",
-        Precision::Bf16 => "sage-cuda-bf16",
+    k.set_bf16_inputs(inputs);
+    eprintln!("cuda device: {}, bf16 inputs {inputs:?}", k.description());
+    let side = match (precision, inputs) {
+        (Precision::F32, _) => "sage-cuda-f32",
+        (Precision::Bf16, Bf16Inputs::Copies) => "sage-cuda-bf16",
+        (Precision::Bf16, Bf16Inputs::Converted) => "sage-cuda-bf16-converted",
     };
     let fields = measure(&mut k, side, threads, request)?;
     let mib = |bytes: usize| bytes as f64 / (1 << 20) as f64;

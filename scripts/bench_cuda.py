@@ -25,7 +25,10 @@ On a GPU machine it:
   5. prints the table for BENCHMARKS.md, with issue 37's targets (training >= 1.5x
      PyTorch and >= 28% MFU; decoding >= 15x generate() and <= 3 ms per step; peak
      device memory <= 1.2x PyTorch's in training and <= generate()'s in decoding: our
-     memory pool's high-water mark against torch.cuda.max_memory_allocated).
+     memory pool's high-water mark against torch.cuda.max_memory_allocated);
+  6. runs our training and decoding again with `--bf16-inputs converted` (cuBLAS
+     rounds the f32 operands to bf16 itself: no cast kernels, no kept copies) and
+     prints both ways side by side.
 
     python3 scripts/bench_cuda.py [--steps 5] [--batch 8] [--seq 1024] [--no-install]
     python3 scripts/bench_cuda.py --build-only   # on a build machine, no GPU needed
@@ -269,6 +272,12 @@ def main():
     ours_decode = run_rust(env, *decode_args, "--new", str(args.new))
     ours_prefill = run_rust(env, *decode_args, "--new", "1")
     theirs_decode = run_torch("torch_decode", args.seqs, args.prompt, args.new)
+    # The same two runs with cuBLAS rounding the f32 operands to bf16 itself (no cast
+    # kernels, no kept bf16 copies), to say which way the bf16 mode should take.
+    converted = ["--bf16-inputs", "converted"]
+    ours_train_converted = run_rust(env, "train", "qwen0.5b", "--batch", shape[0], "--seq",
+                                    shape[1], "--steps", shape[2], *converted)
+    ours_decode_converted = run_rust(env, *decode_args, "--new", str(args.new), *converted)
 
     def mfu(record):
         return record["tokens_per_s"] * flops / peak
@@ -304,6 +313,18 @@ def main():
         print(f"| {name} peak device memory | {ours['peak_gpu_mib']:.0f} MiB | "
               f"{theirs['peak_gpu_mib']:.0f} MiB | {ratio:.2f}x | <= {bound}x | "
               f"{'met' if ratio <= bound else 'not met'} |")
+    print("\nbf16 operands rounded by cuBLAS (`--bf16-inputs converted`) against cast copies:\n")
+    print("| measurement | cast copies | converted by cuBLAS | converted / copies |")
+    print("| --- | --- | --- | --- |")
+    for name, copies, conv, key, unit in [
+            ("training tok/s", ours_train, ours_train_converted, "tokens_per_s", ""),
+            ("decoding tok/s", ours_decode, ours_decode_converted, "tokens_per_s", ""),
+            ("training peak device memory", ours_train, ours_train_converted, "peak_gpu_mib",
+             " MiB"),
+            ("decoding peak device memory", ours_decode, ours_decode_converted, "peak_gpu_mib",
+             " MiB")]:
+        print(f"| {name} | {copies[key]:.0f}{unit} | {conv[key]:.0f}{unit} | "
+              f"{conv[key] / copies[key]:.2f}x |")
 
 if __name__ == "__main__":
     main()

@@ -104,7 +104,7 @@ pub use compile::{
 };
 pub use device::driver_available;
 pub use error::CudaError;
-pub use matmul::Precision;
+pub use matmul::{Bf16Inputs, Precision};
 
 use std::fmt;
 
@@ -131,6 +131,7 @@ pub struct CudaBackend {
     store: Store,
     scratch: ScratchBuffers,
     precision: Precision,
+    bf16_inputs: Bf16Inputs,
 }
 
 /// The device rather than the buffers.
@@ -167,6 +168,7 @@ impl CudaBackend {
             store: Store::default(),
             scratch: ScratchBuffers::default(),
             precision,
+            bf16_inputs: Bf16Inputs::default(),
         })
     }
 
@@ -219,6 +221,16 @@ impl CudaBackend {
     /// The GEMM precision.
     pub fn precision(&self) -> Precision {
         self.precision
+    }
+
+    /// Sets how the bf16 mode's GEMMs get their bf16 operands (no effect in
+    /// [`Precision::F32`]). Switching to [`Bf16Inputs::Converted`] releases the kept
+    /// copies.
+    pub fn set_bf16_inputs(&mut self, inputs: Bf16Inputs) {
+        if inputs == Bf16Inputs::Converted {
+            drop(self.store.shadows.get_mut().clear());
+        }
+        self.bf16_inputs = inputs;
     }
 
     /// Fails with a message naming the limit when the device cannot train the model

@@ -4,7 +4,8 @@
 //! (true f32, no TF32); in [`Precision::Bf16`] `cublasGemmEx` multiplies bf16 copies
 //! of both operands on tensor cores, accumulating and writing `c` in f32. A copy is cast
 //! into scratch for the GEMM, or, for a tensor met unchanged again (a weight), kept
-//! and reused until the tensor is written (`shadow`).
+//! and reused until the tensor is written (`shadow`); with [`Bf16Inputs::Converted`]
+//! cuBLAS rounds the f32 operands to bf16 itself instead.
 
 use std::ffi::c_void;
 
@@ -43,6 +44,20 @@ pub enum Precision {
     /// f32, token choice on the device), while [`Precision::F32`] keeps every path the
     /// parity tests first passed on a GPU.
     Bf16,
+}
+
+/// How the bf16 mode's GEMMs get bf16 operands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Bf16Inputs {
+    /// Cast kernels write bf16 copies of both operands first (a weight's copy is kept
+    /// between GEMMs, `shadow`); cuBLAS multiplies the copies.
+    #[default]
+    Copies,
+    /// cuBLAS reads the f32 operands and rounds them to bf16 itself
+    /// (`CUBLAS_COMPUTE_32F_FAST_16BF`): no cast kernels and no kept copies, at the
+    /// cost of reading every operand in f32. The same rounding, so the same results to
+    /// bf16's precision; which is faster is for a benchmark to say.
+    Converted,
 }
 
 /// c[m, n] (+)= op(a)[m, k] · op(b)[k, n]: `a` holds [k, m] when `trans_a`, `b` holds
@@ -178,9 +193,21 @@ pub(crate) fn gemm(
             }?;
         }
         Precision::Bf16 => {
-            let a16 = bf16_copy(b, a, a_f32, m * k, Scratch::Bf16A)?;
-            let b16 = bf16_copy(b, bm, b_f32, k * n, Scratch::Bf16B)?;
-            // SAFETY: as above, with a16 and b16 holding bf16 copies of a and b.
+            let (a_in, b_in, in_type, compute) = match b.bf16_inputs {
+                Bf16Inputs::Copies => (
+                    bf16_copy(b, a, a_f32, m * k, Scratch::Bf16A)?,
+                    bf16_copy(b, bm, b_f32, k * n, Scratch::Bf16B)?,
+                    cudaDataType::CUDA_R_16BF,
+                    cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                ),
+                Bf16Inputs::Converted => (
+                    a_f32,
+                    b_f32,
+                    cudaDataType::CUDA_R_32F,
+                    cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_16BF,
+                ),
+            };
+            // SAFETY: as above, with a_in and b_in holding a and b as `in_type`.
             unsafe {
                 blas::gemm_ex(
                     handle,
@@ -190,17 +217,17 @@ pub(crate) fn gemm(
                     cn,
                     ck,
                     &alpha as *const f32 as *const c_void,
-                    b16 as *const c_void,
-                    cudaDataType::CUDA_R_16BF,
+                    b_in as *const c_void,
+                    in_type,
                     ld_b,
-                    a16 as *const c_void,
-                    cudaDataType::CUDA_R_16BF,
+                    a_in as *const c_void,
+                    in_type,
                     ld_a,
                     &beta as *const f32 as *const c_void,
                     c as *mut c_void,
                     cudaDataType::CUDA_R_32F,
                     cm,
-                    cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    compute,
                     cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
                 )
             }?;

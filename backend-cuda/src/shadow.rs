@@ -143,6 +143,16 @@ impl<M> Shadows<M> {
             .collect()
     }
 
+    /// Drops every shadow of every buffer, returning the kept copies' memory.
+    pub(crate) fn clear(&mut self) -> Vec<M> {
+        self.kept_elements = 0;
+        self.by_buffer
+            .drain()
+            .flat_map(|(_, shadows)| shadows)
+            .filter_map(|(_, shadow)| shadow.kept.map(|(memory, _)| memory))
+            .collect()
+    }
+
     /// bf16 elements kept.
     pub(crate) fn kept_elements(&self) -> usize {
         self.kept_elements
@@ -211,5 +221,26 @@ mod tests {
         assert_eq!(shadows.forget(0), vec![1]);
         assert_eq!(shadows.kept_elements(), 0);
         assert_eq!(shadows.lookup(first), ShadowUse::Scratch, "a fresh record");
+    }
+
+    #[test]
+    fn clearing_returns_every_kept_copy_and_starts_afresh() {
+        let mut shadows: Shadows<u8> = Shadows::new(1000);
+        let spans = [span(0, 0, 10), span(0, 10, 20), span(3, 0, 30)];
+        for (memory, at) in spans.iter().enumerate() {
+            shadows.lookup(*at);
+            assert_eq!(shadows.lookup(*at), ShadowUse::Keep);
+            shadows.hold(*at, memory as u8, 0x10);
+        }
+        assert_eq!(shadows.kept_elements(), 60);
+        let mut copies = shadows.clear();
+        copies.sort();
+        assert_eq!(copies, vec![0, 1, 2]);
+        assert_eq!(shadows.kept_elements(), 0);
+        assert_eq!(
+            shadows.lookup(spans[2]),
+            ShadowUse::Scratch,
+            "a fresh record"
+        );
     }
 }
