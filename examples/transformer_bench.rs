@@ -8,7 +8,8 @@
 //! Run: `cargo run --release -p sage-examples --example transformer_bench -- train tiny`
 //! (`train|decode`, `tiny|small|smollm2|qwen0.5b`; optional `--steps N`, `--batch B --seq
 //! S` for training and `--lora R` to train rank-R adapters on every projection instead of
-//! every weight, `--seqs B --prompt P --new T` for decoding), or `-- gemm` (GFLOP/s). With
+//! every weight, `--seqs B --prompt P --new T` for decoding, with `--prefill-tokens N` the
+//! most prompt tokens the prefill runs at once), or `-- gemm` (GFLOP/s). With
 //! `--features cuda`, `--backend cuda` runs on GPU 0 (`--precision f32|bf16`, bf16 by
 //! default there: bf16 GEMM operands, f32 everything else; `--bf16-inputs
 //! copies|converted`: cast bf16 copies of the operands, the default, or let cuBLAS round
@@ -21,7 +22,7 @@ use std::time::Instant;
 use sage_backend_cpu::CpuBackend;
 use sage_transformer::{
     AdamWStep, AdapterLayout, Kernels, KvCache, LoraConfig, MatmulShape, ModelConfig, Projection,
-    Tensor, Transformer,
+    Tensor, Transformer, DEFAULT_PREFILL_TOKENS,
 };
 
 /// A backend's error, as the benchmark's.
@@ -202,6 +203,7 @@ fn decode<K: Kernels>(
     batch: usize,
     prompt: usize,
     new_tokens: usize,
+    prefill_tokens: usize,
 ) -> BenchResult<f64>
 where
     K::Error: Error + 'static,
@@ -215,6 +217,7 @@ where
     settle(k, model.params())?;
     let start = Instant::now();
     let mut cache = KvCache::new(k, &model, batch, prompt + new_tokens)?;
+    cache.set_prefill_tokens(prefill_tokens);
     let mut choices = model.prefill_choosing(k, &mut cache, &prompt_refs, 0.0, &[])?;
     for _ in 1..new_tokens {
         let next = choices
@@ -285,10 +288,12 @@ struct Request {
     seq: usize,
     /// Training: the rank of adapters trained instead of every weight (0: none).
     lora_rank: usize,
-    /// Decoding: sequences, prompt tokens, new tokens.
+    /// Decoding: sequences, prompt tokens, new tokens, and the most prompt tokens the
+    /// prefill runs through the layers at once.
     seqs: usize,
     prompt: usize,
     new_tokens: usize,
+    prefill_tokens: usize,
 }
 
 /// Runs the request on backend `k` and returns the fields of its JSON line (without the
@@ -310,7 +315,14 @@ where
             },
         ),
         "decode" => (
-            decode(k, r.config, r.seqs, r.prompt, r.new_tokens)?,
+            decode(
+                k,
+                r.config,
+                r.seqs,
+                r.prompt,
+                r.new_tokens,
+                r.prefill_tokens,
+            )?,
             format!("{} seqs, {} prompt, {} new", r.seqs, r.prompt, r.new_tokens),
         ),
         other => return Err(format!("unknown measurement `{other}` (train, decode, gemm)").into()),
@@ -350,6 +362,7 @@ fn main() -> BenchResult<()> {
         seqs: option(&args, "--seqs", seqs)?,
         prompt: option(&args, "--prompt", prompt)?,
         new_tokens: option(&args, "--new", new_tokens)?,
+        prefill_tokens: option(&args, "--prefill-tokens", DEFAULT_PREFILL_TOKENS)?,
     };
     let threads = rayon::current_num_threads();
     let backend: String = option(&args, "--backend", "cpu".to_owned())?;
