@@ -52,7 +52,9 @@
 //! the weight is written: `shadow`), and runs training attention on tensor cores
 //! (`kernels/flash.cu`: `mma.sync` m16n8k16, tiles rounded to bf16 as they are staged,
 //! softmax statistics and accumulators in f32); everything else (weights, activations,
-//! gradients, AdamW's master weights and moments) stays f32 in memory. Decoding
+//! gradients, AdamW's master weights and moments) stays f32 in memory. With
+//! [`Bf16Inputs::Converted`] (`set_bf16_inputs`) the GEMMs skip the casts and the kept
+//! copies and let cuBLAS round the f32 operands to bf16 itself. Decoding
 //! attention is f32 in both modes. Storing weights and
 //! activations in bf16 is not done: the `Kernels` contract addresses f32 elements, so it
 //! needs either a dtype in the contract or a backend-side shadow copy of the weights.
