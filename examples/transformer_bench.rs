@@ -393,7 +393,7 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
     };
     let mut k = CudaBackend::with_precision(precision)?;
     k.set_bf16_inputs(inputs);
-    eprintln!("cuda device: {}, bf16 inputs {inputs:?}", k.description());
+    eprintln!("cuda device: {}", k.description());
     let side = match (precision, inputs) {
         (Precision::F32, _) => "sage-cuda-f32",
         (Precision::Bf16, Bf16Inputs::Copies) => "sage-cuda-bf16",

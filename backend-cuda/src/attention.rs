@@ -3,8 +3,8 @@
 //! the backward pass computes delta = rowsum(dout * out), then dq from query blocks and
 //! dk, dv from key blocks, recomputing the probabilities from the saved log-sum-exp, so
 //! every output element has one writer (the tensor-core dk, dv: one writer per query
-//! head's share, then a sum over each group in head order). Two kernel sets share these layouts and this
-//! schedule: the exact f32 one on CUDA cores (`kernels/attention.cu`, [`Precision::F32`])
+//! head's share, then a sum over each group in head order). Two kernel sets share these
+//! layouts and this schedule: the exact f32 one on CUDA cores (`kernels/attention.cu`, [`Precision::F32`])
 //! and the tensor-core one with bf16 operands and f32 accumulation (`kernels/flash.cu`,
 //! [`Precision::Bf16`]). Decoding against a KV cache is in `decode`.
 //!
@@ -233,15 +233,20 @@ pub(crate) fn attention_backward(
         ATTENTION_THREADS,
         &args,
     )?;
-    let (dk_out, dv_out, dkv_heads) = match set.dkv_group_sum {
-        Some(_) if dims.group > 1 => {
+    // A kernel set with a group sum runs dk/dv per query head; the sum (and the scratch
+    // of the heads' shares) is needed only where a group has more than one query head.
+    let dkv_heads = match set.dkv_group_sum {
+        Some(_) => dims.heads,
+        None => dims.kv_heads,
+    };
+    let group_sum = set.dkv_group_sum.filter(|_| dims.group > 1);
+    let (dk_out, dv_out) = match group_sum {
+        Some(_) => {
             let share = n * dims.heads * dims.head_dim;
             let shares = b.scratch_space(Scratch::DkvHeads, 2 * share)?;
-            let dv_shares = shares + (share * std::mem::size_of::<f32>()) as u64;
-            (shares, dv_shares, dims.heads)
+            (shares, shares + (share * std::mem::size_of::<f32>()) as u64)
         }
-        Some(_) => (dk, dv, dims.heads),
-        None => (dk, dv, dims.kv_heads),
+        None => (dk, dv),
     };
     let mut args = vec![
         Arg::Ptr(dk_out),
@@ -261,32 +266,28 @@ pub(crate) fn attention_backward(
         ATTENTION_THREADS,
         &args,
     )?;
-    match set.dkv_group_sum {
-        Some(sum) if dims.group > 1 => {
-            let elements = n * dims.kv_heads * dims.head_dim;
-            b.launch(
-                sum,
-                (
-                    to_u32(
-                        op,
-                        "group-sum blocks",
-                        elements.div_ceil(GROUP_SUM_THREADS as usize),
-                    )?,
-                    1,
-                ),
-                GROUP_SUM_THREADS,
-                &[
-                    Arg::Ptr(dk),
-                    Arg::Ptr(dv),
-                    Arg::Ptr(dk_out),
-                    Arg::Ptr(dv_out),
-                    Arg::U32(to_u32(op, "N", n)?),
-                    Arg::U32(to_u32(op, "H", dims.heads)?),
-                    Arg::U32(to_u32(op, "group", dims.group)?),
-                    Arg::U32(to_u32(op, "hd", dims.head_dim)?),
-                ],
-            )
-        }
-        _ => Ok(()),
-    }
+    let Some(sum) = group_sum else {
+        return Ok(());
+    };
+    let elements = n * dims.kv_heads * dims.head_dim;
+    let sum_blocks = to_u32(
+        op,
+        "group-sum blocks",
+        elements.div_ceil(GROUP_SUM_THREADS as usize),
+    )?;
+    b.launch(
+        sum,
+        (sum_blocks, 1),
+        GROUP_SUM_THREADS,
+        &[
+            Arg::Ptr(dk),
+            Arg::Ptr(dv),
+            Arg::Ptr(dk_out),
+            Arg::Ptr(dv_out),
+            Arg::U32(to_u32(op, "N", n)?),
+            Arg::U32(to_u32(op, "H", dims.heads)?),
+            Arg::U32(to_u32(op, "group", dims.group)?),
+            Arg::U32(to_u32(op, "hd", dims.head_dim)?),
+        ],
+    )
 }

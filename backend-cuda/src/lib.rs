@@ -174,10 +174,15 @@ impl CudaBackend {
         })
     }
 
-    /// One line naming the device, its compute capability, memory and driver.
+    /// One line naming the device, its compute capability, memory and driver, and the
+    /// GEMM precision.
     pub fn description(&self) -> String {
+        let inputs = match self.precision {
+            Precision::F32 => String::new(),
+            Precision::Bf16 => format!(" ({:?} bf16 inputs)", self.bf16_inputs),
+        };
         format!(
-            "{}, {:?} GEMMs and training attention",
+            "{}, {:?} GEMMs{inputs} and training attention",
             self.gpu.description, self.precision
         )
     }
