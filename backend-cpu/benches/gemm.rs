@@ -3,7 +3,8 @@
 //! decoding of 8 sequences. Each figure is the
 //! median over batches of the time of one multiplication.
 //!
-//! Run: `cargo bench -p sage-backend-cpu --bench gemm`
+//! Run: `cargo bench -p sage-backend-cpu --bench gemm [-- WORD]`; with a word, only the
+//! cases whose label contains it (`-- square`).
 
 use std::time::Instant;
 
@@ -81,13 +82,18 @@ fn main() {
         case("decode B=8: x·W^T", 8, 768, 256, false, true),
         case("decode B=8 logits", 8, 4096, 256, false, true),
     ];
+    let only: Option<String> = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
     let mut backend = CpuBackend::new();
     println!("threads: {}", rayon::current_num_threads());
     println!(
         "{:<24} {:>18} {:>10} {:>10}",
         "case", "m x n x k (a,b)", "ms", "GFLOP/s"
     );
-    for Case { label, shape } in cases {
+    let wanted = |case: &Case| {
+        only.as_ref()
+            .is_none_or(|word| case.label.contains(word.as_str()))
+    };
+    for Case { label, shape } in cases.into_iter().filter(wanted) {
         let seconds = time(&mut backend, shape);
         let flops = 2.0 * (shape.m * shape.n * shape.k) as f64;
         let dims = format!(

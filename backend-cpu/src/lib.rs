@@ -12,7 +12,8 @@
 //! Modules, one per kernel family, each forward beside its backward:
 //! - `store`: the buffers and the checked lending of tensor slices;
 //! - `elementwise`: fill, copy, `+=`, scale, sum of squares;
-//! - `embedding`, `norm` (RMSNorm), `matmul` (GEMM and bias), `rope`, `attention`
+//! - `embedding`, `norm` (RMSNorm), `matmul` (GEMM and bias; `gemm` is its packed
+//!   kernel), `rope`, `attention`
 //!   (training), `decode` (KV cache), `swiglu`, `logprob` (the output head), `adamw`;
 //! - `math`: vectorisable exp, dot products, reductions and softmax rows shared by the
 //!   kernels, and the run-time dispatch (pulp) that compiles hot loops for AVX2.
@@ -25,6 +26,7 @@ mod decode;
 mod elementwise;
 mod embedding;
 mod error;
+mod gemm;
 mod logprob;
 mod math;
 mod matmul;

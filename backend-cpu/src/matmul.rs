@@ -1,10 +1,9 @@
-//! Matrix multiplication and the linear layer's bias. GEMM runs matrixmultiply's packed
-//! kernels (AVX2/FMA picked at run time) through ndarray's safe strided views, so
-//! transposed operands are read in place; products of a few rows with a transposed
-//! weight (decoding) skip packing and run as AVX2 dot products instead. Parallelism is
-//! ours: the output is split into a few blocks run by rayon. Each element of `c` is
-//! computed the same way however the product is split, so results do not depend on
-//! the number of threads.
+//! Matrix multiplication and the linear layer's bias. GEMM takes ndarray's safe strided
+//! views, so transposed operands are read in place, and runs the packed kernels of
+//! [`crate::gemm`] (AVX-512 or AVX2 picked at run time); products of a few rows with a
+//! transposed weight (decoding) skip packing and run as vector dot products instead,
+//! split into a few blocks run by rayon. Each element of `c` is computed the same way
+//! however the product is split, so results do not depend on the number of threads.
 
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2, Axis, ShapeBuilder};
@@ -16,13 +15,14 @@ use sage_transformer::contract::Rows;
 use sage_transformer::ContractError;
 
 use crate::error::CpuError;
+use crate::gemm::gemm_packed;
 use crate::math::vectorized;
 use crate::norm::column_sums;
 
 /// Below this many multiply-adds a GEMM runs on the calling thread.
 const SERIAL_MACS: usize = 1 << 20;
 
-/// Split points of parallel GEMM blocks are multiples of this (whole micro-tiles).
+/// Split points of parallel unpacked GEMM blocks are multiples of this.
 const SPLIT_ALIGN: usize = 64;
 
 /// A row-major `[rows, cols]` view of `data` whose rows are `row_stride` apart.
@@ -60,7 +60,7 @@ enum Path {
     /// [`gemm_skinny`]: at most [`SKINNY_ROWS`] rows, `a` rows and `b` columns contiguous
     /// (a batch of tokens times a weight stored `[n, k]`).
     Skinny,
-    /// matrixmultiply's packed kernels.
+    /// [`gemm_packed`]'s packed kernels.
     Packed,
 }
 
@@ -98,22 +98,55 @@ fn gemm_on(
     alpha: f32,
     beta: f32,
 ) {
-    if let Path::Skinny = path {
-        let a_rows: Option<Vec<&[f32]>> = a.rows().into_iter().map(|row| row.to_slice()).collect();
-        let b_columns: Option<Vec<&[f32]>> = b
-            .columns()
-            .into_iter()
-            .map(|column| column.to_slice())
-            .collect();
-        if let (Some(a_rows), Some(b_columns)) = (a_rows, b_columns) {
-            gemm_skinny(c, &a_rows, &b_columns, alpha, beta);
-            return;
-        }
+    match path {
+        Path::Skinny => gemm_unpacked(c, a, b, alpha, beta),
+        Path::Packed => packed(c, a, b, alpha, beta, false),
     }
-    general_mat_mul(alpha, a, b, beta, c);
 }
 
-/// Most rows of `c` for which [`gemm`] skips matrixmultiply: below this, packing `b`
+/// [`gemm_packed`] on the rows of `c` where they are contiguous, ndarray's general
+/// product where they are not.
+fn packed(
+    c: &mut ArrayViewMut2<'_, f32>,
+    a: &ArrayView2<'_, f32>,
+    b: &ArrayView2<'_, f32>,
+    alpha: f32,
+    beta: f32,
+    parallel: bool,
+) {
+    let rows: Option<Vec<&mut [f32]>> = c
+        .rows_mut()
+        .into_iter()
+        .map(|row| row.into_slice())
+        .collect();
+    match rows {
+        Some(rows) => gemm_packed(rows, a, b, alpha, beta, parallel),
+        None => general_mat_mul(alpha, a, b, beta, c),
+    }
+}
+
+/// [`gemm_skinny`] where `a`'s rows and `b`'s columns are contiguous, ndarray's general
+/// product where they are not.
+fn gemm_unpacked(
+    c: &mut ArrayViewMut2<'_, f32>,
+    a: &ArrayView2<'_, f32>,
+    b: &ArrayView2<'_, f32>,
+    alpha: f32,
+    beta: f32,
+) {
+    let a_rows: Option<Vec<&[f32]>> = a.rows().into_iter().map(|row| row.to_slice()).collect();
+    let b_columns: Option<Vec<&[f32]>> = b
+        .columns()
+        .into_iter()
+        .map(|column| column.to_slice())
+        .collect();
+    match (a_rows, b_columns) {
+        (Some(a_rows), Some(b_columns)) => gemm_skinny(c, &a_rows, &b_columns, alpha, beta),
+        _ => general_mat_mul(alpha, a, b, beta, c),
+    }
+}
+
+/// Most rows of `c` for which [`gemm`] skips packing: below this, packing `b`
 /// costs about as much as the product itself.
 const SKINNY_ROWS: usize = 8;
 
@@ -199,12 +232,10 @@ impl pulp::WithSimd for SkinnyDots<'_> {
     }
 }
 
-/// [`gemm_on`], with the larger side of `c` halved recursively (at multiples of
+/// [`gemm_unpacked`], with the larger side of `c` halved recursively (at multiples of
 /// [`SPLIT_ALIGN`]) into blocks run in parallel, down to `depth` halvings or
 /// [`SERIAL_MACS`] per block.
-#[allow(clippy::too_many_arguments)]
 fn gemm_split(
-    path: Path,
     mut c: ArrayViewMut2<'_, f32>,
     a: ArrayView2<'_, f32>,
     b: ArrayView2<'_, f32>,
@@ -216,20 +247,20 @@ fn gemm_split(
     let half = |len: usize| len / 2 / SPLIT_ALIGN * SPLIT_ALIGN;
     let splittable = |len: usize| len >= 2 * SPLIT_ALIGN;
     if depth == 0 || m * n * k <= SERIAL_MACS || !(splittable(m) || splittable(n)) {
-        gemm_on(path, &mut c, &a, &b, alpha, beta);
+        gemm_unpacked(&mut c, &a, &b, alpha, beta);
     } else if m >= n && splittable(m) {
         let (c_top, c_bottom) = c.split_at(Axis(0), half(m));
         let (a_top, a_bottom) = a.split_at(Axis(0), half(m));
         rayon::join(
-            || gemm_split(path, c_top, a_top, b, alpha, beta, depth - 1),
-            || gemm_split(path, c_bottom, a_bottom, b, alpha, beta, depth - 1),
+            || gemm_split(c_top, a_top, b, alpha, beta, depth - 1),
+            || gemm_split(c_bottom, a_bottom, b, alpha, beta, depth - 1),
         );
     } else {
         let (c_left, c_right) = c.split_at(Axis(1), half(n));
         let (b_left, b_right) = b.split_at(Axis(1), half(n));
         rayon::join(
-            || gemm_split(path, c_left, a, b_left, alpha, beta, depth - 1),
-            || gemm_split(path, c_right, a, b_right, alpha, beta, depth - 1),
+            || gemm_split(c_left, a, b_left, alpha, beta, depth - 1),
+            || gemm_split(c_right, a, b_right, alpha, beta, depth - 1),
         );
     }
 }
@@ -241,29 +272,31 @@ fn split_depth() -> u32 {
         .trailing_zeros()
 }
 
-/// [`gemm`] on all of rayon's threads: about two blocks per thread.
+/// [`gemm`] on all of rayon's threads.
 pub(crate) fn gemm_parallel(
-    c: ArrayViewMut2<'_, f32>,
+    mut c: ArrayViewMut2<'_, f32>,
     a: ArrayView2<'_, f32>,
     b: ArrayView2<'_, f32>,
     alpha: f32,
     beta: f32,
 ) {
-    let path = Path::of(&c, &a, &b);
-    gemm_split(path, c, a, b, alpha, beta, split_depth());
+    match Path::of(&c, &a, &b) {
+        Path::Skinny => gemm_split(c, a, b, alpha, beta, split_depth()),
+        Path::Packed => packed(&mut c, &a, &b, alpha, beta, true),
+    }
 }
 
-/// [`gemm_parallel`] through matrixmultiply's packed kernels however few the rows, so
-/// that each row of `c` comes out the same whatever rows are computed beside it (the
-/// output head scores some rows of a batch or all of them, with equal results).
+/// [`gemm_parallel`] through the packed kernels however few the rows, so that each row
+/// of `c` comes out the same whatever rows are computed beside it (the output head
+/// scores some rows of a batch or all of them, with equal results).
 pub(crate) fn gemm_parallel_packed(
-    c: ArrayViewMut2<'_, f32>,
+    mut c: ArrayViewMut2<'_, f32>,
     a: ArrayView2<'_, f32>,
     b: ArrayView2<'_, f32>,
     alpha: f32,
     beta: f32,
 ) {
-    gemm_split(Path::Packed, c, a, b, alpha, beta, split_depth());
+    packed(&mut c, &a, &b, alpha, beta, true);
 }
 
 /// c[m, n] (+)= op(a)[m, k] · op(b)[k, n]: `a` holds [k, m] when `trans_a`, `b` holds
