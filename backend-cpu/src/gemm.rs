@@ -5,14 +5,21 @@
 //! has at run time (AVX-512, AVX2+FMA, NEON, or scalar).
 //!
 //! The loops, outermost first:
-//! - a block of `a`, at most [`MC`] rows by [`KC`] of depth, is packed once into
-//!   micro-panels of `MR` rows and shared by every task;
-//! - each task packs a block of `b`, [`KC`] deep and at most [`NC`] columns wide, into
-//!   micro-panels of `NR` columns (it stays in L2), and walks its share of `a`'s
-//!   micro-panels (each stays in L1) against them;
-//! - the micro-kernel keeps an `MR x NR` tile of `c` in registers: with 32 vector
+//! - `a` is taken in blocks of at most [`MC`] rows. A block's tasks are column blocks of
+//!   `c` (at most [`NC`] wide) times groups of rows, about one per thread, run in one
+//!   parallel region. Where there are several column blocks, the whole block of `a` is
+//!   packed first, in micro-panels of `MR` rows by [`KC`] of depth, and shared by the
+//!   tasks; where there is one, each task packs the panels of its own rows as it goes.
+//! - A task walks the depth in steps of [`KC`]: it packs its block of `b` into
+//!   micro-panels of `NR` columns (the block stays in L2) and runs every micro-panel of
+//!   its rows of `a` (each stays in L1) against them.
+//! - The micro-kernel keeps an `MR x NR` tile of `c` in registers: with 32 vector
 //!   registers (AVX-512) 12 rows by 2 vectors (12 x 32 floats), with 16 (AVX2) 6 rows by
 //!   2 vectors (6 x 16).
+//!
+//! One parallel region per block of `a` (and one more to pack it), not two per depth
+//! step: on this project's 2-core VM the waits between regions cost more than a tenth of
+//! a 2048^3 product.
 //!
 //! Every element of `c` is the same sum in the same order however the product is split
 //! into tasks and whatever rows or columns are computed beside it: partial tiles run the
@@ -21,9 +28,8 @@
 //! on the batch it is computed in.
 
 use std::cell::RefCell;
-use std::thread::LocalKey;
-
 use std::ops::Range;
+use std::thread::LocalKey;
 
 use ndarray::{ArrayView2, Axis, Slice};
 use pulp::{bytemuck, Simd, WithSimd};
@@ -32,10 +38,11 @@ use rayon::prelude::*;
 /// Depth (k) of one packed block: a micro-panel of `a` (`MR x KC`) stays in L1.
 const KC: usize = 256;
 
-/// Most rows of `a` in one packed block shared by the tasks (1.2 MB at [`KC`]).
+/// Most rows of `a` in one block; a shared packed block holds `MC x k` floats (1.2 MB per
+/// [`KC`] of depth).
 const MC: usize = 1152;
 
-/// Most columns of `b` in one task's packed block (512 KB at [`KC`], half an L2).
+/// Most columns of `b` in one task's packed block (256 KB at [`KC`], a quarter of an L2).
 const NC: usize = 256;
 
 /// Packed buffers start on a 64-byte line, so that no vector load of `b` splits a line.
@@ -45,7 +52,8 @@ const ALIGN_BYTES: usize = 64;
 const VECTORS: usize = 2;
 
 thread_local! {
-    /// The packed block of `a` of a product started on this thread.
+    /// The packed block of `a` of a product started on this thread, kept between
+    /// products (at most `MC x k` floats of the deepest product so far).
     static A_BLOCK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// A task's own packed micro-panels of `a`.
     static A_PANELS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -220,8 +228,9 @@ struct Plan {
 }
 
 impl Plan {
-    /// About one task per thread (a multiple of the threads where there are columns
-    /// enough), blocks no wider than [`NC`].
+    /// About one task per thread: where `n` fits one block of [`NC`] columns, a group
+    /// of rows per thread; otherwise column blocks at most [`NC`] wide, as many as a
+    /// multiple of the threads.
     fn new(n: usize, panels: usize, nr: usize, threads: usize) -> Plan {
         let column_panels = n.div_ceil(nr);
         let mut blocks = n.div_ceil(NC);
