@@ -44,9 +44,9 @@ fn run_kernels() -> Vec<Vec<f32>> {
         .unwrap();
     outputs.extend([out, lse, dq, dk, dv].map(|t| download(backend, t)));
 
-    // The output head across chunks (64 x 70000 logits), and the embedding scatter
-    // of many repeated tokens into the same table.
-    let (rows, dim, vocab) = (64, 8, 70_000);
+    // The output head across chunks (300 x 70000 logits, two chunks of rows), and the
+    // embedding scatter of many repeated tokens into the same table.
+    let (rows, dim, vocab) = (300, 8, 70_000);
     let hidden = upload(backend, &rng.vec(rows * dim, 1.0));
     let table = upload(backend, &rng.vec(vocab * dim, 1.0));
     let targets = upload_indices(backend, &rng.ints(rows, vocab as u32));
