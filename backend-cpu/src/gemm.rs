@@ -292,7 +292,7 @@ struct Task<'r> {
     first_column: usize,
 }
 
-/// A task's work on one depth block, run inside the vector level's target features.
+/// A task's work over the whole depth, run inside the vector level's target features.
 struct TaskRun<'t, 'p, 'v, const MR: usize> {
     task: Task<'t>,
     a_panels: &'t APanels<'p, 'v>,
