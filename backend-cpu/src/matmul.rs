@@ -282,7 +282,10 @@ pub(crate) fn gemm_parallel(
 ) {
     match Path::of(&c, &a, &b) {
         Path::Skinny => gemm_split(c, a, b, alpha, beta, split_depth()),
-        Path::Packed => packed(&mut c, &a, &b, alpha, beta, true),
+        Path::Packed => {
+            let parallel = worth_threads(&c, &a);
+            packed(&mut c, &a, &b, alpha, beta, parallel)
+        }
     }
 }
 
@@ -296,7 +299,14 @@ pub(crate) fn gemm_parallel_packed(
     alpha: f32,
     beta: f32,
 ) {
-    packed(&mut c, &a, &b, alpha, beta, true);
+    let parallel = worth_threads(&c, &a);
+    packed(&mut c, &a, &b, alpha, beta, parallel);
+}
+
+/// Whether a product of `c`'s shape over `a`'s depth is worth rayon's hand-off: more
+/// than [`SERIAL_MACS`] multiply-adds.
+fn worth_threads(c: &ArrayViewMut2<'_, f32>, a: &ArrayView2<'_, f32>) -> bool {
+    c.nrows() * c.ncols() * a.ncols() > SERIAL_MACS
 }
 
 /// c[m, n] (+)= op(a)[m, k] · op(b)[k, n]: `a` holds [k, m] when `trans_a`, `b` holds
