@@ -1,7 +1,8 @@
 //! A request, from outside, that a long run stop at its next step boundary: the `sage`
-//! CLI sets it on SIGINT or SIGTERM during `sage sft` and `sage train`, which then save
-//! a checkpoint of the step just finished and return, so `--resume` continues from
-//! there. A program that embeds the trainer can set it too ([`request_stop`]).
+//! CLI sets it on SIGINT or SIGTERM during `sage sft`, `sage train` and `sage
+//! experiment`, whose SFT stages then save a checkpoint of the step just finished and
+//! return, so `--resume` continues from there (an experiment's RL arm stops too, and
+//! runs again whole on resume). A program that embeds the trainer can set it too ([`request_stop`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

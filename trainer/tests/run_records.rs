@@ -1,15 +1,17 @@
 //! Runs that record and protect themselves, through the `sage` binary on the tiny
 //! configuration: every command records its settings and build; a resumed stage or an
 //! update-off control under other settings is refused, naming the line that differs;
-//! SIGTERM stops SFT or RL at a step boundary with a checkpoint from which `--resume`
-//! ends with the same weights as a run never interrupted.
+//! SIGTERM stops SFT, RL or an experiment's SFT at a step boundary with a checkpoint
+//! from which `--resume` ends with the same weights as a run never interrupted.
 #![cfg(unix)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use sage_envs::scenarios::Split;
 use sage_trainer::config::RunConfig;
+use sage_trainer::experiment::Arm;
 
 const SAGE: &str = env!("CARGO_BIN_EXE_sage");
 
@@ -138,9 +140,14 @@ fn latest_weights(checkpoints: &Path) -> Vec<u8> {
     std::fs::read(last.join("model.safetensors")).expect("its weights")
 }
 
-/// Runs `sage COMMAND --config FILE`, sends it SIGTERM once `metrics` has `rows` rows,
-/// and checks that it stopped early, saying so; returns how many rows it wrote.
-fn stop_with_sigterm(command: &str, file: &str, metrics: &Path, rows: usize) -> usize {
+/// The lines of the file at `path` (0 while it does not exist).
+fn rows(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |text| text.lines().count())
+}
+
+/// Runs `sage COMMAND --config FILE`, sends it SIGTERM once `ready` holds, and
+/// checks that it stopped early, saying so.
+fn stop_with_sigterm(command: &str, file: &str, ready: impl Fn() -> bool) {
     let child = Command::new(SAGE)
         .args([command, "--config", file])
         .stdout(Stdio::null())
@@ -148,7 +155,7 @@ fn stop_with_sigterm(command: &str, file: &str, metrics: &Path, rows: usize) -> 
         .spawn()
         .expect("sage starts");
     let started = Instant::now();
-    while std::fs::read_to_string(metrics).map_or(true, |text| text.lines().count() < rows) {
+    while !ready() {
         assert!(
             started.elapsed() < Duration::from_secs(120),
             "no {command} step"
@@ -165,10 +172,6 @@ fn stop_with_sigterm(command: &str, file: &str, metrics: &Path, rows: usize) -> 
         message.contains("stopped on request after step") && message.contains("--resume"),
         "{message}"
     );
-    std::fs::read_to_string(metrics)
-        .expect("metrics")
-        .lines()
-        .count()
 }
 
 /// Two runs of `config_for`'s settings in `root`, set up by `prepare` (a file each): one
@@ -196,11 +199,14 @@ fn stopped_and_resumed_ends_as_whole(
         }
     }
     assert!(succeeded(&sage(&[command, "--config", whole_file])));
-    let written = stop_with_sigterm(command, stopped_file, &stopped.join(metrics), rows);
-    let all = std::fs::read_to_string(whole.join(metrics))
-        .expect("metrics")
-        .lines()
-        .count();
+    let stopped_metrics = stopped.join(metrics);
+    stop_with_sigterm(command, stopped_file, || {
+        self::rows(&stopped_metrics) >= rows
+    });
+    let (written, all) = (
+        self::rows(&stopped_metrics),
+        self::rows(&whole.join(metrics)),
+    );
     assert!(written < all, "all {written} steps ran");
     assert!(succeeded(&sage(&[
         command,
@@ -249,4 +255,56 @@ fn sigterm_stops_sft_at_a_step_boundary_and_resume_ends_as_if_never_stopped() {
         ("metrics/sft.jsonl", 2),
         "checkpoints",
     );
+}
+
+#[test]
+fn sigterm_stops_an_experiments_sft_and_resume_ends_as_if_never_stopped() {
+    let root = scratch("experiment-sigterm");
+    let (whole, stopped) = (root.join("whole"), root.join("stopped"));
+    let config_for = |run: &Path| {
+        let mut config = RunConfig::tiny(run);
+        config.sft.epochs = 6;
+        config.run.checkpoint_every = 2;
+        config.experiment.seeds = 1;
+        config.experiment.arms = vec![Arm::SftOnly];
+        config.eval.splits = vec![Split::Iid];
+        config.eval.max_scenarios = 1;
+        config
+    };
+    let whole_file = config_file(&root, "whole", &config_for(&whole));
+    let stopped_file = config_file(&root, "stopped", &config_for(&stopped));
+    let (whole_file, stopped_file) = (
+        whole_file.to_str().expect("a UTF-8 path"),
+        stopped_file.to_str().expect("a UTF-8 path"),
+    );
+    assert!(succeeded(&sage(&["experiment", "--config", whole_file])));
+
+    // The signal comes once the first periodic checkpoint (step 2) is saved; the stop
+    // saves one more, of the step under way.
+    let checkpoints = stopped.join("sft-skills").join("checkpoints");
+    let first = checkpoints.join("step-000002").join("model.safetensors");
+    stop_with_sigterm("experiment", stopped_file, || first.is_file());
+    assert!(!stopped.join("sft-skills/finished.json").exists());
+    let saved = std::fs::read_dir(&checkpoints)
+        .expect("checkpoints")
+        .filter(|entry| entry.as_ref().expect("an entry").file_name() != "owner.json")
+        .count();
+    assert!(saved >= 2, "{saved} checkpoints");
+
+    let resumed = sage(&["experiment", "--config", stopped_file, "--resume"]);
+    assert!(succeeded(&resumed));
+    assert!(
+        stderr(&resumed).contains("sft: continuing from"),
+        "{}",
+        stderr(&resumed)
+    );
+    let weights = |run: &Path| {
+        std::fs::read(run.join("sft-skills/model/model.safetensors")).expect("the SFT model")
+    };
+    assert!(
+        weights(&whole) == weights(&stopped),
+        "the resumed experiment's SFT ended with other weights"
+    );
+    assert!(!checkpoints.exists(), "the finished SFT's checkpoints stay");
+    std::fs::remove_dir_all(&root).expect("cleaned up");
 }

@@ -167,6 +167,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             let config = checked(config)?;
             builtin_only(&config, "experiment")?;
             record(&config, "experiment")?;
+            super::stop_at_step_boundaries();
             run_on_backend(
                 config.run.backend,
                 config.run.precision,

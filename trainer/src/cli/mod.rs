@@ -151,7 +151,8 @@ enum Command {
         #[arg(long, conflicts_with = "config")]
         tiny: bool,
         /// Continue the interrupted experiment in the run directory: reuse its finished
-        /// SFT models and arms (its settings must match, seeds and arms aside).
+        /// SFT models and arms, continue its SFT from the last checkpoint (its settings
+        /// must match, seeds, arms and the checkpoint cadence aside).
         #[arg(long)]
         resume: bool,
     },
@@ -282,9 +283,9 @@ pub fn init_logging() {
         .init();
 }
 
-/// Makes SIGINT and SIGTERM stop a run at its next step boundary (`sage sft` and `sage
-/// train` save a checkpoint of that step first, see `sage_trainer::interrupt`); a second
-/// signal ends the process at once.
+/// Makes SIGINT and SIGTERM stop a run at its next step boundary (`sage sft`, `sage
+/// train` and the SFT stages of `sage experiment` save a checkpoint of that step first,
+/// see `sage_trainer::interrupt`); a second signal ends the process at once.
 fn stop_at_step_boundaries() {
     let installed = ctrlc::set_handler(|| {
         if sage_trainer::interrupt::stop_requested() {

@@ -19,7 +19,7 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
     (
         "run",
         "checkpoint_every",
-        "SFT saves a checkpoint every this many steps (0: at the end only)",
+        "SFT saves a checkpoint every this many steps (0: at the end only; an experiment's SFT: none but at a stop)",
     ),
     (
         "run",

@@ -4,7 +4,8 @@
 //! the controls and the SFT starts, and plots.
 //!
 //! An experiment takes hours at full scale on a CPU; `sage experiment --resume` picks
-//! an interrupted one up after the last SFT model or arm it finished.
+//! an interrupted one up after the last SFT model or arm it finished, or from the last
+//! checkpoint of the SFT it was running.
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -14,29 +15,27 @@ use sage_envs::expert::ExpertMode;
 use sage_transformer::Kernels;
 
 use crate::chat::ChatTemplate;
-use crate::checkpoint::{write_hf_files, CarriedFiles};
 use crate::config::RunConfig;
 use crate::eval::EvalMetrics;
 use crate::experiment::Arm;
 use crate::metrics::{MetricsLog, Series};
 use crate::pipeline::{
-    failed, fresh_model, load_sft_data, prepare_data, run_eval, run_rl, run_sft, sft_policy,
-    start_lora, train_tokenizer, warn_turn_limits, DataFiles, PipelineError, Reporter, RlInputs,
+    failed, load_sft_data, prepare_data, run_eval, run_rl, start_lora, train_tokenizer,
+    warn_turn_limits, DataFiles, PipelineError, Reporter, RlInputs,
 };
 use crate::policy::TransformerPolicy;
 use crate::rl::{control_gap, ControlGap, RlConfig, RlState, RlStepStats, RlTrainer, WorldRl};
-use crate::sft::{SftData, SftState};
 use crate::tokenizer::Tokenizer;
-use crate::weights::{
-    load_model, read_config, save_adapters, save_model, SaveOptions, CONFIG_FILE,
-};
+use crate::weights::{load_model, read_config, CONFIG_FILE};
 
 mod plots;
 mod resume;
+mod sft;
 mod tables;
 
 use plots::plot_rewards;
-use resume::{RunRecord, SftFinished};
+use resume::RunRecord;
+use sft::{sft, SftDirs};
 pub use tables::{experiment_table, gain_table, mean_std};
 
 /// One arm trained and evaluated under one seed.
@@ -172,10 +171,16 @@ pub fn run_experiment<K: Kernels>(
         let dev = load_sft_data(&files.dev, &template, reporter)?;
         warn_turn_limits(&train, &config.eval, Some(&config.rl));
         reporter.stage(&format!("sft on {mode} trajectories"));
-        let out = dir.join(format!("sft-{mode}")).join("model");
-        let (backend, done) = sft(k, config, &tokenizer, &train, &dev, &out, reporter)?;
+        let model = dir.join(format!("sft-{mode}")).join("model");
+        let checkpoints = record.sft_checkpoints(mode.name())?;
+        let dirs = SftDirs {
+            model: &model,
+            checkpoints: &checkpoints,
+        };
+        let (backend, done) = sft(k, config, &tokenizer, (&train, &dev), dirs, reporter)?;
         k = backend;
         record.mark_sft_finished(mode.name(), done)?;
+        record.remove_sft_checkpoints(mode.name())?;
     }
     let mut runs = Vec::new();
     let seeds = match config.experiment.only_seed {
@@ -234,57 +239,6 @@ pub fn run_experiment<K: Kernels>(
     write(dir.join("experiment.md"), format!("```\n{table}```\n"))?;
     plot_rewards(dir, arms, reporter)?;
     Ok(runs)
-}
-
-/// Trains a model on `train`, a fresh one or `[experiment] init`'s, and saves it in
-/// `out` with the tokenizer and the Hugging Face files (the init model's own, where it
-/// has them); returns the backend, emptied, and the training's summary.
-fn sft<K: Kernels>(
-    mut k: K,
-    config: &RunConfig,
-    tokenizer: &Tokenizer,
-    train: &SftData,
-    dev: &SftData,
-    out: &Path,
-    reporter: &mut dyn Reporter,
-) -> Result<(K, SftFinished), PipelineError> {
-    let init = config.experiment.init_dir();
-    let (model, carried) = match init {
-        Some(init) => (
-            load_model(&mut k, init).map_err(failed("init"))?,
-            Some(CarriedFiles::read(init).map_err(failed("init"))?),
-        ),
-        None => (
-            fresh_model(&mut k, &config.model, config.run.seed, tokenizer)?,
-            None,
-        ),
-    };
-    let (mut policy, _) = sft_policy(k, model, config, train, reporter)?;
-    let mut on_step = |_: &mut TransformerPolicy<K>, _: &_, _| Ok(());
-    let (summary, _) = run_sft(
-        &mut policy,
-        &config.sft,
-        train,
-        Some(dev),
-        SftState::default(),
-        reporter,
-        &mut on_step,
-    )?;
-    reporter.info(&format!(
-        "sft: final loss {:.4}, dev loss {:.4}",
-        summary.final_loss,
-        summary.dev_loss.unwrap_or(f64::NAN)
-    ));
-    let (k, model, _) = policy.parts_mut();
-    save_model(k, model, out, &SaveOptions::default()).map_err(failed("sft"))?;
-    tokenizer.save_to_dir(out).map_err(failed("sft"))?;
-    write_hf_files(out, tokenizer, carried.as_ref()).map_err(failed("sft"))?;
-    save_adapters(k, model, out).map_err(failed("sft"))?;
-    let finished = SftFinished {
-        final_loss: f64::from(summary.final_loss),
-        dev_loss: summary.dev_loss,
-    };
-    Ok((policy.into_backend().map_err(failed("sft"))?, finished))
 }
 
 /// Where an arm starts and writes.

@@ -7,13 +7,17 @@
 //! id: `tokenizer-finished.json` once `tokenizer.json` is saved (a resumed run loads
 //! it rather than training one on other data), `sft-MODE/finished.json` once that SFT
 //! model is saved whole, and
-//! `seed-S/ARM/run.json` (the arm's result) once its evaluation is done. A resumed run
+//! `seed-S/ARM/run.json` (the arm's result) once its evaluation is done. An SFT stage
+//! under way keeps its checkpoints in `sft-MODE/checkpoints/`, marked with the id in
+//! `owner.json` there, so a resumed run continues it from the last one. A resumed run
 //! reuses only markers of the run it continues; a fresh run in the same directory gets a
 //! new id, so what an earlier run left there is never mistaken for its own. Recorded
 //! settings are read back over today's defaults before they are compared, so a setting
 //! added since (at its default) does not stop a run from resuming. `[run] backend` is
 //! not compared: a run started on a GPU may be finished on the CPU, and the other way
-//! round (`[run] precision` is, as bf16 changes the numbers).
+//! round (`[run] precision` is, as bf16 changes the numbers); nor is the checkpoint
+//! cadence (`[run] checkpoint_every`, `keep_checkpoints`), which leaves the weights as
+//! they are.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -35,6 +39,10 @@ const SETTINGS_FILE: &str = "experiment-settings.json";
 const TOKENIZER_FINISHED_FILE: &str = "tokenizer-finished.json";
 /// Written in `sft-MODE/` once the model in `sft-MODE/model/` is saved whole.
 const SFT_FINISHED_FILE: &str = "finished.json";
+/// The directory of an SFT stage's checkpoints, in `sft-MODE/`.
+const SFT_CHECKPOINTS_DIR: &str = "checkpoints";
+/// The marker, in that directory, of the run whose checkpoints it holds.
+const CHECKPOINTS_OWNER_FILE: &str = "owner.json";
 /// An arm's result, written in its directory once it is evaluated.
 const ARM_RUN_FILE: &str = "run.json";
 
@@ -136,6 +144,41 @@ impl RunRecord {
         self.write_marker(&self.sft_marker(mode), sft)
     }
 
+    /// The directory where the SFT stage on `mode` trajectories keeps its checkpoints,
+    /// created; emptied first unless this run wrote what it holds, so a fresh run never
+    /// continues an earlier run's SFT.
+    pub fn sft_checkpoints(&self, mode: &str) -> Result<PathBuf, PipelineError> {
+        let dir = self
+            .dir
+            .join(format!("sft-{mode}"))
+            .join(SFT_CHECKPOINTS_DIR);
+        let owner = dir.join(CHECKPOINTS_OWNER_FILE);
+        if self.read_marker::<()>(&owner)?.is_none() {
+            let emptied = match fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => fs::create_dir_all(&dir),
+            };
+            emptied.map_err(|e| resume_error(format!("{}: {e}", dir.display())))?;
+            self.write_marker(&owner, ())?;
+        }
+        Ok(dir)
+    }
+
+    /// Removes the checkpoints of the SFT stage on `mode` trajectories, once its model
+    /// is saved whole and marked finished.
+    pub fn remove_sft_checkpoints(&self, mode: &str) -> Result<(), PipelineError> {
+        let dir = self
+            .dir
+            .join(format!("sft-{mode}"))
+            .join(SFT_CHECKPOINTS_DIR);
+        match fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(resume_error(format!("{}: {e}", dir.display())))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The result of `arm` under the seed of `seed_dir`, when this run finished it.
     pub fn finished_arm(&self, seed_dir: &Path, arm: Arm) -> Result<Option<ArmRun>, PipelineError> {
         self.read_marker(&seed_dir.join(arm.name()).join(ARM_RUN_FILE))
@@ -175,11 +218,14 @@ impl RunRecord {
     }
 }
 
-/// Resets what a resumed experiment may change: its seeds, arms, directory and backend.
+/// Resets what a resumed experiment may change: its seeds, arms, directory, backend and
+/// checkpoint cadence.
 fn resumable(config: &mut RunConfig) {
     settings::portable(config);
     config.experiment.seeds = 0;
     config.experiment.arms = Vec::new();
+    config.run.checkpoint_every = 0;
+    config.run.keep_checkpoints = 0;
 }
 
 /// `config` as TOML without the fields a resumed run may change.
@@ -212,12 +258,15 @@ fn resume_error(message: String) -> PipelineError {
 mod tests {
     use super::*;
 
-    /// A run recorded on one backend resumes on another; other settings still refuse it.
+    /// A run recorded on one backend, or with another checkpoint cadence, resumes on
+    /// another; other settings still refuse it.
     #[test]
-    fn the_backend_is_not_compared_but_the_sft_recipe_is() {
+    fn the_backend_and_cadence_are_not_compared_but_the_sft_recipe_is() {
         let config = RunConfig::default();
         let mut elsewhere = config.clone();
         elsewhere.run.backend = crate::backend::Backend::Wgpu;
+        elsewhere.run.checkpoint_every += 7;
+        elsewhere.run.keep_checkpoints += 1;
         assert_eq!(
             comparable_settings(&config),
             comparable_settings(&elsewhere)
