@@ -9,7 +9,9 @@ use sage_trainer::config::RunConfig;
 use sage_trainer::eval::{EvalConfig, EvalMetrics};
 use sage_trainer::experiment::{Arm, ExperimentConfig};
 use sage_trainer::metrics::Series;
-use sage_trainer::pipeline::experiment::{experiment_table, gain_table, ArmControl, ArmRun};
+use sage_trainer::pipeline::experiment::{
+    claim_table, experiment_table, gain_table, ArmControl, ArmRun,
+};
 use sage_trainer::rl::control_gap;
 use sage_trainer::rl::RlConfig;
 
@@ -256,4 +258,60 @@ fn the_gain_table_puts_each_arm_against_its_control_and_its_sft_start() {
     assert!(row("grpo-no-skills").contains("+5.0 ± 0.0"), "{table}");
     // Arms without RL have no row.
     assert!(table.lines().all(|l| !l.starts_with("sft-")), "{table}");
+}
+
+#[test]
+fn the_claim_table_puts_sage_against_grpo_and_outcome_only_seed_by_seed() {
+    let run = |arm: Arm, seed, sgc: f64, tokens: f64, steps: f64| ArmRun {
+        arm: arm.name().to_owned(),
+        seed,
+        metrics: vec![EvalMetrics {
+            split: "iid".to_owned(),
+            tgc: sgc + 5.0,
+            sgc,
+            avg_tokens: tokens,
+            avg_steps: steps,
+            ..EvalMetrics::default()
+        }],
+        rl_seconds: 0.0,
+        control: None,
+    };
+    let runs = [
+        run(Arm::Sage, 0, 90.0, 120.0, 1.5),
+        run(Arm::Sage, 1, 86.0, 140.0, 1.5),
+        run(Arm::Sage, 2, 70.0, 100.0, 1.0),
+        run(Arm::GrpoNoSkills, 0, 88.0, 240.0, 2.0),
+        run(Arm::GrpoNoSkills, 1, 88.0, 260.0, 2.0),
+        run(Arm::OutcomeOnly, 0, 80.0, 200.0, 2.0),
+    ];
+    let arms = [Arm::GrpoNoSkills, Arm::Sage, Arm::OutcomeOnly, Arm::SageK3];
+    let table = claim_table(&runs, &arms, "iid");
+    let row = |claim: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(claim))
+            .unwrap_or_else(|| panic!("no row {claim} in\n{table}"))
+            .to_owned()
+    };
+    // Seeds 0 and 1 ran both arms (seed 2 has no GRPO run): SGC +2 and -2 -> +0.0 ± 2.0;
+    // tokens 260 of 500 -> 0.52x; steps 3 of 4 -> 0.75x.
+    let grpo = row("sage vs grpo-no-skills");
+    assert_eq!(grpo.split_whitespace().nth(3), Some("2"), "seeds: {table}");
+    assert!(grpo.contains("+0.0 ± 2.0"), "{table}");
+    assert!(grpo.contains("0.52x") && grpo.contains("0.75x"), "{table}");
+    // Against outcome-only, seed 0 only: +10 SGC at 0.60x its tokens.
+    let outcome = row("sage vs sage-outcome-only");
+    assert!(outcome.contains("+10.0 ± 0.0"), "{table}");
+    assert!(outcome.contains("0.60x"), "{table}");
+    // A listed arm without runs, and an arm not listed, have no row.
+    assert!(
+        !table.contains("sage-k3") && !table.contains("sage-kl"),
+        "{table}"
+    );
+    assert!(
+        table.lines().next().unwrap().contains("+8.9 SGC"),
+        "{table}"
+    );
+    // Without a baseline there is no table.
+    assert_eq!(claim_table(&runs[..3], &arms, "iid"), "");
 }

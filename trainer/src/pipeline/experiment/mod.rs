@@ -36,7 +36,7 @@ mod tables;
 use plots::plot_rewards;
 use resume::RunRecord;
 use sft::{sft, SftDirs};
-pub use tables::{experiment_table, gain_table, mean_std};
+pub use tables::{claim_table, experiment_table, gain_table, mean_std};
 
 /// One arm trained and evaluated under one seed.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -225,9 +225,10 @@ pub fn run_experiment<K: Kernels>(
         }
     }
     let table = format!(
-        "{}\n{}",
+        "{}\n{}\n{}",
         experiment_table(&runs, arms),
-        gain_table(&runs, arms, "iid")
+        gain_table(&runs, arms, "iid"),
+        claim_table(&runs, arms, "iid")
     );
     reporter.result(&table);
     let write = |path: PathBuf, text: String| {

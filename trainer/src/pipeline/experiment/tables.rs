@@ -1,5 +1,6 @@
-//! The experiment's tables: every arm's evaluation per split, and every RL arm's gains
-//! over its control and its SFT start, as mean and spread over seeds.
+//! The experiment's tables: every arm's evaluation per split, every RL arm's gains over
+//! its control and its SFT start, and the paper's claim (SAGE against GRPO without
+//! skills and against the outcome-only reward), as mean and spread over seeds.
 
 use super::{ArmControl, ArmRun};
 use crate::eval::{wilson_interval, EvalMetrics};
@@ -148,4 +149,78 @@ pub fn gain_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
         ));
     }
     out
+}
+
+/// The pairs the paper's claim compares, arm against baseline: SAGE and its chain
+/// variants against GRPO without skills (the paper's headline), and SAGE against the
+/// outcome-only reward (its reward's own share).
+const CLAIM_PAIRS: [(Arm, Arm); 4] = [
+    (Arm::Sage, Arm::GrpoNoSkills),
+    (Arm::SageK3, Arm::GrpoNoSkills),
+    (Arm::SageKl, Arm::GrpoNoSkills),
+    (Arm::Sage, Arm::OutcomeOnly),
+];
+
+/// The paper's claim in this run's terms: for each pair of [`CLAIM_PAIRS`] whose arms
+/// both ran, on `split`, the arm's SGC and TGC minus the baseline's under the same seed
+/// (mean ± spread over the seeds both ran), and its mean tokens and steps per task as a
+/// share of the baseline's over those seeds. Empty when no pair ran.
+pub fn claim_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
+    let metric = |arm: Arm, seed: u64| {
+        runs.iter()
+            .find(|r| r.arm == arm.name() && r.seed == seed)?
+            .metrics
+            .iter()
+            .find(|m| m.split == split)
+    };
+    let mut rows = String::new();
+    for (arm, baseline) in CLAIM_PAIRS {
+        if !arms.contains(&arm) || !arms.contains(&baseline) {
+            continue;
+        }
+        let pairs: Vec<(&EvalMetrics, &EvalMetrics)> = runs
+            .iter()
+            .filter(|r| r.arm == arm.name())
+            .filter_map(|r| Some((metric(arm, r.seed)?, metric(baseline, r.seed)?)))
+            .collect();
+        if pairs.is_empty() {
+            continue;
+        }
+        let difference = |f: fn(&EvalMetrics) -> f64| {
+            let values: Vec<f64> = pairs.iter().map(|(a, b)| f(a) - f(b)).collect();
+            let (mean, std) = mean_std(&values);
+            format!("{:>16}", format!("{mean:+.1} ± {std:.1}"))
+        };
+        let ratio = |f: fn(&EvalMetrics) -> f64| {
+            let (of_arm, of_baseline) = pairs
+                .iter()
+                .fold((0.0, 0.0), |(x, y), (a, b)| (x + f(a), y + f(b)));
+            if of_baseline > 0.0 {
+                format!("{:>13}", format!("{:.2}x", of_arm / of_baseline))
+            } else {
+                format!("{:>13}", "-")
+            }
+        };
+        rows.push_str(&format!(
+            "{:<40} {:>5} {} {} {} {}\n",
+            format!("{} vs {}", arm.name(), baseline.name()),
+            pairs.len(),
+            difference(|m| m.sgc),
+            difference(|m| m.tgc),
+            ratio(|m| m.avg_tokens),
+            ratio(|m| m.avg_steps),
+        ));
+    }
+    if rows.is_empty() {
+        return rows;
+    }
+    format!(
+        "{:<40} {:>5} {:>16} {:>16} {:>13} {:>13}   ({split}; the paper, SAGE vs GRPO: +8.9 SGC, 0.41x tokens, 0.74x steps)\n{rows}",
+        "claim",
+        "seeds",
+        "SGC diff",
+        "TGC diff",
+        "tokens",
+        "steps",
+    )
 }
