@@ -306,5 +306,12 @@ fn sigterm_stops_an_experiments_sft_and_resume_ends_as_if_never_stopped() {
         "the resumed experiment's SFT ended with other weights"
     );
     assert!(!checkpoints.exists(), "the finished SFT's checkpoints stay");
+    // The step log of the resumed SFT is the uninterrupted one's, row for row.
+    let log = |run: &Path| {
+        std::fs::read_to_string(run.join("sft-skills/metrics/sft.jsonl")).expect("the SFT log")
+    };
+    assert!(rows(&whole.join("sft-skills/metrics/sft.jsonl")) > 2);
+    assert_eq!(log(&whole), log(&stopped));
+    assert!(stopped.join("sft-skills/plots/sft_loss.png").is_file());
     std::fs::remove_dir_all(&root).expect("cleaned up");
 }

@@ -16,12 +16,12 @@ use sage_trainer::environments::serve::WorldServer;
 use sage_trainer::environments::EnvKind;
 use sage_trainer::import::import_gguf;
 use sage_trainer::interrupt;
-use sage_trainer::metrics::{read_series, KeepRows, LineChart, MetricValue, MetricsLog};
+use sage_trainer::metrics::MetricsLog;
 use sage_trainer::pipeline::experiment::run_experiment;
 use sage_trainer::pipeline::{
-    check_resumed_lora, failed, fresh_model, load_sft_data, prepare_data, run_demo, run_eval,
-    run_on_backend, run_sft, start_lora, train_tokenizer, warn_turn_limits, write_chart,
-    BackendJob, PipelineError, Reporter,
+    check_resumed_lora, failed, fresh_model, load_sft_data, log_sft_step, plot_sft_loss,
+    prepare_data, run_demo, run_eval, run_on_backend, run_sft, sft_metrics, start_lora,
+    train_tokenizer, warn_turn_limits, BackendJob, PipelineError, Reporter,
 };
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::settings::{self, StageRecord};
@@ -479,19 +479,7 @@ impl StepSink {
             Some(dir) => Some(checkpoint::CarriedFiles::read(dir).map_err(failed("init"))?),
             None => None,
         };
-        let dir = config.run.dir.join("metrics");
-        let metrics = match resumed_at {
-            Some(step) => MetricsLog::resume(
-                &dir,
-                "sft",
-                &KeepRows::UpTo {
-                    column: "step".to_owned(),
-                    last: step as f64,
-                },
-            ),
-            None => MetricsLog::create(&dir, "sft"),
-        }
-        .map_err(failed("metrics"))?;
+        let metrics = sft_metrics(&config.run.dir.join("metrics"), resumed_at)?;
         Ok(StepSink {
             metrics,
             run_dir: checkpoint_dir(config),
@@ -512,24 +500,7 @@ impl StepSink {
         state: SftState,
         last: bool,
     ) -> Result<(), PipelineError> {
-        self.metrics
-            .log(&[
-                ("step", MetricValue::from(step.step)),
-                ("epoch", MetricValue::from(step.epoch)),
-                ("loss", MetricValue::Float(f64::from(step.loss))),
-                (
-                    "grad_norm",
-                    MetricValue::Float(f64::from(step.update.grad_norm)),
-                ),
-                (
-                    "lr",
-                    MetricValue::Float(f64::from(step.update.learning_rate)),
-                ),
-                ("tokens", MetricValue::from(step.tokens as u64)),
-                ("agent_tokens", MetricValue::from(step.agent_tokens as u64)),
-                ("skipped", MetricValue::from(u64::from(step.update.skipped))),
-            ])
-            .map_err(failed("metrics"))?;
+        log_sft_step(&mut self.metrics, step)?;
         let stopping = interrupt::stop_requested();
         if last || stopping || (self.every > 0 && step.step % self.every == 0) {
             self.save(policy, tokenizer, state)?;
@@ -572,17 +543,8 @@ impl StepSink {
 /// Writes the loss curve of `RUN_DIR/metrics/sft.jsonl` to `RUN_DIR/plots/sft_loss.png`.
 fn plot_sft(config: &RunConfig, reporter: &mut dyn Reporter) -> Result<(), PipelineError> {
     let jsonl = config.run.dir.join("metrics").join("sft.jsonl");
-    let series = read_series(&jsonl, "step", &["loss"]).map_err(failed("plot"))?;
-    let chart = LineChart {
-        title: "SFT loss (mean NLL per agent token)",
-        x_label: "step",
-        y_label: "loss",
-        series: &series,
-        width: 800,
-        height: 480,
-    };
-    let path = config.run.dir.join("plots").join("sft_loss.png");
-    write_chart(&path, &chart, "loss curve", reporter)
+    let png = config.run.dir.join("plots").join("sft_loss.png");
+    plot_sft_loss(&jsonl, &png, reporter)
 }
 
 /// `sage demo`.

@@ -35,8 +35,8 @@ pub use eval::{run_eval, EvalReport};
 pub use lora::{check_resumed_lora, start_lora};
 pub use rl::{run_rl, RlHook, RlInputs};
 pub use sft::{
-    fresh_model, load_sft_data, run_sft, sft_policy, turn_limit_warnings, warn_turn_limits,
-    SftHook, SftSummary,
+    fresh_model, load_sft_data, log_sft_step, plot_sft_loss, run_sft, sft_metrics, sft_policy,
+    turn_limit_warnings, warn_turn_limits, SftHook, SftSummary,
 };
 pub use tokenizer::train_tokenizer;
 

@@ -6,11 +6,12 @@ use std::time::Instant;
 
 use sage_transformer::{Kernels, ModelConfig, Transformer};
 
-use super::{failed, start_lora, PipelineError, Reporter};
+use super::{failed, start_lora, write_chart, PipelineError, Reporter};
 use crate::chat::ChatTemplate;
 use crate::config::RunConfig;
 use crate::eval::EvalConfig;
 use crate::init::init_params;
+use crate::metrics::{read_series, KeepRows, LineChart, MetricValue, MetricsLog};
 use crate::policy::TransformerPolicy;
 use crate::rl::RlConfig;
 use crate::sft::{dev_loss, SftConfig, SftData, SftState, SftStep, SftTrainer};
@@ -172,4 +173,63 @@ pub fn run_sft<K: Kernels>(
         skipped_steps: skipped,
     };
     Ok((summary, trainer.state()))
+}
+
+/// The per-step log of an SFT run, `dir/sft.{jsonl,csv}`: created afresh, or, for a run
+/// resumed from the checkpoint of step `resumed_at`, kept up to that step.
+pub fn sft_metrics(dir: &Path, resumed_at: Option<u64>) -> Result<MetricsLog, PipelineError> {
+    match resumed_at {
+        Some(step) => MetricsLog::resume(
+            dir,
+            "sft",
+            &KeepRows::UpTo {
+                column: "step".to_owned(),
+                last: step as f64,
+            },
+        ),
+        None => MetricsLog::create(dir, "sft"),
+    }
+    .map_err(failed("metrics"))
+}
+
+/// Logs one SFT step's row: step, epoch, loss, gradient norm, learning rate, tokens,
+/// agent tokens and whether the update was skipped.
+pub fn log_sft_step(metrics: &mut MetricsLog, step: &SftStep) -> Result<(), PipelineError> {
+    metrics
+        .log(&[
+            ("step", MetricValue::from(step.step)),
+            ("epoch", MetricValue::from(step.epoch)),
+            ("loss", MetricValue::Float(f64::from(step.loss))),
+            (
+                "grad_norm",
+                MetricValue::Float(f64::from(step.update.grad_norm)),
+            ),
+            (
+                "lr",
+                MetricValue::Float(f64::from(step.update.learning_rate)),
+            ),
+            ("tokens", MetricValue::from(step.tokens as u64)),
+            ("agent_tokens", MetricValue::from(step.agent_tokens as u64)),
+            ("skipped", MetricValue::from(u64::from(step.update.skipped))),
+        ])
+        .map_err(failed("metrics"))
+}
+
+/// Draws the loss curve of the SFT log `jsonl` (what [`log_sft_step`] wrote) as the PNG
+/// `png`.
+pub fn plot_sft_loss(
+    jsonl: &Path,
+    png: &Path,
+    reporter: &mut dyn Reporter,
+) -> Result<(), PipelineError> {
+    let series = read_series(jsonl, "step", &["loss"]).map_err(failed("plot"))?;
+    let chart = LineChart {
+        title: "SFT loss (mean NLL per agent token)",
+        x_label: "step",
+        y_label: "loss",
+        series: &series,
+        width: 800,
+        height: 480,
+    };
+    write_chart(png, &chart, "loss curve", reporter)
 }

@@ -171,10 +171,10 @@ pub fn run_experiment<K: Kernels>(
         let dev = load_sft_data(&files.dev, &template, reporter)?;
         warn_turn_limits(&train, &config.eval, Some(&config.rl));
         reporter.stage(&format!("sft on {mode} trajectories"));
-        let model = dir.join(format!("sft-{mode}")).join("model");
+        let stage = dir.join(format!("sft-{mode}"));
         let checkpoints = record.sft_checkpoints(mode.name())?;
         let dirs = SftDirs {
-            model: &model,
+            stage: &stage,
             checkpoints: &checkpoints,
         };
         let (backend, done) = sft(k, config, &tokenizer, (&train, &dev), dirs, reporter)?;

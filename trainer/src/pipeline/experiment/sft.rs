@@ -1,6 +1,7 @@
 //! An experiment's SFT stage: one model trained on one mode's expert data and saved
-//! whole in `sft-MODE/model/`. With `[run] checkpoint_every`, the stage checkpoints
-//! itself on the way in `sft-MODE/checkpoints/`, so `sage experiment --resume` continues
+//! whole in `sft-MODE/model/`, its per-step log in `sft-MODE/metrics/sft.{jsonl,csv}`
+//! and its loss curve in `sft-MODE/plots/sft_loss.png`. With `[run] checkpoint_every`,
+//! the stage checkpoints itself on the way in `sft-MODE/checkpoints/`, so `sage experiment --resume` continues
 //! an interrupted SFT from its last checkpoint (the copying recipe's SFT takes over an
 //! hour on two cores) and ends with the weights of an SFT never interrupted. A stop
 //! request (SIGINT or SIGTERM to `sage experiment`) saves the step under way and ends
@@ -15,8 +16,10 @@ use super::resume::SftFinished;
 use crate::checkpoint::{self, write_hf_files, CarriedFiles, CheckpointParts};
 use crate::config::RunConfig;
 use crate::interrupt;
+use crate::metrics::MetricsLog;
 use crate::pipeline::{
-    check_resumed_lora, failed, fresh_model, run_sft, sft_policy, PipelineError, Reporter,
+    check_resumed_lora, failed, fresh_model, log_sft_step, plot_sft_loss, run_sft, sft_metrics,
+    sft_policy, PipelineError, Reporter,
 };
 use crate::policy::TransformerPolicy;
 use crate::sft::{SftData, SftState, SftStep, SftTrainer};
@@ -26,14 +29,15 @@ use crate::weights::{load_model, save_adapters, save_model, SaveOptions};
 /// Where an SFT stage writes.
 #[derive(Clone, Copy)]
 pub(super) struct SftDirs<'a> {
-    /// The finished model's directory.
-    pub model: &'a Path,
+    /// The stage's directory, `sft-MODE/`: the finished model goes in `model/`, the
+    /// per-step log in `metrics/`, the loss curve in `plots/`.
+    pub stage: &'a Path,
     /// The checkpoints the stage saves on its way and resumes from.
     pub checkpoints: &'a Path,
 }
 
 /// Trains a model on `train`, a fresh one or `[experiment] init`'s, or continues the
-/// last checkpoint in `dirs.checkpoints`, and saves it in `dirs.model` with the
+/// last checkpoint in `dirs.checkpoints`, and saves it in `dirs.stage/model` with the
 /// tokenizer and the Hugging Face files (the init model's own, where it has them);
 /// returns the backend, emptied, and the training's summary.
 pub(super) fn sft<K: Kernels>(
@@ -50,6 +54,7 @@ pub(super) fn sft<K: Kernels>(
         .transpose()?;
     let resumed = checkpoint::load_latest::<K, SftState>(&mut k, dirs.checkpoints, None)
         .map_err(failed("resume"))?;
+    let resumed_at = resumed.as_ref().map(|checkpoint| checkpoint.step);
     let (mut policy, state) = match resumed {
         Some(checkpoint) => {
             reporter.info(&format!(
@@ -82,15 +87,17 @@ pub(super) fn sft<K: Kernels>(
             (policy, SftState::default())
         }
     };
-    let saver = CheckpointSaver {
-        dir: dirs.checkpoints.to_owned(),
+    let metrics_dir = dirs.stage.join("metrics");
+    let mut recorder = StepRecorder {
+        metrics: sft_metrics(&metrics_dir, resumed_at)?,
+        checkpoints: dirs.checkpoints.to_owned(),
         every: config.run.checkpoint_every,
         keep: NonZeroUsize::new(config.run.keep_checkpoints),
         tokenizer,
         carried: carried.as_ref(),
     };
     let mut on_step = |policy: &mut TransformerPolicy<K>, step: &SftStep, state: SftState| {
-        saver.on_step(policy, step, state)
+        recorder.on_step(policy, step, state)
     };
     let (summary, _) = run_sft(
         &mut policy,
@@ -106,11 +113,14 @@ pub(super) fn sft<K: Kernels>(
         summary.final_loss,
         summary.dev_loss.unwrap_or(f64::NAN)
     ));
+    let png = dirs.stage.join("plots").join("sft_loss.png");
+    plot_sft_loss(&metrics_dir.join("sft.jsonl"), &png, reporter)?;
+    let out = dirs.stage.join("model");
     let (k, model, _) = policy.parts_mut();
-    save_model(k, model, dirs.model, &SaveOptions::default()).map_err(failed("sft"))?;
-    tokenizer.save_to_dir(dirs.model).map_err(failed("sft"))?;
-    write_hf_files(dirs.model, tokenizer, carried.as_ref()).map_err(failed("sft"))?;
-    save_adapters(k, model, dirs.model).map_err(failed("sft"))?;
+    save_model(k, model, &out, &SaveOptions::default()).map_err(failed("sft"))?;
+    tokenizer.save_to_dir(&out).map_err(failed("sft"))?;
+    write_hf_files(&out, tokenizer, carried.as_ref()).map_err(failed("sft"))?;
+    save_adapters(k, model, &out).map_err(failed("sft"))?;
     let finished = SftFinished {
         final_loss: f64::from(summary.final_loss),
         dev_loss: summary.dev_loss,
@@ -118,9 +128,11 @@ pub(super) fn sft<K: Kernels>(
     Ok((policy.into_backend().map_err(failed("sft"))?, finished))
 }
 
-/// Saves an SFT stage's checkpoints: every `every` steps, and at a stop request.
-struct CheckpointSaver<'a> {
-    dir: PathBuf,
+/// Logs every step of an SFT stage and saves its checkpoints: every `every` steps, and
+/// at a stop request.
+struct StepRecorder<'a> {
+    metrics: MetricsLog,
+    checkpoints: PathBuf,
     /// Steps between checkpoints (0: only at a stop request).
     every: u64,
     keep: Option<NonZeroUsize>,
@@ -128,16 +140,17 @@ struct CheckpointSaver<'a> {
     carried: Option<&'a CarriedFiles>,
 }
 
-impl CheckpointSaver<'_> {
-    /// Saves the checkpoint of `state` when one is due or a stop was requested, then
-    /// ends the run with an error saying where it is if a stop was. The last step
-    /// saves nothing: the finished model is saved whole.
+impl StepRecorder<'_> {
+    /// Logs `step`, then saves the checkpoint of `state` when one is due or a stop was
+    /// requested, and ends the run with an error saying where it is if a stop was. The
+    /// last step saves nothing: the finished model is saved whole.
     fn on_step<K: Kernels>(
-        &self,
+        &mut self,
         policy: &mut TransformerPolicy<K>,
         step: &SftStep,
         state: SftState,
     ) -> Result<(), PipelineError> {
+        log_sft_step(&mut self.metrics, step)?;
         if step.progress >= 1.0 {
             return Ok(());
         }
@@ -152,7 +165,7 @@ impl CheckpointSaver<'_> {
                 library: None,
                 carried: self.carried,
             };
-            checkpoint::save(k, &self.dir, state.step, &parts, self.keep)
+            checkpoint::save(k, &self.checkpoints, state.step, &parts, self.keep)
                 .map_err(failed("checkpoint"))?;
         }
         if stopping {
@@ -162,7 +175,7 @@ impl CheckpointSaver<'_> {
                     "stopped on request after step {}; its checkpoint is in {}: `sage \
                      experiment --resume` (with the same settings) continues from there",
                     step.step,
-                    self.dir.display()
+                    self.checkpoints.display()
                 ),
             ));
         }
