@@ -6,11 +6,11 @@ use sage_core::reward::RewardKind;
 use sage_envs::expert::ExpertMode;
 use sage_envs::prompt::PromptMode;
 use sage_trainer::config::RunConfig;
-use sage_trainer::eval::{EvalConfig, EvalMetrics};
+use sage_trainer::eval::{EvalConfig, EvalMetrics, TemplateMetrics};
 use sage_trainer::experiment::{Arm, ExperimentConfig};
 use sage_trainer::metrics::Series;
 use sage_trainer::pipeline::experiment::{
-    claim_table, experiment_table, gain_table, ArmControl, ArmRun,
+    claim_table, experiment_table, gain_table, template_table, ArmControl, ArmRun,
 };
 use sage_trainer::rl::control_gap;
 use sage_trainer::rl::RlConfig;
@@ -314,4 +314,53 @@ fn the_claim_table_puts_sage_against_grpo_and_outcome_only_seed_by_seed() {
     );
     // Without a baseline there is no table.
     assert_eq!(claim_table(&runs[..3], &arms, "iid"), "");
+}
+
+#[test]
+fn the_template_table_shows_only_the_templates_where_the_arms_part() {
+    let template = |name: &str, tgc: f64, copied: f64| TemplateMetrics {
+        template: name.to_owned(),
+        tgc,
+        sgc: tgc / 2.0,
+        values_copied: copied,
+        ..TemplateMetrics::default()
+    };
+    let run = |arm: Arm, seed, spent: f64| ArmRun {
+        arm: arm.name().to_owned(),
+        seed,
+        metrics: vec![EvalMetrics {
+            split: "iid".to_owned(),
+            templates: vec![
+                template("notes_tag_count", 100.0, 100.0),
+                template("coinpay_spent_on_since", spent, spent),
+            ],
+            ..EvalMetrics::default()
+        }],
+        rl_seconds: 0.0,
+        control: None,
+    };
+    let runs = [
+        run(Arm::Sage, 0, 60.0),
+        run(Arm::Sage, 1, 80.0),
+        run(Arm::GrpoNoSkills, 0, 100.0),
+    ];
+    let table = template_table(&runs, &[Arm::GrpoNoSkills, Arm::Sage, Arm::SageK3], "iid");
+    let lines: Vec<&str> = table.lines().collect();
+    // A header, two rows for the template that differs, the count.
+    assert_eq!(lines.len(), 4, "{table}");
+    assert!(!table.contains("notes_tag_count"), "{table}");
+    assert!(lines[1].starts_with("coinpay_spent_on_since"), "{table}");
+    let cells = |line: &str| -> Vec<String> {
+        line.split_whitespace()
+            .rev()
+            .take(4)
+            .map(str::to_owned)
+            .collect()
+    };
+    // GRPO first (the order of the arms), then SAGE: mean of 60 and 80 over its seeds.
+    assert_eq!(cells(lines[1]), ["100", "50.0", "100.0", "grpo-no-skills"]);
+    assert_eq!(cells(lines[2]), ["70", "35.0", "70.0", "sage"]);
+    assert_eq!(lines[3], "1 of 2 templates have the same TGC in every arm");
+    // One arm alone has nothing to compare.
+    assert_eq!(template_table(&runs[..2], &[Arm::Sage], "iid"), "");
 }

@@ -36,7 +36,7 @@ mod tables;
 use plots::plot_rewards;
 use resume::RunRecord;
 use sft::{sft, SftDirs};
-pub use tables::{claim_table, experiment_table, gain_table, mean_std};
+pub use tables::{claim_table, experiment_table, gain_table, mean_std, template_table};
 
 /// One arm trained and evaluated under one seed.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -231,6 +231,7 @@ pub fn run_experiment<K: Kernels>(
         claim_table(&runs, arms, "iid")
     );
     reporter.result(&table);
+    let table = format!("{table}\n{}", template_table(&runs, arms, "iid"));
     let write = |path: PathBuf, text: String| {
         fs::write(&path, text)
             .map_err(|e| PipelineError::new("experiment", format!("{}: {e}", path.display())))

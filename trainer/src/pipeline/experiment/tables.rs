@@ -1,9 +1,10 @@
 //! The experiment's tables: every arm's evaluation per split, every RL arm's gains over
-//! its control and its SFT start, and the paper's claim (SAGE against GRPO without
-//! skills and against the outcome-only reward), as mean and spread over seeds.
+//! its control and its SFT start, the paper's claim (SAGE against GRPO without skills
+//! and against the outcome-only reward), as mean and spread over seeds, and the
+//! templates where the arms part.
 
 use super::{ArmControl, ArmRun};
-use crate::eval::{wilson_interval, EvalMetrics};
+use crate::eval::{wilson_interval, EvalMetrics, TemplateMetrics};
 use crate::experiment::Arm;
 
 /// Mean and population standard deviation (the spread over seeds of every table here).
@@ -223,4 +224,71 @@ pub fn claim_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
         "tokens",
         "steps",
     )
+}
+
+/// Where the arms part on `split`, template by template: for each template whose mean
+/// TGC over seeds is not the same in every arm that ran, one row per arm with its mean
+/// TGC, SGC and share of tasks that copied every value of the instruction; then how
+/// many templates the arms solve alike. Empty when fewer than two arms ran.
+pub fn template_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
+    let mut templates: Vec<&str> = Vec::new();
+    for run in runs {
+        for m in run.metrics.iter().filter(|m| m.split == split) {
+            for t in &m.templates {
+                if !templates.contains(&t.template.as_str()) {
+                    templates.push(&t.template);
+                }
+            }
+        }
+    }
+    let ran: Vec<Arm> = arms
+        .iter()
+        .copied()
+        .filter(|arm| runs.iter().any(|r| r.arm == arm.name()))
+        .collect();
+    if ran.len() < 2 || templates.is_empty() {
+        return String::new();
+    }
+    // Mean (TGC, SGC, copied) of `arm` on `template` over the seeds that evaluated it.
+    let means = |arm: Arm, template: &str| -> Option<[f64; 3]> {
+        let rows: Vec<&TemplateMetrics> = runs
+            .iter()
+            .filter(|r| r.arm == arm.name())
+            .flat_map(|r| r.metrics.iter().filter(|m| m.split == split))
+            .flat_map(|m| m.templates.iter().filter(|t| t.template == template))
+            .collect();
+        let mean = |f: fn(&TemplateMetrics) -> f64| {
+            mean_std(&rows.iter().map(|t| f(t)).collect::<Vec<_>>()).0
+        };
+        (!rows.is_empty()).then(|| [mean(|t| t.tgc), mean(|t| t.sgc), mean(|t| t.values_copied)])
+    };
+    let mut out = format!(
+        "{:<40} {:<18} {:>7} {:>7} {:>9}   ({split}: templates where the arms part; mean over seeds)\n",
+        "template", "arm", "TGC %", "SGC %", "copied %"
+    );
+    let mut alike = 0;
+    for template in &templates {
+        let rows: Vec<(Arm, [f64; 3])> = ran
+            .iter()
+            .filter_map(|&arm| Some((arm, means(arm, template)?)))
+            .collect();
+        let tgc = rows.iter().map(|(_, m)| m[0]);
+        let spread = tgc.clone().fold(f64::MIN, f64::max) - tgc.fold(f64::MAX, f64::min);
+        if spread < 1e-9 {
+            alike += 1;
+            continue;
+        }
+        for (i, (arm, [tgc, sgc, copied])) in rows.iter().enumerate() {
+            let name = if i == 0 { *template } else { "" };
+            out.push_str(&format!(
+                "{name:<40} {:<18} {tgc:>7.1} {sgc:>7.1} {copied:>9.0}\n",
+                arm.name()
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "{alike} of {} templates have the same TGC in every arm\n",
+        templates.len()
+    ));
+    out
 }
