@@ -148,10 +148,7 @@ impl RunRecord {
     /// created; emptied first unless this run wrote what it holds, so a fresh run never
     /// continues an earlier run's SFT.
     pub fn sft_checkpoints(&self, mode: &str) -> Result<PathBuf, PipelineError> {
-        let dir = self
-            .dir
-            .join(format!("sft-{mode}"))
-            .join(SFT_CHECKPOINTS_DIR);
+        let dir = self.sft_checkpoints_dir(mode);
         let owner = dir.join(CHECKPOINTS_OWNER_FILE);
         if self.read_marker::<()>(&owner)?.is_none() {
             let emptied = match fs::remove_dir_all(&dir) {
@@ -167,10 +164,7 @@ impl RunRecord {
     /// Removes the checkpoints of the SFT stage on `mode` trajectories, once its model
     /// is saved whole and marked finished.
     pub fn remove_sft_checkpoints(&self, mode: &str) -> Result<(), PipelineError> {
-        let dir = self
-            .dir
-            .join(format!("sft-{mode}"))
-            .join(SFT_CHECKPOINTS_DIR);
+        let dir = self.sft_checkpoints_dir(mode);
         match fs::remove_dir_all(&dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(resume_error(format!("{}: {e}", dir.display())))
@@ -188,6 +182,12 @@ impl RunRecord {
     pub fn mark_arm_finished(&self, seed_dir: &Path, run: &ArmRun) -> Result<(), PipelineError> {
         let path = seed_dir.join(&run.arm).join(ARM_RUN_FILE);
         self.write_marker(&path, run.clone())
+    }
+
+    fn sft_checkpoints_dir(&self, mode: &str) -> PathBuf {
+        self.dir
+            .join(format!("sft-{mode}"))
+            .join(SFT_CHECKPOINTS_DIR)
     }
 
     fn sft_marker(&self, mode: &str) -> PathBuf {
@@ -257,6 +257,39 @@ fn resume_error(message: String) -> PipelineError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A resumed run keeps the SFT checkpoints it wrote; a fresh run in the same
+    /// directory empties them, so it never continues another run's SFT.
+    #[test]
+    fn sft_checkpoints_belong_to_the_run_that_wrote_them() {
+        let dir = std::env::temp_dir().join(format!("sage-sft-owner-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut config = RunConfig::default();
+        config.run.dir = dir.clone();
+        let first = RunRecord::open(&config, false).unwrap();
+        let checkpoints = first.sft_checkpoints("mixed").unwrap();
+        let step = checkpoints.join("step-000100");
+        fs::create_dir_all(&step).unwrap();
+
+        let resumed = RunRecord::open(&config, true).unwrap();
+        assert_eq!(resumed.sft_checkpoints("mixed").unwrap(), checkpoints);
+        assert!(step.is_dir(), "the resumed run lost its own checkpoint");
+        // Another mode's stage is not touched.
+        assert!(resumed.sft_checkpoints("direct").unwrap().is_dir());
+
+        let fresh = RunRecord::open(&config, false).unwrap();
+        fresh.sft_checkpoints("mixed").unwrap();
+        assert!(
+            !step.exists(),
+            "a fresh run kept an earlier run's checkpoint"
+        );
+        assert!(checkpoints.join(CHECKPOINTS_OWNER_FILE).is_file());
+
+        fresh.remove_sft_checkpoints("mixed").unwrap();
+        assert!(!checkpoints.exists());
+        fresh.remove_sft_checkpoints("mixed").unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// A run recorded on one backend, or with another checkpoint cadence, resumes on
     /// another; other settings still refuse it.
