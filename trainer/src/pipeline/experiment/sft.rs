@@ -113,14 +113,15 @@ pub(super) fn sft<K: Kernels>(
         summary.final_loss,
         summary.dev_loss.unwrap_or(f64::NAN)
     ));
-    let png = dirs.stage.join("plots").join("sft_loss.png");
-    plot_sft_loss(&metrics_dir.join("sft.jsonl"), &png, reporter)?;
     let out = dirs.stage.join("model");
     let (k, model, _) = policy.parts_mut();
     save_model(k, model, &out, &SaveOptions::default()).map_err(failed("sft"))?;
     tokenizer.save_to_dir(&out).map_err(failed("sft"))?;
     write_hf_files(&out, tokenizer, carried.as_ref()).map_err(failed("sft"))?;
     save_adapters(k, model, &out).map_err(failed("sft"))?;
+    // The curve comes after the model, so a failed plot never costs the training.
+    let png = dirs.stage.join("plots").join("sft_loss.png");
+    plot_sft_loss(&metrics_dir.join("sft.jsonl"), &png, reporter)?;
     let finished = SftFinished {
         final_loss: f64::from(summary.final_loss),
         dev_loss: summary.dev_loss,
