@@ -174,6 +174,19 @@ fn stop_with_sigterm(command: &str, file: &str, ready: impl Fn() -> bool) {
     );
 }
 
+/// The run directories `root/whole` and `root/stopped`, each with its config file of
+/// `config_for`'s settings there.
+fn whole_and_stopped(
+    root: &Path,
+    config_for: impl Fn(&Path) -> RunConfig,
+) -> [(PathBuf, String); 2] {
+    ["whole", "stopped"].map(|name| {
+        let run = root.join(name);
+        let file = config_file(root, name, &config_for(&run));
+        (run, file.to_str().expect("a UTF-8 path").to_owned())
+    })
+}
+
 /// Two runs of `config_for`'s settings in `root`, set up by `prepare` (a file each): one
 /// runs `command` whole, the other is stopped by SIGTERM once its `metrics` file has
 /// `rows` rows and resumed; both must end with the same weights in `checkpoints`.
@@ -186,13 +199,8 @@ fn stopped_and_resumed_ends_as_whole(
     checkpoints: &str,
 ) {
     let root = scratch(name);
-    let (whole, stopped) = (root.join("whole"), root.join("stopped"));
-    let whole_file = config_file(&root, "whole", &config_for(&whole));
-    let stopped_file = config_file(&root, "stopped", &config_for(&stopped));
-    let (whole_file, stopped_file) = (
-        whole_file.to_str().expect("a UTF-8 path"),
-        stopped_file.to_str().expect("a UTF-8 path"),
-    );
+    let [(whole, whole_file), (stopped, stopped_file)] = whole_and_stopped(&root, config_for);
+    let (whole_file, stopped_file) = (whole_file.as_str(), stopped_file.as_str());
     for step in prepare {
         for file in [whole_file, stopped_file] {
             assert!(succeeded(&sage(&[step, "--config", file])));
@@ -260,7 +268,6 @@ fn sigterm_stops_sft_at_a_step_boundary_and_resume_ends_as_if_never_stopped() {
 #[test]
 fn sigterm_stops_an_experiments_sft_and_resume_ends_as_if_never_stopped() {
     let root = scratch("experiment-sigterm");
-    let (whole, stopped) = (root.join("whole"), root.join("stopped"));
     let config_for = |run: &Path| {
         let mut config = RunConfig::tiny(run);
         config.sft.epochs = 6;
@@ -271,12 +278,8 @@ fn sigterm_stops_an_experiments_sft_and_resume_ends_as_if_never_stopped() {
         config.eval.max_scenarios = 1;
         config
     };
-    let whole_file = config_file(&root, "whole", &config_for(&whole));
-    let stopped_file = config_file(&root, "stopped", &config_for(&stopped));
-    let (whole_file, stopped_file) = (
-        whole_file.to_str().expect("a UTF-8 path"),
-        stopped_file.to_str().expect("a UTF-8 path"),
-    );
+    let [(whole, whole_file), (stopped, stopped_file)] = whole_and_stopped(&root, config_for);
+    let (whole_file, stopped_file) = (whole_file.as_str(), stopped_file.as_str());
     assert!(succeeded(&sage(&["experiment", "--config", whole_file])));
 
     // The signal comes once the first periodic checkpoint (step 2) is saved; the stop

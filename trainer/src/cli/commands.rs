@@ -1,7 +1,6 @@
 //! What each `sage` command does: resolve its configuration, pick the backend, run
 //! the pipeline's stages, save checkpoints, metrics and plots.
 
-use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -9,23 +8,21 @@ use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 
 use sage_trainer::backend::Backend;
 use sage_trainer::chat::ChatTemplate;
-use sage_trainer::checkpoint::{self, CheckpointParts};
+use sage_trainer::checkpoint;
 use sage_trainer::config::RunConfig;
 use sage_trainer::data::{expert_data, write_records};
 use sage_trainer::environments::serve::WorldServer;
 use sage_trainer::environments::EnvKind;
 use sage_trainer::import::import_gguf;
-use sage_trainer::interrupt;
-use sage_trainer::metrics::MetricsLog;
 use sage_trainer::pipeline::experiment::run_experiment;
 use sage_trainer::pipeline::{
-    check_resumed_lora, failed, fresh_model, load_sft_data, log_sft_step, plot_sft_loss,
-    prepare_data, run_demo, run_eval, run_on_backend, run_sft, sft_metrics, start_lora,
-    train_tokenizer, warn_turn_limits, BackendJob, PipelineError, Reporter,
+    check_resumed_lora, failed, fresh_model, load_sft_data, plot_sft_loss, prepare_data,
+    resumed_sft_policy, run_demo, run_eval, run_on_backend, run_sft, start_lora, train_tokenizer,
+    warn_turn_limits, BackendJob, PipelineError, Reporter, SftRun, SftStepSink,
 };
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::settings::{self, StageRecord};
-use sage_trainer::sft::{SftState, SftStep, SftTrainer};
+use sage_trainer::sft::{SftState, SftStep};
 use sage_trainer::tokenizer::Tokenizer;
 use sage_trainer::weights::{load_model, Dtype};
 use sage_transformer::Kernels;
@@ -456,88 +453,26 @@ fn checkpoint_dir(config: &RunConfig) -> PathBuf {
     config.run.dir.join("checkpoints")
 }
 
-/// Saves checkpoints every `checkpoint_every` steps and logs every step's metrics.
-struct StepSink {
-    metrics: MetricsLog,
-    run_dir: PathBuf,
-    every: u64,
-    keep: Option<NonZeroUsize>,
-    /// The Hugging Face files of the model the run started from, if it started from one.
-    carried: Option<checkpoint::CarriedFiles>,
-}
-
-impl StepSink {
-    /// A sink writing `RUN_DIR/metrics/sft.{jsonl,csv}`; on resume from step `step`, the
-    /// rows up to that step are kept. Checkpoints keep the Hugging Face files of
-    /// `source`, the model directory the run started from ([`checkpoint::CarriedFiles`]).
-    fn new(
-        config: &RunConfig,
-        resumed_at: Option<u64>,
-        source: Option<&Path>,
-    ) -> Result<StepSink, PipelineError> {
-        let carried = match source {
-            Some(dir) => Some(checkpoint::CarriedFiles::read(dir).map_err(failed("init"))?),
-            None => None,
-        };
-        let metrics = sft_metrics(&config.run.dir.join("metrics"), resumed_at)?;
-        Ok(StepSink {
-            metrics,
-            run_dir: checkpoint_dir(config),
-            every: config.run.checkpoint_every,
-            keep: NonZeroUsize::new(config.run.keep_checkpoints),
-            carried,
-        })
-    }
-
-    /// Logs `step` and saves a checkpoint when one is due, or when a stop was requested
-    /// (SIGINT or SIGTERM to `sage sft`): then the run ends here with an error that says
-    /// where the checkpoint is.
-    fn on_step<K: Kernels>(
-        &mut self,
-        policy: &mut TransformerPolicy<K>,
-        tokenizer: &Tokenizer,
-        step: &SftStep,
-        state: SftState,
-        last: bool,
-    ) -> Result<(), PipelineError> {
-        log_sft_step(&mut self.metrics, step)?;
-        let stopping = interrupt::stop_requested();
-        if last || stopping || (self.every > 0 && step.step % self.every == 0) {
-            self.save(policy, tokenizer, state)?;
-        }
-        if stopping && !last {
-            return Err(PipelineError::new(
-                "sft",
-                format!(
-                    "stopped on request after step {}; its checkpoint is in {}: `sage sft \
-                     --resume` (with the same settings) continues from there",
-                    step.step,
-                    self.run_dir.display()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Saves the policy as the checkpoint of `state.step`.
-    fn save<K: Kernels>(
-        &self,
-        policy: &mut TransformerPolicy<K>,
-        tokenizer: &Tokenizer,
-        state: SftState,
-    ) -> Result<PathBuf, PipelineError> {
-        let (k, model, optimizer) = policy.parts_mut();
-        let parts = CheckpointParts {
-            model,
-            optimizer: optimizer.map(|o| &*o),
-            tokenizer,
-            state: &state,
-            library: None,
-            carried: self.carried.as_ref(),
-        };
-        checkpoint::save(k, &self.run_dir, state.step, &parts, self.keep)
-            .map_err(failed("checkpoint"))
-    }
+/// The step sink of `sage sft` or `sage demo` in the run directory: `metrics/sft.*` and
+/// `checkpoints/`, kept up to `resumed_at` on resume; its checkpoints keep the Hugging
+/// Face files of `source`, the model directory the run started from.
+fn sft_sink(
+    config: &RunConfig,
+    resumed_at: Option<u64>,
+    source: Option<&Path>,
+) -> Result<SftStepSink, PipelineError> {
+    let carried = match source {
+        Some(dir) => Some(checkpoint::CarriedFiles::read(dir).map_err(failed("init"))?),
+        None => None,
+    };
+    SftStepSink::new(
+        SftRun::Standalone,
+        config,
+        &config.run.dir.join("metrics"),
+        checkpoint_dir(config),
+        resumed_at,
+        carried,
+    )
 }
 
 /// Writes the loss curve of `RUN_DIR/metrics/sft.jsonl` to `RUN_DIR/plots/sft_loss.png`.
@@ -552,13 +487,12 @@ fn demo<K: Kernels>(k: K, config: &RunConfig) -> Result<(), PipelineError> {
     // The demo's SFT is the run's: `sage sft --resume` may continue it.
     check_sft_settings(config, false)?;
     let mut reporter = BarReporter::default();
-    let mut sink = StepSink::new(config, None, None)?;
-    let mut on_step = |policy: &mut TransformerPolicy<K>,
-                       tokenizer: &Tokenizer,
-                       step: &SftStep,
-                       state: SftState| {
-        sink.on_step(policy, tokenizer, step, state, step.progress >= 1.0)
-    };
+    let mut sink = sft_sink(config, None, None)?;
+    let mut on_step =
+        |policy: &mut TransformerPolicy<K>,
+         tokenizer: &Tokenizer,
+         step: &SftStep,
+         state: SftState| { sink.on_step(policy, tokenizer, step, state) };
     let (report, _, _) = run_demo(k, config, &mut reporter, &mut on_step)?;
     plot_sft(config, &mut reporter)?;
     reporter.info(&format!(
@@ -673,22 +607,11 @@ fn sft<K: Kernels>(
         None => None,
     };
     // The schedule spans the whole run, also when it resumes with more epochs.
-    let mut schedule = config.optimizer.clone();
-    schedule.resolve_total_steps(
-        SftTrainer::new(config.sft.clone(), &train, SftState::default()).total_steps(),
-    );
-    let policy = match optimizer {
-        Some(mut optimizer) => {
-            optimizer.set_config(schedule).map_err(failed("resume"))?;
-            TransformerPolicy::with_optimizer(k, model, optimizer)
-        }
-        None => TransformerPolicy::trainable(k, model, schedule).map_err(failed("model"))?,
-    };
-    let mut policy = policy.with_max_batch_tokens(config.run.max_batch_tokens);
+    let mut policy = resumed_sft_policy(k, model, optimizer, config, &train)?;
     let resumed_at = sources.resume.then_some(state.step);
-    let mut sink = StepSink::new(config, resumed_at, source.as_deref())?;
+    let mut sink = sft_sink(config, resumed_at, source.as_deref())?;
     let mut on_step = |policy: &mut TransformerPolicy<K>, step: &SftStep, state: SftState| {
-        sink.on_step(policy, &tokenizer, step, state, step.progress >= 1.0)
+        sink.on_step(policy, &tokenizer, step, state)
     };
     let (summary, _) = run_sft(
         &mut policy,

@@ -1,6 +1,6 @@
 //! The stages of a run, one module each, as functions the CLI and the example programs
 //! share: expert data (`data.rs`), the tokenizer (`tokenizer.rs`), a fresh model and
-//! SFT (`sft.rs`), RL's one loop (`rl.rs`), evaluation (`eval.rs`), the whole demo
+//! SFT (`sft.rs`, its step log and checkpoints in `sft_steps.rs`), RL's one loop (`rl.rs`), evaluation (`eval.rs`), the whole demo
 //! (`demo.rs`), the experiment over seeds (`experiment/`), and opening the backend a run
 //! names (`backend.rs`). Each stage takes only its own settings (a section of the
 //! [`RunConfig`](crate::config::RunConfig); the demo and the experiment, which run every
@@ -26,6 +26,7 @@ pub mod experiment;
 mod lora;
 mod rl;
 mod sft;
+mod sft_steps;
 mod tokenizer;
 
 pub use backend::{run_on_backend, BackendJob};
@@ -35,9 +36,10 @@ pub use eval::{run_eval, EvalReport};
 pub use lora::{check_resumed_lora, start_lora};
 pub use rl::{run_rl, RlHook, RlInputs};
 pub use sft::{
-    fresh_model, load_sft_data, log_sft_step, plot_sft_loss, run_sft, sft_metrics, sft_policy,
-    turn_limit_warnings, warn_turn_limits, SftHook, SftSummary,
+    fresh_model, load_sft_data, resumed_sft_policy, run_sft, sft_policy, turn_limit_warnings,
+    warn_turn_limits, SftHook, SftSummary,
 };
+pub use sft_steps::{plot_sft_loss, SftRun, SftStepSink};
 pub use tokenizer::train_tokenizer;
 
 /// A stage failed: which, why, and the error that caused it (its

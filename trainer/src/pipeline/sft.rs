@@ -6,12 +6,12 @@ use std::time::Instant;
 
 use sage_transformer::{Kernels, ModelConfig, Transformer};
 
-use super::{failed, start_lora, write_chart, PipelineError, Reporter};
+use super::{failed, start_lora, PipelineError, Reporter};
 use crate::chat::ChatTemplate;
 use crate::config::RunConfig;
 use crate::eval::EvalConfig;
 use crate::init::init_params;
-use crate::metrics::{read_series, KeepRows, LineChart, MetricValue, MetricsLog};
+use crate::optim::{AdamW, AdamWConfig};
 use crate::policy::TransformerPolicy;
 use crate::rl::RlConfig;
 use crate::sft::{dev_loss, SftConfig, SftData, SftState, SftStep, SftTrainer};
@@ -51,13 +51,42 @@ pub fn sft_policy<K: Kernels>(
     start_lora(
         &mut k, &mut model, &sft.lora, "sft.lora", sft.seed, reporter,
     )?;
-    let mut optimizer = config.optimizer.clone();
-    let total = SftTrainer::new(sft.clone(), train, SftState::default()).total_steps();
-    optimizer.resolve_total_steps(total);
-    let policy = TransformerPolicy::trainable(k, model, optimizer)
+    let (schedule, total) = sft_schedule(config, train);
+    let policy = TransformerPolicy::trainable(k, model, schedule)
         .map_err(failed("model"))?
         .with_max_batch_tokens(config.run.max_batch_tokens);
     Ok((policy, total))
+}
+
+/// The trainable policy of an SFT run resumed from a checkpoint's `model` and
+/// `optimizer` (its moments and step count kept, `config`'s schedule spread over the
+/// whole run on `train`, also when the run resumes with more epochs); a fresh AdamW when
+/// the checkpoint held none.
+pub fn resumed_sft_policy<K: Kernels>(
+    k: K,
+    model: Transformer,
+    optimizer: Option<AdamW>,
+    config: &RunConfig,
+    train: &SftData,
+) -> Result<TransformerPolicy<K>, PipelineError> {
+    let (schedule, _) = sft_schedule(config, train);
+    let policy = match optimizer {
+        Some(mut optimizer) => {
+            optimizer.set_config(schedule).map_err(failed("resume"))?;
+            TransformerPolicy::with_optimizer(k, model, optimizer)
+        }
+        None => TransformerPolicy::trainable(k, model, schedule).map_err(failed("model"))?,
+    };
+    Ok(policy.with_max_batch_tokens(config.run.max_batch_tokens))
+}
+
+/// `config`'s optimizer with its schedule spread over the steps of a whole SFT run on
+/// `train`, and that step count.
+fn sft_schedule(config: &RunConfig, train: &SftData) -> (AdamWConfig, u64) {
+    let mut schedule = config.optimizer.clone();
+    let total = SftTrainer::new(config.sft.clone(), train, SftState::default()).total_steps();
+    schedule.resolve_total_steps(total);
+    (schedule, total)
 }
 
 /// Loads SFT data from a JSON-lines file, tokenised with the model's limit.
@@ -173,63 +202,4 @@ pub fn run_sft<K: Kernels>(
         skipped_steps: skipped,
     };
     Ok((summary, trainer.state()))
-}
-
-/// The per-step log of an SFT run, `dir/sft.{jsonl,csv}`: created afresh, or, for a run
-/// resumed from the checkpoint of step `resumed_at`, kept up to that step.
-pub fn sft_metrics(dir: &Path, resumed_at: Option<u64>) -> Result<MetricsLog, PipelineError> {
-    match resumed_at {
-        Some(step) => MetricsLog::resume(
-            dir,
-            "sft",
-            &KeepRows::UpTo {
-                column: "step".to_owned(),
-                last: step as f64,
-            },
-        ),
-        None => MetricsLog::create(dir, "sft"),
-    }
-    .map_err(failed("metrics"))
-}
-
-/// Logs one SFT step's row: step, epoch, loss, gradient norm, learning rate, tokens,
-/// agent tokens and whether the update was skipped.
-pub fn log_sft_step(metrics: &mut MetricsLog, step: &SftStep) -> Result<(), PipelineError> {
-    metrics
-        .log(&[
-            ("step", MetricValue::from(step.step)),
-            ("epoch", MetricValue::from(step.epoch)),
-            ("loss", MetricValue::Float(f64::from(step.loss))),
-            (
-                "grad_norm",
-                MetricValue::Float(f64::from(step.update.grad_norm)),
-            ),
-            (
-                "lr",
-                MetricValue::Float(f64::from(step.update.learning_rate)),
-            ),
-            ("tokens", MetricValue::from(step.tokens as u64)),
-            ("agent_tokens", MetricValue::from(step.agent_tokens as u64)),
-            ("skipped", MetricValue::from(u64::from(step.update.skipped))),
-        ])
-        .map_err(failed("metrics"))
-}
-
-/// Draws the loss curve of the SFT log `jsonl` (what [`log_sft_step`] wrote) as the PNG
-/// `png`.
-pub fn plot_sft_loss(
-    jsonl: &Path,
-    png: &Path,
-    reporter: &mut dyn Reporter,
-) -> Result<(), PipelineError> {
-    let series = read_series(jsonl, "step", &["loss"]).map_err(failed("plot"))?;
-    let chart = LineChart {
-        title: "SFT loss (mean NLL per agent token)",
-        x_label: "step",
-        y_label: "loss",
-        series: &series,
-        width: 800,
-        height: 480,
-    };
-    write_chart(png, &chart, "loss curve", reporter)
 }

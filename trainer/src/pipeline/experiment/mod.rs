@@ -224,14 +224,15 @@ pub fn run_experiment<K: Kernels>(
             runs.push(run);
         }
     }
-    let table = format!(
+    let printed = format!(
         "{}\n{}\n{}",
         experiment_table(&runs, arms),
         gain_table(&runs, arms, "iid"),
         claim_table(&runs, arms, "iid")
     );
-    reporter.result(&table);
-    let table = format!("{table}\n{}", template_table(&runs, arms, "iid"));
+    reporter.result(&printed);
+    // The template table is long: in experiment.md only.
+    let table = format!("{printed}\n{}", template_table(&runs, arms, "iid"));
     let write = |path: PathBuf, text: String| {
         fs::write(&path, text)
             .map_err(|e| PipelineError::new("experiment", format!("{}: {e}", path.display())))

@@ -151,11 +151,9 @@ impl RunRecord {
         let dir = self.sft_checkpoints_dir(mode);
         let owner = dir.join(CHECKPOINTS_OWNER_FILE);
         if self.read_marker::<()>(&owner)?.is_none() {
-            let emptied = match fs::remove_dir_all(&dir) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                _ => fs::create_dir_all(&dir),
-            };
-            emptied.map_err(|e| resume_error(format!("{}: {e}", dir.display())))?;
+            self.remove_sft_checkpoints(mode)?;
+            fs::create_dir_all(&dir)
+                .map_err(|e| resume_error(format!("{}: {e}", dir.display())))?;
             self.write_marker(&owner, ())?;
         }
         Ok(dir)

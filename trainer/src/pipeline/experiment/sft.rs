@@ -7,22 +7,19 @@
 //! request (SIGINT or SIGTERM to `sage experiment`) saves the step under way and ends
 //! the run.
 
-use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sage_transformer::Kernels;
 
 use super::resume::SftFinished;
-use crate::checkpoint::{self, write_hf_files, CarriedFiles, CheckpointParts};
+use crate::checkpoint::{self, write_hf_files, CarriedFiles};
 use crate::config::RunConfig;
-use crate::interrupt;
-use crate::metrics::MetricsLog;
 use crate::pipeline::{
-    check_resumed_lora, failed, fresh_model, log_sft_step, plot_sft_loss, run_sft, sft_metrics,
-    sft_policy, PipelineError, Reporter,
+    check_resumed_lora, failed, fresh_model, plot_sft_loss, resumed_sft_policy, run_sft,
+    sft_policy, PipelineError, Reporter, SftRun, SftStepSink,
 };
 use crate::policy::TransformerPolicy;
-use crate::sft::{SftData, SftState, SftStep, SftTrainer};
+use crate::sft::{SftData, SftState, SftStep};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{load_model, save_adapters, save_model, SaveOptions};
 
@@ -63,19 +60,13 @@ pub(super) fn sft<K: Kernels>(
                 checkpoint.step
             ));
             check_resumed_lora(&checkpoint.model, &config.sft.lora, "sft.lora")?;
-            let mut optimizer = checkpoint.optimizer.ok_or_else(|| {
+            let optimizer = checkpoint.optimizer.ok_or_else(|| {
                 PipelineError::new(
                     "resume",
                     format!("{} holds no optimizer state", checkpoint.dir.display()),
                 )
             })?;
-            let mut schedule = config.optimizer.clone();
-            schedule.resolve_total_steps(
-                SftTrainer::new(config.sft.clone(), train, SftState::default()).total_steps(),
-            );
-            optimizer.set_config(schedule).map_err(failed("resume"))?;
-            let policy = TransformerPolicy::with_optimizer(k, checkpoint.model, optimizer)
-                .with_max_batch_tokens(config.run.max_batch_tokens);
+            let policy = resumed_sft_policy(k, checkpoint.model, Some(optimizer), config, train)?;
             (policy, checkpoint.state)
         }
         None => {
@@ -88,16 +79,16 @@ pub(super) fn sft<K: Kernels>(
         }
     };
     let metrics_dir = dirs.stage.join("metrics");
-    let mut recorder = StepRecorder {
-        metrics: sft_metrics(&metrics_dir, resumed_at)?,
-        checkpoints: dirs.checkpoints.to_owned(),
-        every: config.run.checkpoint_every,
-        keep: NonZeroUsize::new(config.run.keep_checkpoints),
-        tokenizer,
-        carried: carried.as_ref(),
-    };
+    let mut sink = SftStepSink::new(
+        SftRun::ExperimentStage,
+        config,
+        &metrics_dir,
+        dirs.checkpoints.to_owned(),
+        resumed_at,
+        carried,
+    )?;
     let mut on_step = |policy: &mut TransformerPolicy<K>, step: &SftStep, state: SftState| {
-        recorder.on_step(policy, step, state)
+        sink.on_step(policy, tokenizer, step, state)
     };
     let (summary, _) = run_sft(
         &mut policy,
@@ -117,7 +108,7 @@ pub(super) fn sft<K: Kernels>(
     let (k, model, _) = policy.parts_mut();
     save_model(k, model, &out, &SaveOptions::default()).map_err(failed("sft"))?;
     tokenizer.save_to_dir(&out).map_err(failed("sft"))?;
-    write_hf_files(&out, tokenizer, carried.as_ref()).map_err(failed("sft"))?;
+    write_hf_files(&out, tokenizer, sink.carried()).map_err(failed("sft"))?;
     save_adapters(k, model, &out).map_err(failed("sft"))?;
     // The curve comes after the model, so a failed plot never costs the training.
     let png = dirs.stage.join("plots").join("sft_loss.png");
@@ -127,59 +118,4 @@ pub(super) fn sft<K: Kernels>(
         dev_loss: summary.dev_loss,
     };
     Ok((policy.into_backend().map_err(failed("sft"))?, finished))
-}
-
-/// Logs every step of an SFT stage and saves its checkpoints: every `every` steps, and
-/// at a stop request.
-struct StepRecorder<'a> {
-    metrics: MetricsLog,
-    checkpoints: PathBuf,
-    /// Steps between checkpoints (0: only at a stop request).
-    every: u64,
-    keep: Option<NonZeroUsize>,
-    tokenizer: &'a Tokenizer,
-    carried: Option<&'a CarriedFiles>,
-}
-
-impl StepRecorder<'_> {
-    /// Logs `step`, then saves the checkpoint of `state` when one is due or a stop was
-    /// requested, and ends the run with an error saying where it is if a stop was. The
-    /// last step saves nothing: the finished model is saved whole.
-    fn on_step<K: Kernels>(
-        &mut self,
-        policy: &mut TransformerPolicy<K>,
-        step: &SftStep,
-        state: SftState,
-    ) -> Result<(), PipelineError> {
-        log_sft_step(&mut self.metrics, step)?;
-        if step.progress >= 1.0 {
-            return Ok(());
-        }
-        let stopping = interrupt::stop_requested();
-        if stopping || (self.every > 0 && step.step % self.every == 0) {
-            let (k, model, optimizer) = policy.parts_mut();
-            let parts = CheckpointParts {
-                model,
-                optimizer: optimizer.map(|o| &*o),
-                tokenizer: self.tokenizer,
-                state: &state,
-                library: None,
-                carried: self.carried,
-            };
-            checkpoint::save(k, &self.checkpoints, state.step, &parts, self.keep)
-                .map_err(failed("checkpoint"))?;
-        }
-        if stopping {
-            return Err(PipelineError::new(
-                "sft",
-                format!(
-                    "stopped on request after step {}; its checkpoint is in {}: `sage \
-                     experiment --resume` (with the same settings) continues from there",
-                    step.step,
-                    self.checkpoints.display()
-                ),
-            ));
-        }
-        Ok(())
-    }
 }
