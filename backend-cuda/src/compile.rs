@@ -102,7 +102,12 @@ impl Family {
                 "attention_backward_dq",
                 "attention_backward_dkv",
             ],
-            Family::Flash => &["flash_forward", "flash_backward_dq", "flash_backward_dkv"],
+            Family::Flash => &[
+                "flash_forward",
+                "flash_backward_dq",
+                "flash_backward_dkv",
+                "flash_dkv_group_sum",
+            ],
             Family::Decode => &[
                 "kv_cache_append",
                 "attention_decode",
@@ -326,5 +331,50 @@ fn text_of(raw: &[c_char]) -> String {
     match CStr::from_bytes_until_nul(&bytes) {
         Ok(text) => text.to_string_lossy().into_owned(),
         Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Family;
+
+    /// The names of the `extern "C" __global__` functions `source` defines, in order:
+    /// the identifier before the first `(` after `void` and any `__launch_bounds__(..)`.
+    fn kernels_defined(source: &str) -> Vec<&str> {
+        source
+            .split("extern \"C\" __global__")
+            .skip(1)
+            .map(|rest| {
+                let rest = rest.trim_start().trim_start_matches("void").trim_start();
+                let rest = match rest.strip_prefix("__launch_bounds__(") {
+                    Some(bounds) => &bounds[bounds.find(')').map_or(0, |end| end + 1)..],
+                    None => rest,
+                };
+                rest[..rest.find('(').unwrap_or(rest.len())].trim()
+            })
+            .collect()
+    }
+
+    /// A kernel missing from `entries` is never loaded, and its first launch fails
+    /// with "no kernel named ... was loaded" on a GPU only (it happened to
+    /// `flash_dkv_group_sum`): every family loads exactly what its source defines.
+    #[test]
+    fn every_family_loads_every_kernel_its_source_defines() {
+        for family in Family::ALL {
+            let mut defined = kernels_defined(family.source());
+            let mut loaded = family.entries().to_vec();
+            assert!(!defined.is_empty(), "{} defines no kernel", family.file());
+            defined.sort_unstable();
+            loaded.sort_unstable();
+            assert_eq!(defined, loaded, "{}", family.file());
+        }
+    }
+
+    /// The reader of kernel names itself, on both declaration forms.
+    #[test]
+    fn kernel_names_are_read_with_and_without_launch_bounds() {
+        let source = "extern \"C\" __global__ void fill(float* x) {}\n\
+                      extern \"C\" __global__ void __launch_bounds__(THREADS)\nsum(float* x) {}";
+        assert_eq!(kernels_defined(source), ["fill", "sum"]);
     }
 }
