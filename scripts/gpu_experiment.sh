@@ -29,7 +29,8 @@
 #      them all and writes the table of every arm finished under every seed,
 #      experiment.json and the plots.
 # Into OUT_DIR: experiment.md, experiment.json, probes.md, logs.tar.gz, and the run
-# directory without its expert data as run.tar.gz.part-* (`cat run.tar.gz.part-* | tar xz`
+# directory without its expert data, with the last checkpoint of an SFT model the
+# deadline stopped, as run.tar.gz.part-* (`cat run.tar.gz.part-* | tar xz`
 # gives a directory that `sage experiment --config PRESET --resume --run-dir DIR` continues
 # on any backend, or the next call through SAGE_FROM).
 #
@@ -137,6 +138,8 @@ if needs_mode direct && ! sft_done direct; then
     if [ -f "$BASE/tokenizer-finished.json" ]; then
         mkdir -p "$BASE-direct"
         cp "$BASE"/experiment-settings.json "$BASE"/tokenizer.json "$BASE"/tokenizer-finished.json "$BASE-direct/"
+        # An earlier call's unfinished direct model continues from its checkpoint.
+        [ -d "$BASE/sft-direct" ] && cp -r "$BASE/sft-direct" "$BASE-direct/"
         experiment "$BASE-direct" sft-direct --resume --arms sft-direct --seeds 1 &
         DIRECT_PID=$!
     fi
@@ -169,7 +172,7 @@ when_trained() { # MODE PID SOURCE_DIR
     while [ ! -f "$3/sft-$1/finished.json" ] && [ -n "$2" ] && kill -0 "$2" 2>/dev/null; do sleep 2; done
     if [ ! -f "$3/sft-$1/finished.json" ]; then
         say "sft on $1 trajectories did not finish:"
-        tail -20 "$LOGS"/sft-*.log
+        tail -n 20 "$LOGS"/sft-*.log
         return 1
     fi
     if [ "$3" != "$BASE" ]; then
@@ -245,7 +248,17 @@ fi
 # --- what comes back -------------------------------------------------------------
 grep -H -E "sft: final loss|error" "$LOGS"/*.log | head -20
 tar czf "$OUT_DIR/logs.tar.gz" -C "$RUNS" logs
-(cd "$RUNS" && tar czf - --exclude='*/data' --exclude='*/checkpoints' "$NAME") |
+# A direct model the deadline stopped travels with its last checkpoint (the deadline's
+# SIGTERM saves one), so a later call or `--resume` on the CPU continues it; a finished
+# SFT stage has removed its checkpoints.
+if [ -d "$BASE-direct/sft-direct" ] && ! sft_done direct; then
+    rm -rf "$BASE/sft-direct"
+    (cd "$BASE-direct" && tar cf - --exclude='./sft-*/data' sft-direct) | tar xf - -C "$BASE"
+fi
+(cd "$RUNS" && tar czf - --exclude='*/data' "$NAME") |
     split -b 15m - "$OUT_DIR/run.tar.gz.part-"
+# The device tool brings back at most 64 MiB (8 files): say when the run does not fit.
+total=$(cat "$OUT_DIR"/* | wc -c)
+[ "$total" -gt $((62 * 1024 * 1024)) ] && echo "OUT_DIR holds $total bytes: more than one call brings back" >&2
 ls -la "$OUT_DIR"
 say "done"

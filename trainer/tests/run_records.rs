@@ -145,9 +145,10 @@ fn rows(path: &Path) -> usize {
     std::fs::read_to_string(path).map_or(0, |text| text.lines().count())
 }
 
-/// Runs `sage COMMAND --config FILE`, sends it SIGTERM once `ready` holds, and
-/// checks that it stopped early, saying so.
-fn stop_with_sigterm(command: &str, file: &str, ready: impl Fn() -> bool) {
+/// Runs `sage COMMAND --config FILE`, sends it SIGTERM once `ready` holds (`twice`: a
+/// second one 50 ms later, as GNU `timeout` signals its command and then the command's
+/// process group), and checks that it stopped early at a step boundary, saying so.
+fn stop_with_sigterm(command: &str, file: &str, twice: bool, ready: impl Fn() -> bool) {
     let child = Command::new(SAGE)
         .args([command, "--config", file])
         .stdout(Stdio::null())
@@ -165,6 +166,11 @@ fn stop_with_sigterm(command: &str, file: &str, ready: impl Fn() -> bool) {
     let pid = i32::try_from(child.id()).expect("a pid");
     // SAFETY: sends a signal to the child this test started and still owns.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    if twice {
+        std::thread::sleep(Duration::from_millis(50));
+        // SAFETY: as above; the child is not yet reaped, so the pid is still its own.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    }
     let output = child.wait_with_output().expect("sage ends");
     let message = stderr(&output);
     assert!(!output.status.success(), "it ran to the end:\n{message}");
@@ -208,7 +214,7 @@ fn stopped_and_resumed_ends_as_whole(
     }
     assert!(succeeded(&sage(&[command, "--config", whole_file])));
     let stopped_metrics = stopped.join(metrics);
-    stop_with_sigterm(command, stopped_file, || {
+    stop_with_sigterm(command, stopped_file, false, || {
         self::rows(&stopped_metrics) >= rows
     });
     let (written, all) = (
@@ -286,7 +292,9 @@ fn sigterm_stops_an_experiments_sft_and_resume_ends_as_if_never_stopped() {
     // saves one more, of the step under way.
     let checkpoints = stopped.join("sft-skills").join("checkpoints");
     let first = checkpoints.join("step-000002").join("model.safetensors");
-    stop_with_sigterm("experiment", stopped_file, || first.is_file());
+    // Twice at once, as `timeout` stops a command: still one request, so the step under
+    // way is saved.
+    stop_with_sigterm("experiment", stopped_file, true, || first.is_file());
     assert!(!stopped.join("sft-skills/finished.json").exists());
     let saved = std::fs::read_dir(&checkpoints)
         .expect("checkpoints")

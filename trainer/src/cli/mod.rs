@@ -283,21 +283,32 @@ pub fn init_logging() {
         .init();
 }
 
+/// A signal sooner than this after the first is the same request delivered twice, not
+/// a second one: GNU `timeout` signals its command and then the command's process group,
+/// which holds the command, so a run it stops gets SIGTERM twice at once.
+const REPEATED_SIGNAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Makes SIGINT and SIGTERM stop a run at its next step boundary (`sage sft`, `sage
 /// train` and the SFT stages of `sage experiment` save a checkpoint of that step first,
-/// see `sage_trainer::interrupt`); a second signal ends the process at once.
+/// see `sage_trainer::interrupt`); a second signal, from a second on, ends the process
+/// at once.
 fn stop_at_step_boundaries() {
-    let installed = ctrlc::set_handler(|| {
-        if sage_trainer::interrupt::stop_requested() {
+    let mut first_signal: Option<std::time::Instant> = None;
+    let installed = ctrlc::set_handler(move || match first_signal {
+        Some(at) if at.elapsed() < REPEATED_SIGNAL => {}
+        Some(_) => {
             eprintln!("stopped");
             sage_trainer::environments::servers::stop_started_servers();
             std::process::exit(130);
         }
-        sage_trainer::interrupt::request_stop();
-        eprintln!(
-            "stopping after the current step, once its checkpoint is saved (signal again \
-             to stop at once)"
-        );
+        None => {
+            first_signal = Some(std::time::Instant::now());
+            sage_trainer::interrupt::request_stop();
+            eprintln!(
+                "stopping after the current step, once its checkpoint is saved (signal again \
+                 to stop at once)"
+            );
+        }
     });
     if let Err(e) = installed {
         tracing::warn!("signals will end the run at once, without a checkpoint: {e}");
