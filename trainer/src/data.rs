@@ -6,10 +6,11 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use sage_envs::environment::{EnvConfig, WorldEnv};
-use sage_envs::expert::{Expert, ExpertConfig, ExpertMode, TrajectoryRecord};
+use sage_envs::expert::{Expert, ExpertConfig, ExpertMode, ScenarioRun, TrajectoryRecord};
 use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 
 use crate::files::write_atomic;
@@ -152,8 +153,6 @@ pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
     let catalog = Catalog::build_splits(&catalog_config, &[split])
         .map_err(|e| DataError::World(e.to_string()))?;
     let catalog = Arc::new(catalog);
-    let mut env = WorldEnv::new(catalog.clone(), EnvConfig::default())
-        .map_err(|e| DataError::World(e.to_string()))?;
     let mut data = ExpertData {
         skipped: catalog.skipped().len(),
         ..ExpertData::default()
@@ -170,10 +169,25 @@ pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
             rewrite_share: config.rewrite_share,
             bound_reuse: config.bound_reuse,
         });
-        for scenario in catalog.scenarios() {
-            let run = expert
-                .solve(&mut env, scenario)
-                .map_err(|e| DataError::World(e.to_string()))?;
+        // A scenario's run depends on the scenario alone (its style is drawn from it),
+        // so the scenarios are solved in parallel, each worker through an environment
+        // of its own, and the runs kept in catalog order: the same data on any number
+        // of threads.
+        let runs: Vec<Result<ScenarioRun, DataError>> = catalog
+            .scenarios()
+            .par_iter()
+            .map_init(
+                || WorldEnv::new(catalog.clone(), EnvConfig::default()),
+                |env, scenario| {
+                    let env = env.as_mut().map_err(|e| DataError::World(e.to_string()))?;
+                    expert
+                        .solve(env, scenario)
+                        .map_err(|e| DataError::World(e.to_string()))
+                },
+            )
+            .collect();
+        for run in runs {
+            let run = run?;
             if run.passed() {
                 data.kept += 1;
                 data.records.extend(run.records());
@@ -195,4 +209,36 @@ pub fn write_records(path: &Path, records: &[TrajectoryRecord]) -> Result<(), Da
     }
     write_atomic(path, text.as_bytes())
         .map_err(|e| DataError::Io(format!("{}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The data does not depend on how many threads solve the scenarios: one thread and
+    /// three give the same records in the same order (mixed mode with mistakes and two
+    /// style variants, so every per-scenario choice is exercised).
+    #[test]
+    fn expert_data_is_the_same_on_any_number_of_threads() {
+        let config = ExpertDataConfig {
+            seeds: 2,
+            variants: 2,
+            mode: ExpertMode::Mixed,
+            ..ExpertDataConfig::default()
+        };
+        let on = |threads| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a thread pool")
+                .install(|| expert_data(&config).expect("expert data"))
+        };
+        let (one, three) = (on(1), on(3));
+        let lines = |data: &ExpertData| -> Vec<String> {
+            data.records.iter().map(|r| r.to_json_line()).collect()
+        };
+        assert!(one.kept > 20, "{} scenarios kept", one.kept);
+        assert_eq!((one.kept, one.dropped), (three.kept, three.dropped));
+        assert_eq!(lines(&one), lines(&three));
+    }
 }
