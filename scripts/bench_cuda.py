@@ -30,7 +30,7 @@ On a GPU machine it:
      rounds the f32 operands to bf16 itself: no cast kernels, no kept copies) and
      prints both ways side by side.
 
-    python3 scripts/bench_cuda.py [--steps 5] [--batch 8] [--seq 1024] [--no-install]
+    python3 scripts/bench_cuda.py [--steps 5] [--batch 8] [--seq 1024] [--no-install] [--skip-checks]
     python3 scripts/bench_cuda.py --build-only   # on a build machine, no GPU needed
 """
 
@@ -247,6 +247,8 @@ def main():
     parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak")
     parser.add_argument("--no-install", action="store_true")
     parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--skip-checks", action="store_true",
+                        help="skip the NVRTC and parity tests (a caller ran them already)")
     args = parser.parse_args()
 
     if args.build_only:
@@ -258,8 +260,9 @@ def main():
     if shutil.which("cargo"):
         build()
     env = cuda_env()
-    run([binary("nvrtc")], env=env)
-    run([binary("parity_cuda"), "--test-threads=1"], env=env)
+    if not args.skip_checks:
+        run([binary("nvrtc")], env=env)
+        run([binary("parity_cuda"), "--test-threads=1"], env=env)
 
     device = run_torch("torch_device")
     peak = peak_flops(device, args.peak_tflops)
