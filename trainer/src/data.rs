@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use sage_envs::environment::{EnvConfig, WorldEnv};
-use sage_envs::expert::{Expert, ExpertConfig, ExpertMode, ScenarioRun, TrajectoryRecord};
+use sage_envs::expert::{Expert, ExpertConfig, ExpertMode, TrajectoryRecord};
 use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 
 use crate::files::write_atomic;
@@ -171,28 +171,29 @@ pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
         });
         // A scenario's run depends on the scenario alone (its style is drawn from it),
         // so the scenarios are solved in parallel, each worker through an environment
-        // of its own, and the runs kept in catalog order: the same data on any number
-        // of threads.
-        let runs: Vec<Result<ScenarioRun, DataError>> = catalog
+        // of its own, and their records (None: the run failed) kept in catalog order:
+        // the same data on any number of threads.
+        let kept: Vec<Result<Option<Vec<TrajectoryRecord>>, DataError>> = catalog
             .scenarios()
             .par_iter()
             .map_init(
                 || WorldEnv::new(catalog.clone(), EnvConfig::default()),
                 |env, scenario| {
                     let env = env.as_mut().map_err(|e| DataError::World(e.to_string()))?;
-                    expert
+                    let run = expert
                         .solve(env, scenario)
-                        .map_err(|e| DataError::World(e.to_string()))
+                        .map_err(|e| DataError::World(e.to_string()))?;
+                    Ok(run.passed().then(|| run.records()))
                 },
             )
             .collect();
-        for run in runs {
-            let run = run?;
-            if run.passed() {
-                data.kept += 1;
-                data.records.extend(run.records());
-            } else {
-                data.dropped += 1;
+        for records in kept {
+            match records? {
+                Some(records) => {
+                    data.kept += 1;
+                    data.records.extend(records);
+                }
+                None => data.dropped += 1,
             }
         }
     }

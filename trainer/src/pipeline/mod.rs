@@ -1,6 +1,7 @@
 //! The stages of a run, one module each, as functions the CLI and the example programs
 //! share: expert data (`data.rs`), the tokenizer (`tokenizer.rs`), a fresh model and
-//! SFT (`sft.rs`, its step log and checkpoints in `sft_steps.rs`), RL's one loop (`rl.rs`), evaluation (`eval.rs`), the whole demo
+//! SFT (`sft.rs`, its step log and checkpoints in `sft_steps.rs`), RL's one loop
+//! (`rl.rs`), evaluation (`eval.rs`), the whole demo
 //! (`demo.rs`), the experiment over seeds (`experiment/`), and opening the backend a run
 //! names (`backend.rs`). Each stage takes only its own settings (a section of the
 //! [`RunConfig`](crate::config::RunConfig); the demo and the experiment, which run every

@@ -149,7 +149,7 @@ impl SftStepSink {
         policy: &mut TransformerPolicy<K>,
         tokenizer: &Tokenizer,
         state: SftState,
-    ) -> Result<PathBuf, PipelineError> {
+    ) -> Result<(), PipelineError> {
         let (k, model, optimizer) = policy.parts_mut();
         let parts = CheckpointParts {
             model,
@@ -160,7 +160,8 @@ impl SftStepSink {
             carried: self.carried.as_ref(),
         };
         checkpoint::save(k, &self.checkpoints, state.step, &parts, self.keep)
-            .map_err(failed("checkpoint"))
+            .map_err(failed("checkpoint"))?;
+        Ok(())
     }
 }
 
