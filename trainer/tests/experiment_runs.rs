@@ -1,7 +1,7 @@
 //! The experiment run on the tiny configuration (seconds each): `--resume` reuses the SFT
-//! model and the arms the first run finished, trains only what it adds, and refuses a
-//! directory whose run had other settings; the `sage-kl` arm trains against a frozen
-//! reference.
+//! model and the arms the first run finished, trains only what it adds, runs again the
+//! arms of another evaluation, and refuses a directory whose run had other settings; the
+//! `sage-kl` arm trains against a frozen reference.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -127,6 +127,46 @@ fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
     );
     assert_eq!(as_json(&two_seeds[..2]), as_json(&one_seed));
     assert_eq!(as_json(&two_seeds[2..]), as_json(&seed_one));
+
+    // Resumed with a larger evaluation: the tokenizer and the SFT model are reused, and
+    // every arm runs again and is evaluated on the new scenarios; its RL, with the same
+    // seed on the CPU, samples the same rollouts as the first run's.
+    let mut larger = tiny(&dir, 2);
+    larger.eval.max_scenarios = 3;
+    let mut reevaluated = Recorder::default();
+    let larger_runs = run(&larger, true, &mut reevaluated).unwrap();
+    assert_eq!(modified(&weights), trained_at);
+    let rerun: Vec<&String> = reevaluated
+        .lines
+        .iter()
+        .filter(|l| {
+            l.ends_with(
+                "evaluated with `[eval] max_scenarios = 2`, not `[eval] max_scenarios = 3`, \
+                 so run again",
+            )
+        })
+        .collect();
+    assert_eq!(rerun.len(), 4, "{:?}", reevaluated.lines);
+    assert!(reevaluated.lines.contains(&"stage seed 1: sage".to_owned()));
+    for (before, after) in two_seeds.iter().zip(&larger_runs) {
+        assert_eq!((&before.arm, before.seed), (&after.arm, after.seed));
+        assert_eq!(before.metrics[0].scenarios, 2);
+        assert_eq!(after.metrics[0].scenarios, 3);
+    }
+    let rl_steps = |lines: &[String]| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| l.starts_with("sage step"))
+            .take(2)
+            .cloned()
+            .collect()
+    };
+    assert_eq!(rl_steps(&reevaluated.lines), rl_steps(&first.lines));
+    assert_eq!(rl_steps(&first.lines).len(), 2);
+    // Under the larger evaluation, everything is reused again.
+    let mut resumed_larger = Recorder::default();
+    let reused_larger = run(&larger, true, &mut resumed_larger).unwrap();
+    assert_eq!(as_json(&reused_larger), as_json(&larger_runs));
 
     // A resumed run that adds the plain-code arm trains its SFT model with the run's
     // tokenizer (the one the skill model was trained with), not one of its own data's.

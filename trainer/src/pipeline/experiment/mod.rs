@@ -34,7 +34,7 @@ mod sft;
 mod tables;
 
 use plots::plot_rewards;
-use resume::RunRecord;
+use resume::{FinishedArm, RunRecord};
 use sft::{sft, SftDirs};
 pub use tables::{claim_table, experiment_table, gain_table, mean_std, template_table};
 
@@ -193,13 +193,22 @@ pub fn run_experiment<K: Kernels>(
         seeded.eval.seed = config.eval.seed.wrapping_add(seed);
         let seed_dir = dir.join(format!("seed-{seed}"));
         for &arm in arms {
-            if let Some(run) = record.finished_arm(&seed_dir, arm)? {
-                reporter.info(&format!(
-                    "seed {seed}: {}: reused from the run being resumed",
-                    arm.name()
-                ));
-                runs.push(run);
-                continue;
+            match record.finished_arm(&seed_dir, arm)? {
+                FinishedArm::Reusable(run) => {
+                    reporter.info(&format!(
+                        "seed {seed}: {}: reused from the run being resumed",
+                        arm.name()
+                    ));
+                    runs.push(run);
+                    continue;
+                }
+                FinishedArm::OtherEval(found) => reporter.info(&format!(
+                    "seed {seed}: {}: evaluated with `{}`, not `{}`, so run again",
+                    arm.name(),
+                    found.was,
+                    found.now
+                )),
+                FinishedArm::NotRun => {}
             }
             reporter.stage(&format!("seed {seed}: {}", arm.name()));
             let sft_dir = dir

@@ -4,20 +4,24 @@
 //! A run writes `experiment-settings.json` when it starts: its settings (as TOML, with
 //! `[experiment] seeds` and `arms` and `[run] dir` left out, so a resumed run may add
 //! seeds or arms) and a run id. Each stage it finishes leaves a marker that carries the
-//! id: `tokenizer-finished.json` once `tokenizer.json` is saved (a resumed run loads
-//! it rather than training one on other data), `sft-MODE/finished.json` once that SFT
-//! model is saved whole, and
-//! `seed-S/ARM/run.json` (the arm's result) once its evaluation is done. An SFT stage
-//! under way keeps its checkpoints in `sft-MODE/checkpoints/`, marked with the id in
-//! `owner.json` there, so a resumed run continues it from the last one. A resumed run
-//! reuses only markers of the run it continues; a fresh run in the same directory gets a
-//! new id, so what an earlier run left there is never mistaken for its own. Recorded
-//! settings are read back over today's defaults before they are compared, so a setting
-//! added since (at its default) does not stop a run from resuming. `[run] backend` is
-//! not compared: a run started on a GPU may be finished on the CPU, and the other way
-//! round (`[run] precision` is, as bf16 changes the numbers); nor is the checkpoint
-//! cadence (`[run] checkpoint_every`, `keep_checkpoints`), which leaves the weights as
-//! they are.
+//! id: `tokenizer-finished.json` once `tokenizer.json` is saved (a resumed run loads it
+//! rather than training one on other data), `sft-MODE/finished.json` once that SFT
+//! model is saved whole, and `seed-S/ARM/run.json` (the arm's result) once its
+//! evaluation is done. An arm's marker also holds the `[eval]` settings it was
+//! evaluated under (a marker written before it did: the run's recorded ones). A resumed
+//! run's `[eval]` is not compared with the recorded one: a run resumed with another
+//! evaluation (more `iid` scenarios, other splits) keeps the tokenizer and the SFT
+//! models and runs again each arm evaluated otherwise, its RL too (which gives the same
+//! weights on the CPU). An SFT stage under way keeps its checkpoints in
+//! `sft-MODE/checkpoints/`, marked with the id in `owner.json` there, so a resumed run
+//! continues it from the last one. A resumed run reuses only markers of the run it
+//! continues; a fresh run in the same directory gets a new id, so what an earlier run
+//! left there is never mistaken for its own. Recorded settings are read back over
+//! today's defaults before they are compared, so a setting added since (at its default)
+//! does not stop a run from resuming. `[run] backend` is not compared: a run started on
+//! a GPU may be finished on the CPU, and the other way round (`[run] precision` is, as
+//! bf16 changes the numbers); nor is the checkpoint cadence (`[run] checkpoint_every`,
+//! `keep_checkpoints`), which leaves the weights as they are.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -27,10 +31,11 @@ use serde::{Deserialize, Serialize};
 
 use super::ArmRun;
 use crate::config::RunConfig;
+use crate::eval::EvalConfig;
 use crate::experiment::Arm;
 use crate::files::write_atomic;
 use crate::pipeline::PipelineError;
-use crate::settings;
+use crate::settings::{self, SettingsDifference};
 use crate::tokenizer::Tokenizer;
 
 /// The file that holds a run's settings and id.
@@ -58,6 +63,21 @@ struct RunSettings {
 struct Marker<T> {
     run_id: String,
     result: T,
+    /// An arm's `[eval]` settings, as [`eval_settings`] prints them; `None` on other
+    /// markers, and on arms of a run recorded before arms kept them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    eval: Option<String>,
+}
+
+/// What a resumed run finds of one arm under one seed.
+pub(super) enum FinishedArm {
+    /// Finished by this run, evaluated under today's `[eval]` settings.
+    Reusable(ArmRun),
+    /// Finished by this run, but evaluated under other `[eval]` settings: the first
+    /// line that differs.
+    OtherEval(SettingsDifference),
+    /// Not finished by this run.
+    NotRun,
 }
 
 /// An SFT stage's summary, kept in its marker.
@@ -73,16 +93,22 @@ pub(super) struct SftFinished {
 pub(super) struct RunRecord {
     dir: PathBuf,
     run_id: String,
+    /// The `[eval]` settings the run recorded when it started.
+    recorded_eval: String,
+    /// Today's `[eval]` settings, which every arm finished now is marked with.
+    eval: String,
 }
 
 impl RunRecord {
     /// Starts the record of `config`'s run. Fresh (`resume` false): a new run id, and the
     /// settings written. Resumed: the settings saved there must equal `config`'s but
-    /// for seeds, arms and the directory; an error names the first line that differs.
+    /// for seeds, arms, the directory and the evaluation; an error names the first line
+    /// that differs.
     pub fn open(config: &RunConfig, resume: bool) -> Result<RunRecord, PipelineError> {
         let dir = config.run.dir.clone();
         let path = dir.join(SETTINGS_FILE);
-        let settings = comparable_settings(config);
+        let settings = settings::comparable(config, recordable);
+        let eval = eval_settings(config);
         if resume {
             let text = fs::read_to_string(&path).map_err(|e| {
                 resume_error(format!(
@@ -100,9 +126,15 @@ impl RunRecord {
                     dir.display()
                 )));
             }
+            // Text that no longer parses counts as another evaluation: its arms run again.
+            let recorded_eval = RunConfig::from_toml_unchecked(&saved.settings)
+                .map(|recorded| eval_settings(&recorded))
+                .unwrap_or_default();
             return Ok(RunRecord {
                 dir,
                 run_id: saved.run_id,
+                recorded_eval,
+                eval,
             });
         }
         let run_id = new_run_id();
@@ -111,7 +143,12 @@ impl RunRecord {
             settings,
         };
         write_json(&path, &record)?;
-        Ok(RunRecord { dir, run_id })
+        Ok(RunRecord {
+            dir,
+            run_id,
+            recorded_eval: eval.clone(),
+            eval,
+        })
     }
 
     /// The tokenizer this run trained and saved, when it did.
@@ -171,15 +208,30 @@ impl RunRecord {
         }
     }
 
-    /// The result of `arm` under the seed of `seed_dir`, when this run finished it.
-    pub fn finished_arm(&self, seed_dir: &Path, arm: Arm) -> Result<Option<ArmRun>, PipelineError> {
-        self.read_marker(&seed_dir.join(arm.name()).join(ARM_RUN_FILE))
+    /// What this run left of `arm` under the seed of `seed_dir`: its result when it was
+    /// evaluated under today's `[eval]` settings.
+    pub fn finished_arm(&self, seed_dir: &Path, arm: Arm) -> Result<FinishedArm, PipelineError> {
+        let path = seed_dir.join(arm.name()).join(ARM_RUN_FILE);
+        let Some(marker) = self.read_own_marker::<ArmRun>(&path)? else {
+            return Ok(FinishedArm::NotRun);
+        };
+        let evaluated = marker.eval.as_deref().unwrap_or(&self.recorded_eval);
+        Ok(match eval_difference(evaluated, &self.eval) {
+            None => FinishedArm::Reusable(marker.result),
+            Some(found) => FinishedArm::OtherEval(found),
+        })
     }
 
-    /// Records `run`, the finished result of its arm under the seed of `seed_dir`.
+    /// Records `run`, the finished result of its arm under the seed of `seed_dir`,
+    /// evaluated under today's `[eval]` settings.
     pub fn mark_arm_finished(&self, seed_dir: &Path, run: &ArmRun) -> Result<(), PipelineError> {
         let path = seed_dir.join(&run.arm).join(ARM_RUN_FILE);
-        self.write_marker(&path, run.clone())
+        let marker = Marker {
+            run_id: self.run_id.clone(),
+            result: run.clone(),
+            eval: Some(self.eval.clone()),
+        };
+        write_json(&path, &marker)
     }
 
     fn sft_checkpoints_dir(&self, mode: &str) -> PathBuf {
@@ -192,11 +244,19 @@ impl RunRecord {
         self.dir.join(format!("sft-{mode}")).join(SFT_FINISHED_FILE)
     }
 
-    /// The marker at `path` when it exists and carries this run's id.
+    /// What the marker at `path` records, when it exists and carries this run's id.
     fn read_marker<T: for<'de> Deserialize<'de>>(
         &self,
         path: &Path,
     ) -> Result<Option<T>, PipelineError> {
+        Ok(self.read_own_marker(path)?.map(|marker| marker.result))
+    }
+
+    /// The marker at `path` when it exists and carries this run's id.
+    fn read_own_marker<T: for<'de> Deserialize<'de>>(
+        &self,
+        path: &Path,
+    ) -> Result<Option<Marker<T>>, PipelineError> {
         let text = match fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -204,21 +264,22 @@ impl RunRecord {
         };
         let marker: Marker<T> = serde_json::from_str(&text)
             .map_err(|e| resume_error(format!("{}: {e}", path.display())))?;
-        Ok((marker.run_id == self.run_id).then_some(marker.result))
+        Ok((marker.run_id == self.run_id).then_some(marker))
     }
 
     fn write_marker<T: Serialize>(&self, path: &Path, result: T) -> Result<(), PipelineError> {
         let marker = Marker {
             run_id: self.run_id.clone(),
             result,
+            eval: None,
         };
         write_json(path, &marker)
     }
 }
 
-/// Resets what a resumed experiment may change: its seeds, arms, directory, backend and
-/// checkpoint cadence.
-fn resumable(config: &mut RunConfig) {
+/// Resets what an experiment's record leaves out: its seeds, arms, directory, backend
+/// and checkpoint cadence.
+fn recordable(config: &mut RunConfig) {
     settings::portable(config);
     config.experiment.seeds = 0;
     config.experiment.arms = Vec::new();
@@ -226,9 +287,31 @@ fn resumable(config: &mut RunConfig) {
     config.run.keep_checkpoints = 0;
 }
 
-/// `config` as TOML without the fields a resumed run may change.
-fn comparable_settings(config: &RunConfig) -> String {
-    settings::comparable(config, resumable)
+/// Resets what a resumed experiment may change: what its record leaves out, and its
+/// evaluation (which each arm's marker records instead).
+fn resumable(config: &mut RunConfig) {
+    recordable(config);
+    config.eval = EvalConfig::default();
+}
+
+/// `config`'s `[eval]` section as TOML, led by its header.
+fn eval_settings(config: &RunConfig) -> String {
+    /// A document of the `[eval]` section alone.
+    #[derive(Serialize)]
+    struct EvalOnly<'a> {
+        eval: &'a EvalConfig,
+    }
+    toml::to_string_pretty(&EvalOnly { eval: &config.eval })
+        .unwrap_or_else(|e| format!("# cannot print: {e}\n"))
+}
+
+/// Where the `[eval]` settings `was` (as [`eval_settings`] printed them, read back over
+/// today's defaults) differ from `now`'s.
+fn eval_difference(was: &str, now: &str) -> Option<SettingsDifference> {
+    let was = RunConfig::from_toml_unchecked(was)
+        .map(|recorded| eval_settings(&recorded))
+        .unwrap_or_else(|_| was.to_owned());
+    settings::first_difference(&was, now)
 }
 
 /// An id no earlier run in the directory has: the start time in nanoseconds and the
@@ -289,8 +372,71 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A run recorded on one backend, or with another checkpoint cadence, resumes on
-    /// another; other settings still refuse it.
+    /// An arm is reused only under the `[eval]` settings it was evaluated with: those
+    /// its marker holds, or, for a marker written before arms kept them, the run's
+    /// recorded ones. Another evaluation is named by its first differing line.
+    #[test]
+    fn an_arm_is_reused_only_under_the_evaluation_it_had() {
+        let dir = std::env::temp_dir().join(format!("sage-arm-eval-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut config = RunConfig::default();
+        config.run.dir = dir.clone();
+        let seed_dir = dir.join("seed-0");
+        let run = ArmRun {
+            arm: Arm::Sage.name().to_owned(),
+            seed: 0,
+            metrics: Vec::new(),
+            rl_seconds: 1.5,
+            control: None,
+        };
+        let record = RunRecord::open(&config, false).unwrap();
+        assert!(matches!(
+            record.finished_arm(&seed_dir, Arm::Sage).unwrap(),
+            FinishedArm::NotRun
+        ));
+        // A marker as runs wrote it before arms kept their evaluation.
+        let path = seed_dir.join(&run.arm).join(ARM_RUN_FILE);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let old_marker = serde_json::json!({ "run_id": record.run_id, "result": run });
+        fs::write(&path, old_marker.to_string()).unwrap();
+
+        let mut more_scenarios = config.clone();
+        more_scenarios.eval.iid_seeds += 17;
+        let resumed = RunRecord::open(&more_scenarios, true).unwrap();
+        let FinishedArm::OtherEval(found) = resumed.finished_arm(&seed_dir, Arm::Sage).unwrap()
+        else {
+            panic!("an arm evaluated on fewer scenarios was reused");
+        };
+        assert_eq!(
+            (found.was, found.now),
+            (
+                format!("[eval] iid_seeds = {}", config.eval.iid_seeds),
+                format!("[eval] iid_seeds = {}", more_scenarios.eval.iid_seeds)
+            )
+        );
+        let same = RunRecord::open(&config, true).unwrap();
+        let FinishedArm::Reusable(reused) = same.finished_arm(&seed_dir, Arm::Sage).unwrap() else {
+            panic!("the recorded evaluation's arm was not reused");
+        };
+        assert_eq!(reused.rl_seconds, run.rl_seconds);
+
+        // Marked under the new evaluation, the arm belongs to it and no longer to the
+        // recorded one.
+        resumed.mark_arm_finished(&seed_dir, &run).unwrap();
+        let again = RunRecord::open(&more_scenarios, true).unwrap();
+        assert!(matches!(
+            again.finished_arm(&seed_dir, Arm::Sage).unwrap(),
+            FinishedArm::Reusable(_)
+        ));
+        assert!(matches!(
+            same.finished_arm(&seed_dir, Arm::Sage).unwrap(),
+            FinishedArm::OtherEval(_)
+        ));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A run recorded on one backend, or with another checkpoint cadence or evaluation,
+    /// resumes on another; other settings still refuse it.
     #[test]
     fn the_backend_and_cadence_are_not_compared_but_the_sft_recipe_is() {
         let config = RunConfig::default();
@@ -298,15 +444,17 @@ mod tests {
         elsewhere.run.backend = crate::backend::Backend::Wgpu;
         elsewhere.run.checkpoint_every += 7;
         elsewhere.run.keep_checkpoints += 1;
+        elsewhere.eval.iid_seeds += 1;
+        elsewhere.eval.rollout.max_new_tokens += 1;
         assert_eq!(
-            comparable_settings(&config),
-            comparable_settings(&elsewhere)
+            settings::comparable(&config, resumable),
+            settings::comparable(&elsewhere, resumable)
         );
         let mut recipe = config.clone();
         recipe.sft.epochs += 1;
         let found = settings::first_difference(
-            &comparable_settings(&config),
-            &comparable_settings(&recipe),
+            &settings::comparable(&config, resumable),
+            &settings::comparable(&recipe, resumable),
         )
         .expect("differs");
         assert_eq!(found.was, format!("[sft] epochs = {}", config.sft.epochs));
