@@ -327,3 +327,88 @@ fn an_experiment_with_init_fine_tunes_that_model_and_keeps_its_files() {
     assert!(error.contains("[experiment] init"), "{error}");
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The `lr` of each step an SFT stage logged in `sft-NAME/metrics/sft.jsonl`.
+fn sft_rates(dir: &Path, name: &str) -> Vec<f64> {
+    let path = dir
+        .join(format!("sft-{name}"))
+        .join("metrics")
+        .join("sft.jsonl");
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let row: serde_json::Value = serde_json::from_str(line).unwrap();
+            row["lr"].as_f64().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn an_annealed_experiment_trains_on_from_each_sft_model_and_its_arms_start_there() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("sage-experiment-anneal-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let mut config = tiny(&dir, 1);
+    config.experiment.arms = vec![Arm::SftOnly];
+    config.experiment.anneal.epochs = 1;
+    config.experiment.anneal.peak_lr = 1e-3;
+    config.experiment.anneal.min_lr = 1e-4;
+    config.experiment.anneal.warmup_steps = 0;
+    let mut reporter = Recorder::default();
+    run(&config, false, &mut reporter).unwrap();
+    let stages: Vec<&String> = reporter
+        .lines
+        .iter()
+        .filter(|l| l.starts_with("stage") && l.ends_with("trajectories"))
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            "stage sft on skills trajectories",
+            "stage anneal of the sft on skills trajectories"
+        ]
+    );
+    // Its own schedule: from the peak down to the floor (the main run's ends at its own
+    // floor, ten times the anneal's peak in the tiny preset).
+    let rates = sft_rates(&dir, "skills-annealed");
+    let (first, last) = (rates[0], rates[rates.len() - 1]);
+    assert!((first - 1e-3).abs() < 1e-9, "{rates:?}");
+    assert!(last < first && last >= 1e-4 - 1e-9, "{rates:?}");
+    assert_ne!(sft_rates(&dir, "skills")[0], first);
+    // From the trained model: the anneal's epoch ends below the main SFT's first epoch.
+    let (main_loss, annealed_loss) = (
+        sft_final_loss(&dir, "skills"),
+        sft_final_loss(&dir, "skills-annealed"),
+    );
+    assert!(
+        annealed_loss < main_loss,
+        "{annealed_loss} against {main_loss}"
+    );
+
+    // Arms start from the annealed model: with the main model's weights gone, a resumed
+    // run adding an RL arm reuses both stages and still runs it.
+    fs::remove_file(dir.join("sft-skills/model/model.safetensors")).unwrap();
+    let mut with_sage = config.clone();
+    with_sage.experiment.arms = vec![Arm::SftOnly, Arm::Sage];
+    let mut resumed = Recorder::default();
+    let runs = run(&with_sage, true, &mut resumed).unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(
+        resumed
+            .lines
+            .iter()
+            .any(|l| l.starts_with("anneal of the sft on skills trajectories: reused")),
+        "{:?}",
+        resumed.lines
+    );
+
+    // The anneal is part of the recipe: resumed without it, refused.
+    let mut without = with_sage.clone();
+    without.experiment.anneal.epochs = 0;
+    let error = run(&without, true, &mut Recorder::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("[experiment.anneal] epochs = 1"), "{error}");
+    fs::remove_dir_all(&dir).unwrap();
+}

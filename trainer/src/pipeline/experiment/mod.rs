@@ -158,29 +158,33 @@ pub fn run_experiment<K: Kernels>(
     let template = ChatTemplate::new(&tokenizer)
         .map_err(failed("tokenizer"))?
         .with_max_len(max_len);
+    let annealed = config.experiment.anneal.epochs > 0;
     for &mode in &modes {
-        if let Some(done) = record.finished_sft(mode.name())? {
-            reporter.info(&format!(
-                "sft on {mode} trajectories: reused from the run being resumed (final loss {:.4})",
-                done.final_loss
-            ));
-            continue;
+        for stage in sft_stages(config, dir, mode) {
+            if let Some(done) = record.finished_sft(&stage.name)? {
+                reporter.info(&format!(
+                    "{}: reused from the run being resumed (final loss {:.4})",
+                    stage.title, done.final_loss
+                ));
+                continue;
+            }
+            let files = prepare(mode, reporter)?;
+            let train = load_sft_data(&files.train, &template, reporter)?;
+            let dev = load_sft_data(&files.dev, &template, reporter)?;
+            warn_turn_limits(&train, &config.eval, Some(&config.rl));
+            reporter.stage(&stage.title);
+            let stage_dir = dir.join(format!("sft-{}", stage.name));
+            let checkpoints = record.sft_checkpoints(&stage.name)?;
+            let dirs = SftDirs {
+                stage: &stage_dir,
+                checkpoints: &checkpoints,
+            };
+            let (backend, done) =
+                sft(k, &stage.config, &tokenizer, (&train, &dev), dirs, reporter)?;
+            k = backend;
+            record.mark_sft_finished(&stage.name, done)?;
+            record.remove_sft_checkpoints(&stage.name)?;
         }
-        let files = prepare(mode, reporter)?;
-        let train = load_sft_data(&files.train, &template, reporter)?;
-        let dev = load_sft_data(&files.dev, &template, reporter)?;
-        warn_turn_limits(&train, &config.eval, Some(&config.rl));
-        reporter.stage(&format!("sft on {mode} trajectories"));
-        let stage = dir.join(format!("sft-{mode}"));
-        let checkpoints = record.sft_checkpoints(mode.name())?;
-        let dirs = SftDirs {
-            stage: &stage,
-            checkpoints: &checkpoints,
-        };
-        let (backend, done) = sft(k, config, &tokenizer, (&train, &dev), dirs, reporter)?;
-        k = backend;
-        record.mark_sft_finished(mode.name(), done)?;
-        record.remove_sft_checkpoints(mode.name())?;
     }
     let mut runs = Vec::new();
     let seeds = match config.experiment.only_seed {
@@ -212,7 +216,10 @@ pub fn run_experiment<K: Kernels>(
             }
             reporter.stage(&format!("seed {seed}: {}", arm.name()));
             let sft_dir = dir
-                .join(format!("sft-{}", arm.sft_mode(skill_data)))
+                .join(format!(
+                    "sft-{}",
+                    sft_stage_name(arm.sft_mode(skill_data), annealed)
+                ))
                 .join("model");
             let paths = ArmPaths {
                 sft_dir: &sft_dir,
@@ -251,6 +258,52 @@ pub fn run_experiment<K: Kernels>(
     write(dir.join("experiment.md"), format!("```\n{table}```\n"))?;
     plot_rewards(dir, arms, reporter)?;
     Ok(runs)
+}
+
+/// One SFT stage of an experiment: its name (its directory is `sft-NAME/`), what the
+/// log calls it, and its settings.
+struct SftStage {
+    name: String,
+    title: String,
+    config: RunConfig,
+}
+
+/// The name of the SFT stage on `mode` data, or of its anneal.
+fn sft_stage_name(mode: ExpertMode, annealed: bool) -> String {
+    if annealed {
+        format!("{mode}-annealed")
+    } else {
+        mode.name().to_owned()
+    }
+}
+
+/// The SFT stages on `mode` data: the model of the run's `[sft]`, then, with
+/// `[experiment.anneal]` on, its anneal, which starts from that model's directory
+/// with the anneal's epochs and schedule.
+fn sft_stages(config: &RunConfig, dir: &Path, mode: ExpertMode) -> Vec<SftStage> {
+    let main = SftStage {
+        name: sft_stage_name(mode, false),
+        title: format!("sft on {mode} trajectories"),
+        config: config.clone(),
+    };
+    let anneal = &config.experiment.anneal;
+    if anneal.epochs == 0 {
+        return vec![main];
+    }
+    let mut annealing = config.clone();
+    annealing.sft.epochs = anneal.epochs;
+    annealing.optimizer.schedule = anneal.schedule();
+    annealing.experiment.init = dir
+        .join(format!("sft-{}", main.name))
+        .join("model")
+        .to_string_lossy()
+        .into_owned();
+    let stage = SftStage {
+        name: sft_stage_name(mode, true),
+        title: format!("anneal of the sft on {mode} trajectories"),
+        config: annealing,
+    };
+    vec![main, stage]
 }
 
 /// Where an arm starts and writes.
