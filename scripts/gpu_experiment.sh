@@ -21,10 +21,11 @@
 #   1. the SFT models this call's arms start from that the run lacks (all of them, or
 #      those SAGE_FROM's run has not finished): the skill (or mixed) model in the run
 #      directory, and once its tokenizer is saved, the plain-code model beside it (a copy
-#      resumed with the same tokenizer and run id); each probe's `sage demo`;
+#      resumed with the same tokenizer and run id), each followed by its anneal when the
+#      preset has `[experiment.anneal]`; each probe's `sage demo`;
 #   2. every (arm, seed) of this call not yet finished in its own copy of the run
 #      directory (`--resume --arms ARM --only-seed SEED`), started as soon as the model
-#      it starts from is saved;
+#      it starts from (the annealed one, with an anneal) is saved;
 #   3. the results moved into the run directory and one more `--resume` that reuses
 #      them all and writes the table of every arm finished under every seed,
 #      experiment.json and the plots.
@@ -75,9 +76,12 @@ left() { local s=$((DEADLINE - (SECONDS - START))); echo $((s > 0 ? s : 1)); }
 read -r -a ARMS < <("$BIN" config --print --config "$PRESET" | python3 -c '
 import sys, tomllib
 experiment = tomllib.loads(sys.stdin.read())["experiment"]
-print(" ".join(experiment["arms"]), experiment["skill_data"], experiment["seeds"])')
-SEEDS=${ARMS[-1]}
-SKILL_MODE=${ARMS[-2]}
+anneal = experiment.get("anneal", {}).get("epochs", 0)
+print(" ".join(experiment["arms"]), experiment["skill_data"], experiment["seeds"], anneal)')
+ANNEAL=${ARMS[-1]}
+SEEDS=${ARMS[-2]}
+SKILL_MODE=${ARMS[-3]}
+unset 'ARMS[-1]'
 unset 'ARMS[-1]'
 unset 'ARMS[-1]'
 read -r -a CALL_ARMS <<<"${SAGE_ARMS:-${ARMS[*]}}"
@@ -125,7 +129,9 @@ needs_mode() { # MODE: does an arm of this call start from it?
     for arm in "${CALL_ARMS[@]}"; do [ "$(arm_mode "$arm")" = "$1" ] && return 0; done
     return 1
 }
-sft_done() { [ -f "$BASE/sft-$1/finished.json" ]; }
+# The SFT stage whose model MODE's arms start from: with [experiment.anneal], its anneal.
+start_stage() { if [ "$ANNEAL" -gt 0 ]; then echo "sft-$1-annealed"; else echo "sft-$1"; fi; }
+sft_done() { [ -f "$BASE/$(start_stage "$1")/finished.json" ]; }
 if [ -n "$FROM" ]; then
     cat "$FROM"/run.tar.gz.part-* | tar xz -C "$RUNS" || { echo "cannot unpack $FROM/run.tar.gz.part-*" >&2; exit 1; }
     say "continuing the run of $FROM: $(ls "$BASE"/sft-*/finished.json 2>/dev/null | wc -l) SFT models"
@@ -141,8 +147,10 @@ if needs_mode direct && ! sft_done direct; then
     if [ -f "$BASE/tokenizer-finished.json" ]; then
         mkdir -p "$BASE-direct"
         cp "$BASE"/experiment-settings.json "$BASE"/tokenizer.json "$BASE"/tokenizer-finished.json "$BASE-direct/"
-        # An earlier call's unfinished direct model continues from its checkpoint.
-        [ -d "$BASE/sft-direct" ] && cp -r "$BASE/sft-direct" "$BASE-direct/"
+        # An earlier call's unfinished direct model (or anneal) continues from its checkpoint.
+        for stage in sft-direct sft-direct-annealed; do
+            [ -d "$BASE/$stage" ] && cp -r "$BASE/$stage" "$BASE-direct/"
+        done
         RAYON_NUM_THREADS=$SFT_THREADS experiment "$BASE-direct" sft-direct --resume --arms sft-direct --seeds 1 &
         DIRECT_PID=$!
     fi
@@ -170,16 +178,20 @@ launch_mode() { # MODE: every (arm, seed) of this call that starts from MODE's m
         for seed in $(seq 0 $((SEEDS - 1))); do launch "$arm" "$seed"; done
     done
 }
-# Waits until MODE's model is saved (or its process ended), then starts its arms.
+# Waits until the model MODE's arms start from is saved (or its process ended), then
+# starts its arms.
 when_trained() { # MODE PID SOURCE_DIR
-    while [ ! -f "$3/sft-$1/finished.json" ] && [ -n "$2" ] && kill -0 "$2" 2>/dev/null; do sleep 2; done
-    if [ ! -f "$3/sft-$1/finished.json" ]; then
+    local ready
+    ready=$3/$(start_stage "$1")/finished.json
+    while [ ! -f "$ready" ] && [ -n "$2" ] && kill -0 "$2" 2>/dev/null; do sleep 2; done
+    if [ ! -f "$ready" ]; then
         say "sft on $1 trajectories did not finish:"
         tail -n 20 "$LOGS"/sft-*.log
         return 1
     fi
     if [ "$3" != "$BASE" ]; then
-        (cd "$3" && tar cf - --exclude='./sft-*/data' "sft-$1") | tar xf - -C "$BASE"
+        (cd "$3" && tar cf - --exclude='./sft-*/data' "sft-$1" $([ "$ANNEAL" -gt 0 ] && echo "sft-$1-annealed")) |
+            tar xf - -C "$BASE"
     fi
     say "sft on $1 trajectories: ready"
     launch_mode "$1"
@@ -255,8 +267,8 @@ tar czf "$OUT_DIR/logs.tar.gz" -C "$RUNS" logs
 # SIGTERM saves one), so a later call or `--resume` on the CPU continues it; a finished
 # SFT stage has removed its checkpoints.
 if [ -d "$BASE-direct/sft-direct" ] && ! sft_done direct; then
-    rm -rf "$BASE/sft-direct"
-    (cd "$BASE-direct" && tar cf - --exclude='./sft-*/data' sft-direct) | tar xf - -C "$BASE"
+    rm -rf "$BASE/sft-direct" "$BASE/sft-direct-annealed"
+    (cd "$BASE-direct" && tar cf - --exclude='./sft-*/data' sft-direct*) | tar xf - -C "$BASE"
 fi
 (cd "$RUNS" && tar czf - --exclude='*/data' "$NAME") |
     split -b 15m - "$OUT_DIR/run.tar.gz.part-"

@@ -410,5 +410,18 @@ fn an_annealed_experiment_trains_on_from_each_sft_model_and_its_arms_start_there
         .unwrap_err()
         .to_string();
     assert!(error.contains("[experiment.anneal] epochs = 1"), "{error}");
+
+    // A warmup longer than the anneal: refused before it trains, naming both.
+    let mut long_warmup = tiny(&dir.join("long-warmup"), 1);
+    long_warmup.experiment.arms = vec![Arm::SftOnly];
+    long_warmup.experiment.anneal.epochs = 1;
+    long_warmup.experiment.anneal.warmup_steps = 100_000;
+    let error = run(&long_warmup, false, &mut Recorder::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("[experiment.anneal] warmup_steps = 100000 is longer than the anneal's"),
+        "{error}"
+    );
     fs::remove_dir_all(&dir).unwrap();
 }

@@ -25,6 +25,7 @@ use crate::pipeline::{
 };
 use crate::policy::TransformerPolicy;
 use crate::rl::{control_gap, ControlGap, RlConfig, RlState, RlStepStats, RlTrainer, WorldRl};
+use crate::sft::{SftConfig, SftData, SftState, SftTrainer};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{load_model, read_config, CONFIG_FILE};
 
@@ -172,6 +173,9 @@ pub fn run_experiment<K: Kernels>(
             let train = load_sft_data(&files.train, &template, reporter)?;
             let dev = load_sft_data(&files.dev, &template, reporter)?;
             warn_turn_limits(&train, &config.eval, Some(&config.rl));
+            if stage.annealing {
+                check_anneal_length(config, &train)?;
+            }
             reporter.stage(&stage.title);
             let stage_dir = dir.join(format!("sft-{}", stage.name));
             let checkpoints = record.sft_checkpoints(&stage.name)?;
@@ -266,6 +270,30 @@ struct SftStage {
     name: String,
     title: String,
     config: RunConfig,
+    /// Whether it is the anneal of another stage's model.
+    annealing: bool,
+}
+
+/// Refuses an `[experiment.anneal]` whose warmup is longer than the anneal itself on
+/// `train`, naming both.
+fn check_anneal_length(config: &RunConfig, train: &SftData) -> Result<(), PipelineError> {
+    let anneal = &config.experiment.anneal;
+    let sft = SftConfig {
+        epochs: anneal.epochs,
+        ..config.sft.clone()
+    };
+    let steps = SftTrainer::new(sft, train, SftState::default()).total_steps();
+    if anneal.warmup_steps > steps {
+        return Err(PipelineError::new(
+            "config",
+            format!(
+                "[experiment.anneal] warmup_steps = {} is longer than the anneal's {steps} \
+                 steps ({} epochs of this data)",
+                anneal.warmup_steps, anneal.epochs
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The name of the SFT stage on `mode` data, or of its anneal.
@@ -285,6 +313,7 @@ fn sft_stages(config: &RunConfig, dir: &Path, mode: ExpertMode) -> Vec<SftStage>
         name: sft_stage_name(mode, false),
         title: format!("sft on {mode} trajectories"),
         config: config.clone(),
+        annealing: false,
     };
     let anneal = &config.experiment.anneal;
     if anneal.epochs == 0 {
@@ -302,6 +331,7 @@ fn sft_stages(config: &RunConfig, dir: &Path, mode: ExpertMode) -> Vec<SftStage>
         name: sft_stage_name(mode, true),
         title: format!("anneal of the sft on {mode} trajectories"),
         config: annealing,
+        annealing: true,
     };
     vec![main, stage]
 }
