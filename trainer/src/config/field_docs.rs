@@ -433,6 +433,26 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
         "a model directory both SFT models start from (empty: fresh models of [model])",
     ),
     (
+        "experiment.anneal",
+        "epochs",
+        "more SFT epochs from each SFT model, which the arms start from (0: none)",
+    ),
+    (
+        "experiment.anneal",
+        "peak_lr",
+        "the anneal's learning rate after its warmup (a fresh AdamW)",
+    ),
+    (
+        "experiment.anneal",
+        "min_lr",
+        "the anneal's learning rate at its last step (cosine decay)",
+    ),
+    (
+        "experiment.anneal",
+        "warmup_steps",
+        "steps of the anneal's linear warmup",
+    ),
+    (
         "env",
         "kind",
         "where sage eval and sage train run episodes: builtin, or remote servers",
