@@ -190,8 +190,7 @@ when_trained() { # MODE PID SOURCE_DIR
         return 1
     fi
     if [ "$3" != "$BASE" ]; then
-        (cd "$3" && tar cf - --exclude='./sft-*/data' "sft-$1" $([ "$ANNEAL" -gt 0 ] && echo "sft-$1-annealed")) |
-            tar xf - -C "$BASE"
+        (cd "$3" && tar cf - --exclude='./sft-*/data' "sft-$1"*) | tar xf - -C "$BASE"
     fi
     say "sft on $1 trajectories: ready"
     launch_mode "$1"

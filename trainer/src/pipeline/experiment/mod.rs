@@ -25,7 +25,7 @@ use crate::pipeline::{
 };
 use crate::policy::TransformerPolicy;
 use crate::rl::{control_gap, ControlGap, RlConfig, RlState, RlStepStats, RlTrainer, WorldRl};
-use crate::sft::{SftConfig, SftData, SftState, SftTrainer};
+use crate::sft::{SftData, SftState, SftTrainer};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{load_model, read_config, CONFIG_FILE};
 
@@ -161,20 +161,27 @@ pub fn run_experiment<K: Kernels>(
         .with_max_len(max_len);
     let annealed = config.experiment.anneal.epochs > 0;
     for &mode in &modes {
+        // The stages this run has not finished; their data is loaded once for all.
+        let mut pending = Vec::new();
         for stage in sft_stages(config, dir, mode) {
-            if let Some(done) = record.finished_sft(&stage.name)? {
-                reporter.info(&format!(
+            match record.finished_sft(&stage.name)? {
+                Some(done) => reporter.info(&format!(
                     "{}: reused from the run being resumed (final loss {:.4})",
                     stage.title, done.final_loss
-                ));
-                continue;
+                )),
+                None => pending.push(stage),
             }
-            let files = prepare(mode, reporter)?;
-            let train = load_sft_data(&files.train, &template, reporter)?;
-            let dev = load_sft_data(&files.dev, &template, reporter)?;
-            warn_turn_limits(&train, &config.eval, Some(&config.rl));
+        }
+        if pending.is_empty() {
+            continue;
+        }
+        let files = prepare(mode, reporter)?;
+        let train = load_sft_data(&files.train, &template, reporter)?;
+        let dev = load_sft_data(&files.dev, &template, reporter)?;
+        warn_turn_limits(&train, &config.eval, Some(&config.rl));
+        for stage in pending {
             if stage.annealing {
-                check_anneal_length(config, &train)?;
+                check_anneal_length(&stage.config, &train)?;
             }
             reporter.stage(&stage.title);
             let stage_dir = dir.join(format!("sft-{}", stage.name));
@@ -274,15 +281,11 @@ struct SftStage {
     annealing: bool,
 }
 
-/// Refuses an `[experiment.anneal]` whose warmup is longer than the anneal itself on
-/// `train`, naming both.
-fn check_anneal_length(config: &RunConfig, train: &SftData) -> Result<(), PipelineError> {
-    let anneal = &config.experiment.anneal;
-    let sft = SftConfig {
-        epochs: anneal.epochs,
-        ..config.sft.clone()
-    };
-    let steps = SftTrainer::new(sft, train, SftState::default()).total_steps();
+/// Refuses an anneal stage (`annealing`, its settings) whose `[experiment.anneal]`
+/// warmup is longer than the anneal itself on `train`, naming both.
+fn check_anneal_length(annealing: &RunConfig, train: &SftData) -> Result<(), PipelineError> {
+    let anneal = &annealing.experiment.anneal;
+    let steps = SftTrainer::new(annealing.sft.clone(), train, SftState::default()).total_steps();
     if anneal.warmup_steps > steps {
         return Err(PipelineError::new(
             "config",
