@@ -293,8 +293,10 @@ impl RunConfig {
     /// The default `sage experiment` run in `dir`: every arm over 3 seeds (see
     /// `docs/results.md`): the demo's model and tokenizer trained with the
     /// [copying SFT recipe](RunConfig::with_copying_sft) (per data mode, shared by the
-    /// seeds), 16 RL steps of 2 chains x 4 rollouts of episodes of at most 4 turns on
-    /// training scenarios the SFT data did not hold, and the
+    /// seeds), reuse calls that bind their values first (`[data] bound_reuse`), each SFT
+    /// model annealed one epoch more from 3e-4 to 3e-5 (`[experiment.anneal]`), 16 RL
+    /// steps of 2 chains x 4 rollouts of episodes of at most 4 turns on training
+    /// scenarios the SFT data did not hold, and the
     /// [large evaluation](RunConfig::with_large_eval). Turns may take 512 new tokens:
     /// the expert's longest skill definition is about 410. The SFT stages checkpoint
     /// every 1,000 steps (about 5 minutes on two cores), which `--resume` continues.
@@ -302,6 +304,8 @@ impl RunConfig {
         let mut config = RunConfig::default().with_copying_sft().with_large_eval();
         config.run.dir = dir.into();
         config.run.checkpoint_every = 1000;
+        config.data.bound_reuse = true;
+        config.experiment.anneal.epochs = 1;
         config.eval.rollout.max_turns = 4;
         config.eval.rollout.max_new_tokens = 512;
         config.rl.steps = 16;
@@ -327,12 +331,12 @@ impl RunConfig {
         self
     }
 
-    /// An evaluation that can tell arms 5 points apart: every scenario of 3 held-out
-    /// seeds of every training template in `iid` (75 scenarios, 225 tasks, but for
+    /// An evaluation that can tell arms 2 points apart: every scenario of 20 held-out
+    /// seeds of every training template in `iid` (499 scenarios, 1,497 tasks, but for
     /// template-seed pairs without a task), and every scenario of `test-normal` and
     /// `test-challenge` (35 each), each rate with its 95% interval and per template.
     pub fn with_large_eval(mut self) -> RunConfig {
-        self.eval.iid_seeds = 3;
+        self.eval.iid_seeds = 20;
         self.eval.max_scenarios = 0;
         self.eval.splits = vec![Split::Iid, Split::TestNormal, Split::TestChallenge];
         self

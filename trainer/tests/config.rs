@@ -169,14 +169,16 @@ fn the_default_experiment_file_is_the_default_experiment() {
     assert_eq!(file, default);
 }
 
-/// Both experiment presets train their SFT models with the copying recipe, and RL draws
+/// Both experiment presets train their SFT models with the copying recipe (the mechanism
+/// preset on twice its data: its mixed data shows each scenario in one of two forms),
+/// anneal them, bind reuse calls' values, evaluate 1,497 `iid` tasks, and RL draws
 /// scenarios after the SFT data's seeds.
 #[test]
 fn both_experiment_presets_use_the_copying_sft_recipe() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
     let mechanism = RunConfig::from_file(&dir.join("experiment-mechanism.toml")).unwrap();
     let recipe = RunConfig::from_file(&dir.join("sft-copying.toml")).unwrap();
-    for config in [&RunConfig::experiment("runs/x"), &mechanism, &recipe] {
+    for config in [&RunConfig::experiment("runs/x"), &recipe] {
         assert_eq!(
             (
                 config.data.seeds,
@@ -185,9 +187,21 @@ fn both_experiment_presets_use_the_copying_sft_recipe() {
             ),
             (COPYING_SFT_SEEDS, COPYING_SFT_EPOCHS, 2048)
         );
-        assert_eq!(config.eval.iid_seeds, 3);
     }
+    assert_eq!(recipe.eval.iid_seeds, 3);
+    assert_eq!(
+        (
+            mechanism.data.seeds,
+            mechanism.sft.epochs,
+            mechanism.sft.batch_tokens,
+            mechanism.experiment.anneal.epochs
+        ),
+        (2 * COPYING_SFT_SEEDS, COPYING_SFT_EPOCHS, 2048, 1)
+    );
     for config in [&RunConfig::experiment("runs/x"), &mechanism] {
         assert_eq!(config.rl.seeds_in_sft_data(config.data.seeds), 0);
+        assert_eq!(config.eval.iid_seeds, 20);
+        assert!(config.data.bound_reuse);
+        assert_eq!(config.experiment.anneal.epochs, 1);
     }
 }
