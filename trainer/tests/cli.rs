@@ -2,7 +2,8 @@
 //! defaults; `env` prints what a bug report needs; bad configurations and missing
 //! checkpoints fail with one message and a non-zero exit; `sft` on the tiny configuration writes checkpoints, metrics and the
 //! loss plot, `sft --resume` continues from the latest checkpoint, `eval` reads it,
-//! `generate` plays a scenario with it, and `train` runs RL from it, resumably.
+//! `generate` plays a scenario with it, and `train` runs RL from it, resumably; an
+//! experiment's anneal stage equals `sft --init` from its SFT model, to the bit.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -287,5 +288,81 @@ fn sft_checkpoints_resumes_and_evaluates() {
             assert!(ref_kl[step] > 0.0, "moved but no KL: {ref_kl:?} {flat:?}");
         }
     }
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The tensors of `dir/model.safetensors`, by name, as raw bytes.
+fn tensors(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let bytes = fs::read(dir.join("model.safetensors")).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut tensors: Vec<(String, Vec<u8>)> = file
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| (name, view.data().to_vec()))
+        .collect();
+    tensors.sort();
+    tensors
+}
+
+/// An experiment's anneal stage is `sage sft --init` of the stage before it, with the
+/// anneal's epochs and schedule, on the same data: the same weights to the bit on the
+/// CPU, so an anneal trained by hand can stand in for the stage and the other way round.
+#[test]
+fn an_experiments_anneal_is_sage_sft_from_its_model() {
+    let dir = scratch("anneal");
+    let run = dir.join("experiment");
+    let mut tiny = RunConfig::tiny(&run);
+    tiny.sft.epochs = 1;
+    tiny.eval.splits = vec![Split::Iid];
+    tiny.eval.max_scenarios = 1;
+    tiny.experiment.seeds = 1;
+    tiny.experiment.arms = vec![sage_trainer::experiment::Arm::SftOnly];
+    tiny.experiment.anneal.epochs = 1;
+    tiny.experiment.anneal.peak_lr = 1e-3;
+    tiny.experiment.anneal.min_lr = 1e-4;
+    tiny.experiment.anneal.warmup_steps = 2;
+    let config = dir.join("experiment.toml");
+    fs::write(&config, tiny.to_toml()).unwrap();
+    let output = sage(&["experiment", "--config", config.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    let mut by_hand = tiny.clone();
+    by_hand.run.dir = dir.join("by-hand");
+    by_hand.sft.epochs = tiny.experiment.anneal.epochs;
+    by_hand.optimizer.schedule = tiny.experiment.anneal.schedule();
+    let hand_config = dir.join("by-hand.toml");
+    fs::write(&hand_config, by_hand.to_toml()).unwrap();
+    let data = run.join("sft-skills/data");
+    let output = sage(&[
+        "sft",
+        "--config",
+        hand_config.to_str().unwrap(),
+        "--data",
+        data.join("train.jsonl").to_str().unwrap(),
+        "--dev",
+        data.join("dev.jsonl").to_str().unwrap(),
+        "--init",
+        run.join("sft-skills/model").to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let last = *checkpoint_steps(&by_hand.run.dir).last().unwrap();
+    let by_hand_model = by_hand.run.dir.join(format!("checkpoints/step-{last:06}"));
+
+    let annealed = tensors(&run.join("sft-skills-annealed/model"));
+    let main = tensors(&run.join("sft-skills/model"));
+    assert!(annealed != main, "the anneal left the model as it was");
+    let by_hand = tensors(&by_hand_model);
+    let names = |t: &[(String, Vec<u8>)]| t.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&by_hand), names(&annealed));
+    let differing: Vec<&String> = by_hand
+        .iter()
+        .zip(&annealed)
+        .filter(|(a, b)| a.1 != b.1)
+        .map(|(a, _)| &a.0)
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "sage sft --init differs from the anneal stage in {differing:?}"
+    );
     fs::remove_dir_all(&dir).unwrap();
 }
