@@ -345,19 +345,19 @@ fn an_experiments_anneal_is_sage_sft_from_its_model() {
         run.join("sft-skills/model").to_str().unwrap(),
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let last = *checkpoint_steps(&by_hand.run.dir).last().unwrap();
-    let by_hand_model = by_hand.run.dir.join(format!("checkpoints/step-{last:06}"));
+    let by_hand_model = sage_trainer::checkpoint::latest(&by_hand.run.dir.join("checkpoints"))
+        .unwrap()
+        .expect("sage sft saved a checkpoint");
 
     let annealed = tensors(&run.join("sft-skills-annealed/model"));
     let main = tensors(&run.join("sft-skills/model"));
     assert!(annealed != main, "the anneal left the model as it was");
     let by_hand = tensors(&by_hand_model);
-    let names = |t: &[(String, Vec<u8>)]| t.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
-    assert_eq!(names(&by_hand), names(&annealed));
+    assert_eq!(by_hand.len(), annealed.len());
     let differing: Vec<&String> = by_hand
         .iter()
         .zip(&annealed)
-        .filter(|(a, b)| a.1 != b.1)
+        .filter(|(a, b)| a != b)
         .map(|(a, _)| &a.0)
         .collect();
     assert!(
