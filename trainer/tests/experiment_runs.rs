@@ -141,7 +141,7 @@ fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
         .iter()
         .filter(|l| {
             l.ends_with(
-                "evaluated with `[eval] max_scenarios = 2`, not `[eval] max_scenarios = 3`, \
+                "ran with `[eval] max_scenarios = 2`, not `[eval] max_scenarios = 3`, \
                  so run again",
             )
         })
@@ -190,14 +190,39 @@ fn a_resumed_experiment_reuses_what_it_finished_and_refuses_other_settings() {
         tokenizer_text
     );
 
+    // Resumed with other RL settings: the SFT models and the arm without RL are reused,
+    // and the RL arm trains again under the new settings.
+    let mut other_rl = larger.clone();
+    other_rl.rl.learning_rate *= 2.0;
+    let mut retrained = Recorder::default();
+    let retrained_runs = run(&other_rl, true, &mut retrained).unwrap();
+    assert_eq!(modified(&weights), trained_at);
+    let said = |what: &str| retrained.lines.iter().filter(|l| l.contains(what)).count();
+    assert_eq!(said("sft-only: reused"), 2, "{:?}", retrained.lines);
+    assert_eq!(
+        said(&format!(
+            "sage: ran with `[rl] learning_rate = {}`, not `[rl] learning_rate = {}`, so run again",
+            larger.rl.learning_rate, other_rl.rl.learning_rate
+        )),
+        2,
+        "{:?}",
+        retrained.lines
+    );
+    for seed in 0..2 {
+        let stage = |arm: &str| format!("stage seed {seed}: {arm}");
+        assert!(retrained.lines.contains(&stage("sage")));
+        assert!(!retrained.lines.contains(&stage("sft-only")));
+    }
+    assert_eq!(retrained_runs.len(), larger_runs.len());
+
     // Other settings: refused, naming the setting that differs; nothing is overwritten.
     let mut other = tiny(&dir, 2);
-    other.rl.learning_rate *= 2.0;
+    other.data.seeds += 1;
     let error = run(&other, true, &mut Recorder::default())
         .unwrap_err()
         .to_string();
     assert!(
-        error.starts_with("resume: ") && error.contains("[rl] learning_rate"),
+        error.starts_with("resume: ") && error.contains("[data] seeds"),
         "{error}"
     );
     let mut other_recipe = tiny(&dir, 2);

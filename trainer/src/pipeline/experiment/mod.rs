@@ -217,8 +217,8 @@ pub fn run_experiment<K: Kernels>(
                     runs.push(run);
                     continue;
                 }
-                FinishedArm::OtherEval(found) => reporter.info(&format!(
-                    "seed {seed}: {}: evaluated with `{}`, not `{}`, so run again",
+                FinishedArm::OtherSettings(found) => reporter.info(&format!(
+                    "seed {seed}: {}: ran with `{}`, not `{}`, so run again",
                     arm.name(),
                     found.was,
                     found.now

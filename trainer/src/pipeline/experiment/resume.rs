@@ -7,12 +7,13 @@
 //! id: `tokenizer-finished.json` once `tokenizer.json` is saved (a resumed run loads it
 //! rather than training one on other data), `sft-MODE/finished.json` once that SFT
 //! model is saved whole, and `seed-S/ARM/run.json` (the arm's result) once its
-//! evaluation is done. An arm's marker also holds the `[eval]` settings it was
-//! evaluated under (a marker written before it did: the run's recorded ones). A resumed
-//! run's `[eval]` is not compared with the recorded one: a run resumed with another
-//! evaluation (more `iid` scenarios, other splits) keeps the tokenizer and the SFT
-//! models and runs again each arm evaluated otherwise, its RL too (which gives the same
-//! weights on the CPU). An SFT stage under way keeps its checkpoints in
+//! evaluation is done. An arm's marker also holds the `[eval]` and `[rl]` settings it
+//! ran under (a marker written before it did: the run's recorded ones). A resumed run's
+//! `[eval]` and `[rl]` are not compared with the recorded ones: a run resumed with
+//! another evaluation (more `iid` scenarios, other splits) or other RL settings (more
+//! steps, more chains per step) keeps the tokenizer and the SFT models and runs again
+//! each arm that ran otherwise, its RL too (an arm evaluated otherwise gets the same
+//! weights again on the CPU). An SFT stage under way keeps its checkpoints in
 //! `sft-MODE/checkpoints/`, marked with the id in `owner.json` there, so a resumed run
 //! continues it from the last one. A resumed run reuses only markers of the run it
 //! continues; a fresh run in the same directory gets a new id, so what an earlier run
@@ -35,6 +36,7 @@ use crate::eval::EvalConfig;
 use crate::experiment::Arm;
 use crate::files::write_atomic;
 use crate::pipeline::PipelineError;
+use crate::rl::RlConfig;
 use crate::settings::{self, SettingsDifference};
 use crate::tokenizer::Tokenizer;
 
@@ -63,19 +65,53 @@ struct RunSettings {
 struct Marker<T> {
     run_id: String,
     result: T,
-    /// An arm's `[eval]` settings, as [`eval_settings`] prints them; `None` on other
+    /// An arm's `[eval]` settings, as [`ArmSettings::of`] prints them; `None` on other
     /// markers, and on arms of a run recorded before arms kept them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     eval: Option<String>,
+    /// An arm's `[rl]` settings, likewise; `None` also on arms of a run recorded before
+    /// arms kept their RL settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rl: Option<String>,
+}
+
+/// The settings an arm ran under, each section as TOML led by its header.
+#[derive(Clone)]
+struct ArmSettings {
+    eval: String,
+    rl: String,
+}
+
+impl ArmSettings {
+    /// `config`'s `[eval]` and `[rl]` sections.
+    fn of(config: &RunConfig) -> ArmSettings {
+        ArmSettings {
+            eval: section("eval", &config.eval),
+            rl: section("rl", &config.rl),
+        }
+    }
+
+    /// Where these recorded settings, read back over today's defaults (so a setting
+    /// added since, at its default, is no difference), first differ from `now`'s:
+    /// `[eval]`, then `[rl]`. Text that no longer parses is compared as it is.
+    fn difference(&self, now: &ArmSettings) -> Option<SettingsDifference> {
+        let read_back = |text: &str, print: fn(&RunConfig) -> String| {
+            RunConfig::from_toml_unchecked(text).map_or_else(|_| text.to_owned(), |c| print(&c))
+        };
+        let eval = read_back(&self.eval, |c| section("eval", &c.eval));
+        let rl = read_back(&self.rl, |c| section("rl", &c.rl));
+        settings::first_difference(&eval, &now.eval)
+            .or_else(|| settings::first_difference(&rl, &now.rl))
+    }
 }
 
 /// What a resumed run finds of one arm under one seed.
 pub(super) enum FinishedArm {
-    /// Finished by this run, evaluated under today's `[eval]` settings.
+    /// Finished by this run under today's `[eval]` and `[rl]` settings.
     Reusable(ArmRun),
-    /// Finished by this run, but evaluated under other `[eval]` settings: the first
+    /// Finished by this run, but under other `[eval]` or `[rl]` settings: the first
     /// line that differs.
-    OtherEval(SettingsDifference),
+    OtherSettings(SettingsDifference),
     /// Not finished by this run.
     NotRun,
 }
@@ -93,22 +129,22 @@ pub(super) struct SftFinished {
 pub(super) struct RunRecord {
     dir: PathBuf,
     run_id: String,
-    /// The `[eval]` settings the run recorded when it started.
-    recorded_eval: String,
-    /// Today's `[eval]` settings, which every arm finished now is marked with.
-    eval: String,
+    /// The `[eval]` and `[rl]` settings the run recorded when it started.
+    recorded: ArmSettings,
+    /// Today's, which every arm finished now is marked with.
+    now: ArmSettings,
 }
 
 impl RunRecord {
     /// Starts the record of `config`'s run. Fresh (`resume` false): a new run id, and the
     /// settings written. Resumed: the settings saved there must equal `config`'s but
-    /// for seeds, arms, the directory and the evaluation; an error names the first line
-    /// that differs.
+    /// for seeds, arms, the directory, the evaluation and the RL settings; an error names
+    /// the first line that differs.
     pub fn open(config: &RunConfig, resume: bool) -> Result<RunRecord, PipelineError> {
         let dir = config.run.dir.clone();
         let path = dir.join(SETTINGS_FILE);
         let settings = settings::comparable(config, recordable);
-        let eval = eval_settings(config);
+        let now = ArmSettings::of(config);
         if resume {
             let text = fs::read_to_string(&path).map_err(|e| {
                 resume_error(format!(
@@ -126,15 +162,18 @@ impl RunRecord {
                     dir.display()
                 )));
             }
-            // Text that no longer parses counts as another evaluation: its arms run again.
-            let recorded_eval = RunConfig::from_toml_unchecked(&saved.settings)
-                .map(|recorded| eval_settings(&recorded))
-                .unwrap_or_default();
+            // Text that no longer parses counts as other settings: its arms run again.
+            let recorded = RunConfig::from_toml_unchecked(&saved.settings)
+                .map(|recorded| ArmSettings::of(&recorded))
+                .unwrap_or(ArmSettings {
+                    eval: String::new(),
+                    rl: String::new(),
+                });
             return Ok(RunRecord {
                 dir,
                 run_id: saved.run_id,
-                recorded_eval,
-                eval,
+                recorded,
+                now,
             });
         }
         let run_id = new_run_id();
@@ -146,8 +185,8 @@ impl RunRecord {
         Ok(RunRecord {
             dir,
             run_id,
-            recorded_eval: eval.clone(),
-            eval,
+            recorded: now.clone(),
+            now,
         })
     }
 
@@ -208,28 +247,37 @@ impl RunRecord {
         }
     }
 
-    /// What this run left of `arm` under the seed of `seed_dir`: its result when it was
-    /// evaluated under today's `[eval]` settings.
+    /// What this run left of `arm` under the seed of `seed_dir`: its result when it ran
+    /// under today's `[eval]` settings and, for an arm with RL, today's `[rl]`.
     pub fn finished_arm(&self, seed_dir: &Path, arm: Arm) -> Result<FinishedArm, PipelineError> {
         let path = seed_dir.join(arm.name()).join(ARM_RUN_FILE);
         let Some(marker) = self.read_own_marker::<ArmRun>(&path)? else {
             return Ok(FinishedArm::NotRun);
         };
-        let evaluated = marker.eval.as_deref().unwrap_or(&self.recorded_eval);
-        Ok(match eval_difference(evaluated, &self.eval) {
+        let rl = match marker.rl {
+            _ if !arm.trains() => self.now.rl.clone(),
+            Some(rl) => rl,
+            None => self.recorded.rl.clone(),
+        };
+        let ran_under = ArmSettings {
+            eval: marker.eval.unwrap_or_else(|| self.recorded.eval.clone()),
+            rl,
+        };
+        Ok(match ran_under.difference(&self.now) {
             None => FinishedArm::Reusable(marker.result),
-            Some(found) => FinishedArm::OtherEval(found),
+            Some(found) => FinishedArm::OtherSettings(found),
         })
     }
 
-    /// Records `run`, the finished result of its arm under the seed of `seed_dir`,
-    /// evaluated under today's `[eval]` settings.
+    /// Records `run`, the finished result of its arm under the seed of `seed_dir`, run
+    /// under today's `[eval]` and `[rl]` settings.
     pub fn mark_arm_finished(&self, seed_dir: &Path, run: &ArmRun) -> Result<(), PipelineError> {
         let path = seed_dir.join(&run.arm).join(ARM_RUN_FILE);
         let marker = Marker {
             run_id: self.run_id.clone(),
             result: run.clone(),
-            eval: Some(self.eval.clone()),
+            eval: Some(self.now.eval.clone()),
+            rl: Some(self.now.rl.clone()),
         };
         write_json(&path, &marker)
     }
@@ -272,6 +320,7 @@ impl RunRecord {
             run_id: self.run_id.clone(),
             result,
             eval: None,
+            rl: None,
         };
         write_json(path, &marker)
     }
@@ -287,31 +336,18 @@ fn recordable(config: &mut RunConfig) {
     config.run.keep_checkpoints = 0;
 }
 
-/// Resets what a resumed experiment may change: what its record leaves out, and its
-/// evaluation (which each arm's marker records instead).
+/// Resets what a resumed experiment may change: what its record leaves out, its
+/// evaluation and its RL settings (which each arm's marker records instead).
 fn resumable(config: &mut RunConfig) {
     recordable(config);
     config.eval = EvalConfig::default();
+    config.rl = RlConfig::default();
 }
 
-/// `config`'s `[eval]` section as TOML, led by its header.
-fn eval_settings(config: &RunConfig) -> String {
-    /// A document of the `[eval]` section alone.
-    #[derive(Serialize)]
-    struct EvalOnly<'a> {
-        eval: &'a EvalConfig,
-    }
-    toml::to_string_pretty(&EvalOnly { eval: &config.eval })
+/// One section of the settings (`value`, printed under `[name]`) as TOML.
+fn section<T: Serialize>(name: &str, value: &T) -> String {
+    toml::to_string_pretty(&std::collections::BTreeMap::from([(name, value)]))
         .unwrap_or_else(|e| format!("# cannot print: {e}\n"))
-}
-
-/// Where the `[eval]` settings `was` (as [`eval_settings`] printed them, read back over
-/// today's defaults) differ from `now`'s.
-fn eval_difference(was: &str, now: &str) -> Option<SettingsDifference> {
-    let was = RunConfig::from_toml_unchecked(was)
-        .map(|recorded| eval_settings(&recorded))
-        .unwrap_or_else(|_| was.to_owned());
-    settings::first_difference(&was, now)
 }
 
 /// An id no earlier run in the directory has: the start time in nanoseconds and the
@@ -372,11 +408,11 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// An arm is reused only under the `[eval]` settings it was evaluated with: those
+    /// An arm is reused only under the `[eval]` and `[rl]` settings it ran with: those
     /// its marker holds, or, for a marker written before arms kept them, the run's
-    /// recorded ones. Another evaluation is named by its first differing line.
+    /// recorded ones. Other settings are named by their first differing line.
     #[test]
-    fn an_arm_is_reused_only_under_the_evaluation_it_had() {
+    fn an_arm_is_reused_only_under_the_evaluation_and_rl_it_had() {
         let dir = std::env::temp_dir().join(format!("sage-arm-eval-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let mut config = RunConfig::default();
@@ -403,7 +439,7 @@ mod tests {
         let mut more_scenarios = config.clone();
         more_scenarios.eval.iid_seeds += 17;
         let resumed = RunRecord::open(&more_scenarios, true).unwrap();
-        let FinishedArm::OtherEval(found) = resumed.finished_arm(&seed_dir, Arm::Sage).unwrap()
+        let FinishedArm::OtherSettings(found) = resumed.finished_arm(&seed_dir, Arm::Sage).unwrap()
         else {
             panic!("an arm evaluated on fewer scenarios was reused");
         };
@@ -430,15 +466,55 @@ mod tests {
         ));
         assert!(matches!(
             same.finished_arm(&seed_dir, Arm::Sage).unwrap(),
-            FinishedArm::OtherEval(_)
+            FinishedArm::OtherSettings(_)
+        ));
+
+        // More RL steps: the arm trained for fewer runs again, and once marked under
+        // them it belongs to the longer RL alone.
+        let mut longer = more_scenarios.clone();
+        longer.rl.steps += 90;
+        let longer_record = RunRecord::open(&longer, true).unwrap();
+        let FinishedArm::OtherSettings(found) =
+            longer_record.finished_arm(&seed_dir, Arm::Sage).unwrap()
+        else {
+            panic!("an arm trained for fewer RL steps was reused");
+        };
+        assert_eq!(
+            (found.was, found.now),
+            (
+                format!("[rl] steps = {}", config.rl.steps),
+                format!("[rl] steps = {}", longer.rl.steps)
+            )
+        );
+        longer_record.mark_arm_finished(&seed_dir, &run).unwrap();
+        assert!(matches!(
+            RunRecord::open(&longer, true)
+                .unwrap()
+                .finished_arm(&seed_dir, Arm::Sage)
+                .unwrap(),
+            FinishedArm::Reusable(_)
+        ));
+        assert!(matches!(
+            again.finished_arm(&seed_dir, Arm::Sage).unwrap(),
+            FinishedArm::OtherSettings(_)
+        ));
+        // An arm without RL is reused under any `[rl]`.
+        let sft_only = ArmRun {
+            arm: Arm::SftOnly.name().to_owned(),
+            ..run.clone()
+        };
+        again.mark_arm_finished(&seed_dir, &sft_only).unwrap();
+        assert!(matches!(
+            longer_record.finished_arm(&seed_dir, Arm::SftOnly).unwrap(),
+            FinishedArm::Reusable(_)
         ));
         fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A run recorded on one backend, or with another checkpoint cadence or evaluation,
-    /// resumes on another; other settings still refuse it.
+    /// A run recorded on one backend, or with another checkpoint cadence, evaluation or
+    /// RL, resumes on another; other settings still refuse it.
     #[test]
-    fn the_backend_and_cadence_are_not_compared_but_the_sft_recipe_is() {
+    fn the_backend_cadence_and_rl_are_not_compared_but_the_sft_recipe_is() {
         let config = RunConfig::default();
         let mut elsewhere = config.clone();
         elsewhere.run.backend = crate::backend::Backend::Wgpu;
@@ -446,6 +522,8 @@ mod tests {
         elsewhere.run.keep_checkpoints += 1;
         elsewhere.eval.iid_seeds += 1;
         elsewhere.eval.rollout.max_new_tokens += 1;
+        elsewhere.rl.steps += 90;
+        elsewhere.rl.chains_per_step += 12;
         assert_eq!(
             settings::comparable(&config, resumable),
             settings::comparable(&elsewhere, resumable)
