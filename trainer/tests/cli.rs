@@ -366,3 +366,50 @@ fn an_experiments_anneal_is_sage_sft_from_its_model() {
     );
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `sage experiment --rl-steps` sets every RL arm's steps, and with `--resume` trains the
+/// arm again for the new count from the SFT model already there, naming the change.
+#[test]
+fn an_experiment_resumed_with_more_rl_steps_trains_its_arms_again() {
+    let dir = scratch("rl-steps");
+    let run = dir.join("experiment");
+    let mut tiny = RunConfig::tiny(&run);
+    tiny.sft.epochs = 1;
+    tiny.eval.splits = vec![Split::Iid];
+    tiny.eval.max_scenarios = 1;
+    tiny.experiment.seeds = 1;
+    tiny.experiment.arms = vec![sage_trainer::experiment::Arm::Sage];
+    tiny.experiment.controls = false;
+    let config = dir.join("experiment.toml");
+    fs::write(&config, tiny.to_toml()).unwrap();
+    let experiment = |extra: &[&str]| {
+        let mut args = vec!["experiment", "--config", config.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let output = sage(&args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        stderr(&output)
+    };
+    let logged_steps = || {
+        fs::read_to_string(run.join("seed-0/sage/metrics/rl.jsonl"))
+            .unwrap()
+            .lines()
+            .count()
+    };
+    experiment(&["--rl-steps", "1"]);
+    assert_eq!(logged_steps(), 1);
+    let weights = run.join("sft-skills/model/model.safetensors");
+    let trained_at = fs::metadata(&weights).unwrap().modified().unwrap();
+
+    let log = experiment(&["--rl-steps", "3", "--resume"]);
+    assert_eq!(logged_steps(), 3);
+    assert!(
+        log.contains("seed 0: sage: ran with `[rl] steps = 1`, not `[rl] steps = 3`, so run again"),
+        "{log}"
+    );
+    assert!(log.contains("sft on skills trajectories: reused"), "{log}");
+    assert_eq!(
+        fs::metadata(&weights).unwrap().modified().unwrap(),
+        trained_at
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}

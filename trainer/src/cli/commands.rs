@@ -146,6 +146,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             arms,
             skill_data,
             init,
+            rl_steps,
             tiny,
             resume,
         } => {
@@ -158,6 +159,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             config.experiment.only_seed = only_seed;
             config.experiment.arms = arms.unwrap_or(config.experiment.arms);
             config.experiment.skill_data = skill_data.unwrap_or(config.experiment.skill_data);
+            config.rl.steps = rl_steps.unwrap_or(config.rl.steps);
             if let Some(init) = init {
                 config.experiment.init = init.display().to_string();
             }

@@ -147,12 +147,17 @@ enum Command {
         /// tokenizer (overrides `[experiment] init`; e.g. what `sage import` wrote).
         #[arg(long)]
         init: Option<PathBuf>,
+        /// Optimizer steps of every RL arm (overrides `[rl] steps`); with `--resume`,
+        /// the SFT models are reused and the RL arms trained for other steps run again.
+        #[arg(long)]
+        rl_steps: Option<u64>,
         /// A smoke run of every arm on the tiny configuration in runs/experiment-tiny.
         #[arg(long, conflicts_with = "config")]
         tiny: bool,
         /// Continue the interrupted experiment in the run directory: reuse its finished
         /// SFT models and arms, continue its SFT from the last checkpoint (its settings
-        /// must match, seeds, arms and the checkpoint cadence aside).
+        /// must match, seeds, arms, the checkpoint cadence, `[eval]` and `[rl]` aside: an
+        /// arm that ran under another `[eval]` or `[rl]` runs again).
         #[arg(long)]
         resume: bool,
     },
