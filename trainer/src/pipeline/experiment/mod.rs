@@ -75,7 +75,8 @@ pub struct ArmControl {
 ///
 /// With `resume`, the SFT models and arms that an interrupted run in the same
 /// directory finished are reused rather than trained again, provided its settings
-/// equal `config`'s but for seeds and arms (see the `resume` module's docs); otherwise the run
+/// equal `config`'s but for seeds, arms, `[eval]` and `[rl]` (an arm that ran under
+/// another `[eval]` or `[rl]` runs again; see the `resume` module's docs); otherwise the run
 /// starts afresh and what an earlier run left in the directory is not reused.
 pub fn run_experiment<K: Kernels>(
     mut k: K,
