@@ -3,7 +3,8 @@
 //! checkpoints fail with one message and a non-zero exit; `sft` on the tiny configuration writes checkpoints, metrics and the
 //! loss plot, `sft --resume` continues from the latest checkpoint, `eval` reads it,
 //! `generate` plays a scenario with it, and `train` runs RL from it, resumably; an
-//! experiment's anneal stage equals `sft --init` from its SFT model, to the bit.
+//! experiment's anneal stage equals `sft --init` from its SFT model, to the bit, and an
+//! experiment resumed with `--rl-steps` trains its RL arms again from the same SFT model.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use std::process::{Command, Output};
 
 use sage_envs::scenarios::Split;
 use sage_trainer::config::RunConfig;
+use sage_trainer::experiment::Arm;
 
 /// Runs `sage` with `args`.
 fn sage(args: &[&str]) -> Output {
@@ -304,6 +306,18 @@ fn tensors(dir: &Path) -> Vec<(String, Vec<u8>)> {
     tensors
 }
 
+/// A tiny experiment in `run` of one arm under one seed: one SFT epoch, evaluated on one
+/// `iid` scenario.
+fn tiny_experiment(run: &Path, arm: Arm) -> RunConfig {
+    let mut tiny = RunConfig::tiny(run);
+    tiny.sft.epochs = 1;
+    tiny.eval.splits = vec![Split::Iid];
+    tiny.eval.max_scenarios = 1;
+    tiny.experiment.seeds = 1;
+    tiny.experiment.arms = vec![arm];
+    tiny
+}
+
 /// An experiment's anneal stage is `sage sft --init` of the stage before it, with the
 /// anneal's epochs and schedule, on the same data: the same weights to the bit on the
 /// CPU, so an anneal trained by hand can stand in for the stage and the other way round.
@@ -311,12 +325,7 @@ fn tensors(dir: &Path) -> Vec<(String, Vec<u8>)> {
 fn an_experiments_anneal_is_sage_sft_from_its_model() {
     let dir = scratch("anneal");
     let run = dir.join("experiment");
-    let mut tiny = RunConfig::tiny(&run);
-    tiny.sft.epochs = 1;
-    tiny.eval.splits = vec![Split::Iid];
-    tiny.eval.max_scenarios = 1;
-    tiny.experiment.seeds = 1;
-    tiny.experiment.arms = vec![sage_trainer::experiment::Arm::SftOnly];
+    let mut tiny = tiny_experiment(&run, Arm::SftOnly);
     tiny.experiment.anneal.epochs = 1;
     tiny.experiment.anneal.peak_lr = 1e-3;
     tiny.experiment.anneal.min_lr = 1e-4;
@@ -373,12 +382,7 @@ fn an_experiments_anneal_is_sage_sft_from_its_model() {
 fn an_experiment_resumed_with_more_rl_steps_trains_its_arms_again() {
     let dir = scratch("rl-steps");
     let run = dir.join("experiment");
-    let mut tiny = RunConfig::tiny(&run);
-    tiny.sft.epochs = 1;
-    tiny.eval.splits = vec![Split::Iid];
-    tiny.eval.max_scenarios = 1;
-    tiny.experiment.seeds = 1;
-    tiny.experiment.arms = vec![sage_trainer::experiment::Arm::Sage];
+    let mut tiny = tiny_experiment(&run, Arm::Sage);
     tiny.experiment.controls = false;
     let config = dir.join("experiment.toml");
     fs::write(&config, tiny.to_toml()).unwrap();

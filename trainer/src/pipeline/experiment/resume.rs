@@ -76,7 +76,7 @@ struct Marker<T> {
 }
 
 /// The settings an arm ran under, each section as TOML led by its header.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 struct ArmSettings {
     eval: String,
     rl: String,
@@ -95,13 +95,10 @@ impl ArmSettings {
     /// added since, at its default, is no difference), first differ from `now`'s:
     /// `[eval]`, then `[rl]`. Text that no longer parses is compared as it is.
     fn difference(&self, now: &ArmSettings) -> Option<SettingsDifference> {
-        let read_back = |text: &str, print: fn(&RunConfig) -> String| {
-            RunConfig::from_toml_unchecked(text).map_or_else(|_| text.to_owned(), |c| print(&c))
-        };
-        let eval = read_back(&self.eval, |c| section("eval", &c.eval));
-        let rl = read_back(&self.rl, |c| section("rl", &c.rl));
-        settings::first_difference(&eval, &now.eval)
-            .or_else(|| settings::first_difference(&rl, &now.rl))
+        let was = RunConfig::from_toml_unchecked(&format!("{}\n{}", self.eval, self.rl))
+            .map_or_else(|_| self.clone(), |recorded| ArmSettings::of(&recorded));
+        settings::first_difference(&was.eval, &now.eval)
+            .or_else(|| settings::first_difference(&was.rl, &now.rl))
     }
 }
 
@@ -165,10 +162,7 @@ impl RunRecord {
             // Text that no longer parses counts as other settings: its arms run again.
             let recorded = RunConfig::from_toml_unchecked(&saved.settings)
                 .map(|recorded| ArmSettings::of(&recorded))
-                .unwrap_or(ArmSettings {
-                    eval: String::new(),
-                    rl: String::new(),
-                });
+                .unwrap_or_default();
             return Ok(RunRecord {
                 dir,
                 run_id: saved.run_id,
@@ -254,10 +248,10 @@ impl RunRecord {
         let Some(marker) = self.read_own_marker::<ArmRun>(&path)? else {
             return Ok(FinishedArm::NotRun);
         };
-        let rl = match marker.rl {
-            _ if !arm.trains() => self.now.rl.clone(),
-            Some(rl) => rl,
-            None => self.recorded.rl.clone(),
+        let rl = if arm.trains() {
+            marker.rl.unwrap_or_else(|| self.recorded.rl.clone())
+        } else {
+            self.now.rl.clone()
         };
         let ran_under = ArmSettings {
             eval: marker.eval.unwrap_or_else(|| self.recorded.eval.clone()),
