@@ -16,6 +16,13 @@
 # skill model's SFT carried in from the VM) took two calls of 4.5 and 4.8 minutes. A
 # later call continues an earlier one's run directory: carry its run.tar.gz.part-* and
 # name their folder in SAGE_FROM; SAGE_ARMS picks the arms of this call.
+# On an H200 (2026-11-28) the default preset (420 seeds x 3 epochs and an anneal, 1,497
+# iid tasks per evaluation) does not fit one call: the skill model and its anneal took
+# 177 s, the plain-code model 242 s and its anneal was at step 2,504 of 5,654 at the
+# 360 s deadline (48k tokens/s beside fifteen arm processes); those fifteen processes
+# ran an update-off control's 16 steps in about 170 s each, and sft-only's evaluation
+# took 200 s. So about 13-15 minutes for the table: two calls, whose run directory
+# (81 MB with the plain-code model's checkpoint) is more than one call brings back.
 #
 # Stages (each process's log in OUT_DIR/logs.tar.gz, a line per stage on stdout):
 #   1. the SFT models this call's arms start from that the run lacks (all of them, or
