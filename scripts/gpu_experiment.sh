@@ -84,7 +84,10 @@ read -r -a ARMS < <("$BIN" config --print --config "$PRESET" | python3 -c '
 import sys, tomllib
 experiment = tomllib.loads(sys.stdin.read())["experiment"]
 anneal = experiment.get("anneal", {}).get("epochs", 0)
+if experiment.get("sft_per_seed"):
+    sys.exit("[experiment] sft_per_seed: this script trains one SFT model per mode; run sage experiment itself")
 print(" ".join(experiment["arms"]), experiment["skill_data"], experiment["seeds"], anneal)')
+[ ${#ARMS[@]} -ge 4 ] || exit 1
 ANNEAL=${ARMS[-1]}
 SEEDS=${ARMS[-2]}
 SKILL_MODE=${ARMS[-3]}

@@ -194,8 +194,14 @@ sage_envs::impl_named_text!(Arm);
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExperimentConfig {
-    /// Seeds per arm (RL chain order and sampling; the SFT models are shared).
+    /// Seeds per arm (RL chain order and sampling; the SFT models are shared unless
+    /// `sft_per_seed`).
     pub seeds: u64,
+    /// Train the SFT models (and their anneals) once per seed, seed S with `[run] seed`
+    /// and `[sft] seed` plus S, in `seed-S/sft-MODE/`, each seed's arms starting from its
+    /// own: the ± over seeds then holds how much a second SFT run of the recipe moves
+    /// every row. Off: one SFT model per mode, shared by every seed.
+    pub sft_per_seed: bool,
     /// The arms, by name (see [`Arm::name`]).
     #[serde(with = "text::list")]
     pub arms: Vec<Arm>,
@@ -225,6 +231,7 @@ impl Default for ExperimentConfig {
     fn default() -> ExperimentConfig {
         ExperimentConfig {
             seeds: 3,
+            sft_per_seed: false,
             arms: Arm::DEFAULT.to_vec(),
             controls: true,
             skill_data: ExpertMode::Skills,

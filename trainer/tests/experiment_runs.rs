@@ -450,3 +450,82 @@ fn an_annealed_experiment_trains_on_from_each_sft_model_and_its_arms_start_there
     );
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_experiment_with_sft_per_seed_trains_each_seed_its_own_models_and_starts_its_arms_there() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("sage-experiment-per-seed-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let mut config = tiny(&dir.join("per-seed"), 2);
+    config.experiment.arms = vec![Arm::SftOnly];
+    config.experiment.sft_per_seed = true;
+    config.experiment.anneal.epochs = 1;
+    config.experiment.anneal.warmup_steps = 0;
+    let mut reporter = Recorder::default();
+    let runs = run(&config, false, &mut reporter).unwrap();
+    assert_eq!(runs.len(), 2);
+    let stages: Vec<&String> = reporter
+        .lines
+        .iter()
+        .filter(|l| l.starts_with("stage") && l.contains("trajectories"))
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            "stage sft on skills trajectories (seed 0)",
+            "stage anneal of the sft on skills trajectories (seed 0)",
+            "stage sft on skills trajectories (seed 1)",
+            "stage anneal of the sft on skills trajectories (seed 1)",
+        ]
+    );
+    let weights = |seed: u64, stage: &str| {
+        fs::read(
+            dir.join("per-seed")
+                .join(format!("seed-{seed}/sft-{stage}/model/model.safetensors")),
+        )
+        .unwrap()
+    };
+    // The expert data is shared (in `sft-skills/data`), the models are not.
+    assert!(!dir.join("per-seed/sft-skills/model").exists());
+    // Another initialisation and batch order: another model.
+    assert_ne!(weights(0, "skills"), weights(1, "skills"));
+    // Seed 0's model is the shared model of the same recipe, to the bit on the CPU.
+    let mut shared = config.clone();
+    shared.run.dir = dir.join("shared");
+    shared.experiment.seeds = 1;
+    shared.experiment.sft_per_seed = false;
+    shared.experiment.anneal.epochs = 0;
+    run(&shared, false, &mut Recorder::default()).unwrap();
+    assert_eq!(
+        fs::read(dir.join("shared/sft-skills/model/model.safetensors")).unwrap(),
+        weights(0, "skills")
+    );
+
+    // Each seed's arms start from that seed's annealed model: without seed 1's, a
+    // resumed run adding an RL arm trains seed 0's and fails on seed 1's, naming it.
+    fs::remove_file(dir.join("per-seed/seed-1/sft-skills-annealed/model/model.safetensors"))
+        .unwrap();
+    let mut with_sage = config.clone();
+    with_sage.experiment.arms = vec![Arm::SftOnly, Arm::Sage];
+    let mut resumed = Recorder::default();
+    let error = run(&with_sage, true, &mut resumed).unwrap_err().to_string();
+    assert!(error.contains("seed-1/sft-skills-annealed"), "{error}");
+    assert!(dir.join("per-seed/seed-0/sage/run.json").is_file());
+    assert!(
+        resumed
+            .lines
+            .iter()
+            .any(|l| l.starts_with("sft on skills trajectories (seed 1): reused")),
+        "{:?}",
+        resumed.lines
+    );
+
+    // Whether each seed has its own models is part of the recipe: refused otherwise.
+    let mut shared_now = config.clone();
+    shared_now.experiment.sft_per_seed = false;
+    let error = run(&shared_now, true, &mut Recorder::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("sft_per_seed = true"), "{error}");
+    fs::remove_dir_all(&dir).unwrap();
+}

@@ -410,7 +410,12 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
     (
         "experiment",
         "seeds",
-        "seeds per arm (chain order and sampling; SFT models are shared)",
+        "seeds per arm (chain order and sampling; SFT models shared unless sft_per_seed)",
+    ),
+    (
+        "experiment",
+        "sft_per_seed",
+        "train the SFT models once per seed, each seed's arms from its own",
     ),
     (
         "experiment",

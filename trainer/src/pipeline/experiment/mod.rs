@@ -161,16 +161,28 @@ pub fn run_experiment<K: Kernels>(
         .map_err(failed("tokenizer"))?
         .with_max_len(max_len);
     let annealed = config.experiment.anneal.epochs > 0;
+    let seeds = match config.experiment.only_seed {
+        Some(seed) => seed..seed + 1,
+        None => 0..config.experiment.seeds,
+    };
+    // The seeds with SFT models of their own (`sft_per_seed`), or one shared model.
+    let sft_seeds: Vec<Option<u64>> = if config.experiment.sft_per_seed {
+        seeds.clone().map(Some).collect()
+    } else {
+        vec![None]
+    };
     for &mode in &modes {
         // The stages this run has not finished; their data is loaded once for all.
         let mut pending = Vec::new();
-        for stage in sft_stages(config, dir, mode) {
-            match record.finished_sft(&stage.name)? {
-                Some(done) => reporter.info(&format!(
-                    "{}: reused from the run being resumed (final loss {:.4})",
-                    stage.title, done.final_loss
-                )),
-                None => pending.push(stage),
+        for &sft_seed in &sft_seeds {
+            for stage in sft_stages(config, dir, mode, sft_seed) {
+                match record.finished_sft(&stage.dir)? {
+                    Some(done) => reporter.info(&format!(
+                        "{}: reused from the run being resumed (final loss {:.4})",
+                        stage.title, done.final_loss
+                    )),
+                    None => pending.push(stage),
+                }
             }
         }
         if pending.is_empty() {
@@ -185,8 +197,8 @@ pub fn run_experiment<K: Kernels>(
                 check_anneal_length(&stage.config, &train)?;
             }
             reporter.stage(&stage.title);
-            let stage_dir = dir.join(format!("sft-{}", stage.name));
-            let checkpoints = record.sft_checkpoints(&stage.name)?;
+            let stage_dir = dir.join(&stage.dir);
+            let checkpoints = record.sft_checkpoints(&stage.dir)?;
             let dirs = SftDirs {
                 stage: &stage_dir,
                 checkpoints: &checkpoints,
@@ -194,15 +206,11 @@ pub fn run_experiment<K: Kernels>(
             let (backend, done) =
                 sft(k, &stage.config, &tokenizer, (&train, &dev), dirs, reporter)?;
             k = backend;
-            record.mark_sft_finished(&stage.name, done)?;
-            record.remove_sft_checkpoints(&stage.name)?;
+            record.mark_sft_finished(&stage.dir, done)?;
+            record.remove_sft_checkpoints(&stage.dir)?;
         }
     }
     let mut runs = Vec::new();
-    let seeds = match config.experiment.only_seed {
-        Some(seed) => seed..seed + 1,
-        None => 0..config.experiment.seeds,
-    };
     for seed in seeds {
         let mut seeded = config.clone();
         seeded.rl.seed = config.rl.seed.wrapping_add(seed);
@@ -227,11 +235,9 @@ pub fn run_experiment<K: Kernels>(
                 FinishedArm::NotRun => {}
             }
             reporter.stage(&format!("seed {seed}: {}", arm.name()));
+            let sft_seed = config.experiment.sft_per_seed.then_some(seed);
             let sft_dir = dir
-                .join(format!(
-                    "sft-{}",
-                    sft_stage_name(arm.sft_mode(skill_data), annealed)
-                ))
+                .join(sft_stage_dir(arm.sft_mode(skill_data), annealed, sft_seed))
                 .join("model");
             let paths = ArmPaths {
                 sft_dir: &sft_dir,
@@ -272,10 +278,11 @@ pub fn run_experiment<K: Kernels>(
     Ok(runs)
 }
 
-/// One SFT stage of an experiment: its name (its directory is `sft-NAME/`), what the
-/// log calls it, and its settings.
+/// One SFT stage of an experiment: its directory in the run directory (`sft-NAME/`,
+/// or `seed-S/sft-NAME/` for a seed's own model), what the log calls it, and its
+/// settings.
 struct SftStage {
-    name: String,
+    dir: String,
     title: String,
     config: RunConfig,
     /// Whether it is the anneal of another stage's model.
@@ -300,40 +307,52 @@ fn check_anneal_length(annealing: &RunConfig, train: &SftData) -> Result<(), Pip
     Ok(())
 }
 
-/// The name of the SFT stage on `mode` data, or of its anneal.
-fn sft_stage_name(mode: ExpertMode, annealed: bool) -> String {
-    if annealed {
-        format!("{mode}-annealed")
-    } else {
-        mode.name().to_owned()
-    }
+/// The directory, in the run directory, of the SFT stage on `mode` data or of its
+/// anneal: shared by every seed, or under `seed-S/` for seed S's own model.
+fn sft_stage_dir(mode: ExpertMode, annealed: bool, seed: Option<u64>) -> String {
+    let seed_dir = seed.map(|seed| format!("seed-{seed}/")).unwrap_or_default();
+    let anneal = if annealed { "-annealed" } else { "" };
+    format!("{seed_dir}sft-{mode}{anneal}")
 }
 
 /// The SFT stages on `mode` data: the model of the run's `[sft]`, then, with
 /// `[experiment.anneal]` on, its anneal, which starts from that model's directory
-/// with the anneal's epochs and schedule.
-fn sft_stages(config: &RunConfig, dir: &Path, mode: ExpertMode) -> Vec<SftStage> {
+/// with the anneal's epochs and schedule. For `seed` S's own models the model's
+/// `[run] seed` and the batch order's `[sft] seed` are the run's plus S.
+fn sft_stages(
+    config: &RunConfig,
+    dir: &Path,
+    mode: ExpertMode,
+    seed: Option<u64>,
+) -> Vec<SftStage> {
+    let mut seeded = config.clone();
+    let mut of_seed = String::new();
+    if let Some(seed) = seed {
+        seeded.run.seed = config.run.seed.wrapping_add(seed);
+        seeded.sft.seed = config.sft.seed.wrapping_add(seed);
+        of_seed = format!(" (seed {seed})");
+    }
     let main = SftStage {
-        name: sft_stage_name(mode, false),
-        title: format!("sft on {mode} trajectories"),
-        config: config.clone(),
+        dir: sft_stage_dir(mode, false, seed),
+        title: format!("sft on {mode} trajectories{of_seed}"),
+        config: seeded.clone(),
         annealing: false,
     };
     let anneal = &config.experiment.anneal;
     if anneal.epochs == 0 {
         return vec![main];
     }
-    let mut annealing = config.clone();
+    let mut annealing = seeded;
     annealing.sft.epochs = anneal.epochs;
     annealing.optimizer.schedule = anneal.schedule();
     annealing.experiment.init = dir
-        .join(format!("sft-{}", main.name))
+        .join(&main.dir)
         .join("model")
         .to_string_lossy()
         .into_owned();
     let stage = SftStage {
-        name: sft_stage_name(mode, true),
-        title: format!("anneal of the sft on {mode} trajectories"),
+        dir: sft_stage_dir(mode, true, seed),
+        title: format!("anneal of the sft on {mode} trajectories{of_seed}"),
         config: annealing,
         annealing: true,
     };

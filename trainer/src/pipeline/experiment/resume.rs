@@ -6,7 +6,8 @@
 //! seeds or arms) and a run id. Each stage it finishes leaves a marker that carries the
 //! id: `tokenizer-finished.json` once `tokenizer.json` is saved (a resumed run loads it
 //! rather than training one on other data), `sft-MODE/finished.json` once that SFT
-//! model is saved whole, and `seed-S/ARM/run.json` (the arm's result) once its
+//! model is saved whole (`seed-S/sft-MODE/finished.json` under `[experiment]
+//! sft_per_seed`), and `seed-S/ARM/run.json` (the arm's result) once its
 //! evaluation is done. An arm's marker also holds the `[eval]` and `[rl]` settings it
 //! ran under (a marker written before it did: the run's recorded ones). A resumed run's
 //! `[eval]` and `[rl]` are not compared with the recorded ones: a run resumed with
@@ -44,9 +45,10 @@ use crate::tokenizer::Tokenizer;
 const SETTINGS_FILE: &str = "experiment-settings.json";
 /// Written once the run's `tokenizer.json` is saved.
 const TOKENIZER_FINISHED_FILE: &str = "tokenizer-finished.json";
-/// Written in `sft-MODE/` once the model in `sft-MODE/model/` is saved whole.
+/// Written in an SFT stage's directory (`sft-MODE/`, or `seed-S/sft-MODE/`) once the
+/// model in its `model/` is saved whole.
 const SFT_FINISHED_FILE: &str = "finished.json";
-/// The directory of an SFT stage's checkpoints, in `sft-MODE/`.
+/// The directory of an SFT stage's checkpoints, in the stage's directory.
 const SFT_CHECKPOINTS_DIR: &str = "checkpoints";
 /// The marker, in that directory, of the run whose checkpoints it holds.
 const CHECKPOINTS_OWNER_FILE: &str = "owner.json";
@@ -204,24 +206,25 @@ impl RunRecord {
         )
     }
 
-    /// The summary of the SFT model on `mode` trajectories, when this run finished it.
-    pub fn finished_sft(&self, mode: &str) -> Result<Option<SftFinished>, PipelineError> {
-        self.read_marker(&self.sft_marker(mode))
+    /// The summary of the SFT stage in `stage` (its directory in the run directory,
+    /// e.g. `sft-mixed`), when this run finished it.
+    pub fn finished_sft(&self, stage: &str) -> Result<Option<SftFinished>, PipelineError> {
+        self.read_marker(&self.sft_marker(stage))
     }
 
-    /// Records that the SFT model on `mode` trajectories is saved whole.
-    pub fn mark_sft_finished(&self, mode: &str, sft: SftFinished) -> Result<(), PipelineError> {
-        self.write_marker(&self.sft_marker(mode), sft)
+    /// Records that the model of the SFT stage in `stage` is saved whole.
+    pub fn mark_sft_finished(&self, stage: &str, sft: SftFinished) -> Result<(), PipelineError> {
+        self.write_marker(&self.sft_marker(stage), sft)
     }
 
-    /// The directory where the SFT stage on `mode` trajectories keeps its checkpoints,
-    /// created; emptied first unless this run wrote what it holds, so a fresh run never
+    /// The directory where the SFT stage in `stage` keeps its checkpoints, created;
+    /// emptied first unless this run wrote what it holds, so a fresh run never
     /// continues an earlier run's SFT.
-    pub fn sft_checkpoints(&self, mode: &str) -> Result<PathBuf, PipelineError> {
-        let dir = self.sft_checkpoints_dir(mode);
+    pub fn sft_checkpoints(&self, stage: &str) -> Result<PathBuf, PipelineError> {
+        let dir = self.sft_checkpoints_dir(stage);
         let owner = dir.join(CHECKPOINTS_OWNER_FILE);
         if self.read_marker::<()>(&owner)?.is_none() {
-            self.remove_sft_checkpoints(mode)?;
+            self.remove_sft_checkpoints(stage)?;
             fs::create_dir_all(&dir)
                 .map_err(|e| resume_error(format!("{}: {e}", dir.display())))?;
             self.write_marker(&owner, ())?;
@@ -229,10 +232,10 @@ impl RunRecord {
         Ok(dir)
     }
 
-    /// Removes the checkpoints of the SFT stage on `mode` trajectories, once its model
-    /// is saved whole and marked finished.
-    pub fn remove_sft_checkpoints(&self, mode: &str) -> Result<(), PipelineError> {
-        let dir = self.sft_checkpoints_dir(mode);
+    /// Removes the checkpoints of the SFT stage in `stage`, once its model is saved
+    /// whole and marked finished.
+    pub fn remove_sft_checkpoints(&self, stage: &str) -> Result<(), PipelineError> {
+        let dir = self.sft_checkpoints_dir(stage);
         match fs::remove_dir_all(&dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(resume_error(format!("{}: {e}", dir.display())))
@@ -276,14 +279,12 @@ impl RunRecord {
         write_json(&path, &marker)
     }
 
-    fn sft_checkpoints_dir(&self, mode: &str) -> PathBuf {
-        self.dir
-            .join(format!("sft-{mode}"))
-            .join(SFT_CHECKPOINTS_DIR)
+    fn sft_checkpoints_dir(&self, stage: &str) -> PathBuf {
+        self.dir.join(stage).join(SFT_CHECKPOINTS_DIR)
     }
 
-    fn sft_marker(&self, mode: &str) -> PathBuf {
-        self.dir.join(format!("sft-{mode}")).join(SFT_FINISHED_FILE)
+    fn sft_marker(&self, stage: &str) -> PathBuf {
+        self.dir.join(stage).join(SFT_FINISHED_FILE)
     }
 
     /// What the marker at `path` records, when it exists and carries this run's id.
@@ -378,27 +379,27 @@ mod tests {
         let mut config = RunConfig::default();
         config.run.dir = dir.clone();
         let first = RunRecord::open(&config, false).unwrap();
-        let checkpoints = first.sft_checkpoints("mixed").unwrap();
+        let checkpoints = first.sft_checkpoints("sft-mixed").unwrap();
         let step = checkpoints.join("step-000100");
         fs::create_dir_all(&step).unwrap();
 
         let resumed = RunRecord::open(&config, true).unwrap();
-        assert_eq!(resumed.sft_checkpoints("mixed").unwrap(), checkpoints);
+        assert_eq!(resumed.sft_checkpoints("sft-mixed").unwrap(), checkpoints);
         assert!(step.is_dir(), "the resumed run lost its own checkpoint");
         // Another mode's stage is not touched.
-        assert!(resumed.sft_checkpoints("direct").unwrap().is_dir());
+        assert!(resumed.sft_checkpoints("sft-direct").unwrap().is_dir());
 
         let fresh = RunRecord::open(&config, false).unwrap();
-        fresh.sft_checkpoints("mixed").unwrap();
+        fresh.sft_checkpoints("sft-mixed").unwrap();
         assert!(
             !step.exists(),
             "a fresh run kept an earlier run's checkpoint"
         );
         assert!(checkpoints.join(CHECKPOINTS_OWNER_FILE).is_file());
 
-        fresh.remove_sft_checkpoints("mixed").unwrap();
+        fresh.remove_sft_checkpoints("sft-mixed").unwrap();
         assert!(!checkpoints.exists());
-        fresh.remove_sft_checkpoints("mixed").unwrap();
+        fresh.remove_sft_checkpoints("sft-mixed").unwrap();
         fs::remove_dir_all(&dir).unwrap();
     }
 
