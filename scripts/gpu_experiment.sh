@@ -29,7 +29,8 @@
 #      those SAGE_FROM's run has not finished): the skill (or mixed) model in the run
 #      directory, and once its tokenizer is saved, the plain-code model beside it (a copy
 #      resumed with the same tokenizer and run id), each followed by its anneal when the
-#      preset has `[experiment.anneal]`; each probe's `sage demo`;
+#      preset has `[experiment.anneal]`, then the evaluation of seed 0 of `sft-only`
+#      (or `sft-direct`) from it; each probe's `sage demo`;
 #   2. every (arm, seed) of this call not yet finished in its own copy of the run
 #      directory (`--resume --arms ARM --only-seed SEED`), started as soon as the model
 #      it starts from (the annealed one, with an anneal) is saved;
@@ -43,7 +44,9 @@
 # on any backend, or the next call through SAGE_FROM).
 #
 # Environment: SAGE_BIN (default target/cuda-bench/sage), SAGE_BACKEND (cuda; cpu tries
-# the script on a machine without a GPU), SAGE_DEADLINE (seconds for stages 1 and 2,
+# the script on a machine without a GPU), SAGE_PRECISION (the preset's `[run] precision`
+# unless set: f32 or bf16), SAGE_SEEDS (seeds of this call, default the preset's),
+# SAGE_DEADLINE (seconds for stages 1 and 2,
 # default 500), SAGE_RUNS (where runs are written, default /tmp/sage-gpu-experiment),
 # SAGE_FROM (a folder holding an earlier call's run.tar.gz.part-*), SAGE_ARMS
 # (space-separated arms of this call, default the preset's), SAGE_PROBES (space-separated
@@ -57,6 +60,7 @@ OUT_DIR=$(mkdir -p "${2:-${OUT:-target/gpu-experiment}}" && cd "${2:-${OUT:-targ
 PRESET=$(cd "$(dirname "$PRESET")" && pwd)/$(basename "$PRESET")
 BIN=$(realpath "${SAGE_BIN:-target/cuda-bench/sage}")
 BACKEND=${SAGE_BACKEND:-cuda}
+PRECISION=(${SAGE_PRECISION:+--precision "$SAGE_PRECISION"})
 DEADLINE=${SAGE_DEADLINE:-500}
 RUNS=${SAGE_RUNS:-/tmp/sage-gpu-experiment}
 PROBES=${SAGE_PROBES:-}
@@ -89,7 +93,7 @@ if experiment.get("sft_per_seed"):
 print(" ".join(experiment["arms"]), experiment["skill_data"], experiment["seeds"], anneal)')
 [ ${#ARMS[@]} -ge 4 ] || exit 1
 ANNEAL=${ARMS[-1]}
-SEEDS=${ARMS[-2]}
+SEEDS=${SAGE_SEEDS:-${ARMS[-2]}}
 SKILL_MODE=${ARMS[-3]}
 unset 'ARMS[-1]'
 unset 'ARMS[-1]'
@@ -105,7 +109,7 @@ fi
 experiment() { # DIR LOG ARGS...
     local dir=$1 log=$2
     shift 2
-    timeout "$(left)" "$BIN" experiment --config "$PRESET" --backend "$BACKEND" \
+    timeout "$(left)" "$BIN" experiment --config "$PRESET" --backend "$BACKEND" "${PRECISION[@]}" \
         --run-dir "$dir" "$@" >"$LOGS/$log.log" 2>&1
 }
 
@@ -171,9 +175,15 @@ fi
 launch() { # ARM SEED
     local dir=$RUNS/$1-$2
     [ -f "$BASE/seed-$2/$1/run.json" ] && return # finished by an earlier call
+    # A stage-1 process of this call goes on to evaluate seed 0 of its `--arms` once its
+    # model is trained: that arm does not run twice.
+    case "$1-$2" in
+        sft-only-0) [ -n "$SKILL_PID" ] && return ;;
+        sft-direct-0) [ -n "$DIRECT_PID" ] && return ;;
+    esac
     mkdir -p "$dir"
     COPIES+=("$dir")
-    (cd "$BASE" && tar cf - --exclude='./sft-*/data' --exclude='./seed-*' .) | tar xf - -C "$dir"
+    (cd "$BASE" && tar cf - --warning=no-file-changed --exclude='./sft-*/data' --exclude='./seed-*' .) | tar xf - -C "$dir"
     experiment "$dir" "$1-$2" --resume --arms "$1" --seeds "$SEEDS" --only-seed "$2" &
     PIDS+=($!)
     NAMES+=("$1-$2")
@@ -237,7 +247,7 @@ for arm in "${ARMS[@]}"; do
 done
 say "arms finished under every seed: ${finished[*]:-none}"
 if [ ${#finished[@]} -gt 0 ]; then
-    "$BIN" experiment --config "$PRESET" --backend "$BACKEND" --run-dir "$BASE" --resume \
+    "$BIN" experiment --config "$PRESET" --backend "$BACKEND" "${PRECISION[@]}" --run-dir "$BASE" --resume \
         --arms "$(IFS=,; echo "${finished[*]}")" --seeds "$SEEDS" >"$LOGS/table.log" 2>&1
     say "table: rc $?"
     cp "$BASE/experiment.md" "$BASE/experiment.json" "$OUT_DIR/" 2>/dev/null
@@ -279,8 +289,14 @@ if [ -d "$BASE-direct/sft-direct" ] && ! sft_done direct; then
     rm -rf "$BASE/sft-direct" "$BASE/sft-direct-annealed"
     (cd "$BASE-direct" && tar cf - --exclude='./sft-*/data' sft-direct*) | tar xf - -C "$BASE"
 fi
-(cd "$RUNS" && tar czf - --exclude='*/data' "$NAME") |
-    split -b 15m - "$OUT_DIR/run.tar.gz.part-"
+# A run of a pretrained model's SFT models (540 MB each for SmolLM2) is far more than a
+# call brings back, and packing it would eat the call's time: then only its results.
+if [ "$(du -sm --exclude=data "$BASE" | cut -f1)" -le 200 ]; then
+    (cd "$RUNS" && tar czf - --exclude='*/data' "$NAME") |
+        split -b 15m - "$OUT_DIR/run.tar.gz.part-"
+else
+    say "the run directory is over 200 MB: not packed (experiment.json and the logs hold the results)"
+fi
 # The device tool brings back at most 64 MiB (8 files): say when the run does not fit.
 total=$(cat "$OUT_DIR"/* | wc -c)
 [ "$total" -gt $((62 * 1024 * 1024)) ] && echo "OUT_DIR holds $total bytes: more than one call brings back" >&2
