@@ -199,8 +199,9 @@ pub struct ExperimentConfig {
     pub seeds: u64,
     /// Train the SFT models (and their anneals) once per seed, seed S with `[run] seed`
     /// and `[sft] seed` plus S, in `seed-S/sft-MODE/`, each seed's arms starting from its
-    /// own: the ± over seeds then holds how much a second SFT run of the recipe moves
-    /// every row. Off: one SFT model per mode, shared by every seed.
+    /// own, trained just before them (a long run finishes whole seeds as it goes): the ±
+    /// over seeds then holds how much a second SFT run of the recipe moves every row.
+    /// Off: one SFT model per mode, shared by every seed.
     pub sft_per_seed: bool,
     /// The arms, by name (see [`Arm::name`]).
     #[serde(with = "text::list")]

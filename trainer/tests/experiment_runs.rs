@@ -478,6 +478,11 @@ fn an_experiment_with_sft_per_seed_trains_each_seed_its_own_models_and_starts_it
             "stage anneal of the sft on skills trajectories (seed 1)",
         ]
     );
+    // Each seed's models just before its arms: seed 0 is whole before seed 1 trains.
+    let position = |line: &str| reporter.lines.iter().position(|l| l == line).unwrap();
+    assert!(
+        position("stage seed 0: sft-only") < position("stage sft on skills trajectories (seed 1)")
+    );
     let weights = |seed: u64, stage: &str| {
         fs::read(
             dir.join("per-seed")

@@ -7,6 +7,7 @@
 //! an interrupted one up after the last SFT model or arm it finished, or from the last
 //! checkpoint of the SFT it was running.
 use std::fs;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -165,16 +166,20 @@ pub fn run_experiment<K: Kernels>(
         Some(seed) => seed..seed + 1,
         None => 0..config.experiment.seeds,
     };
-    // The seeds with SFT models of their own (`sft_per_seed`), or one shared model.
-    let sft_seeds: Vec<Option<u64>> = if config.experiment.sft_per_seed {
-        seeds.clone().map(Some).collect()
+    // The SFT models, then the arms that start from them: one shared model per mode
+    // before every seed's arms, or (`sft_per_seed`) each seed's own models just before
+    // its arms, so that a long run finishes whole seeds as it goes.
+    let rounds: Vec<(Option<u64>, Range<u64>)> = if config.experiment.sft_per_seed {
+        seeds.map(|seed| (Some(seed), seed..seed + 1)).collect()
     } else {
-        vec![None]
+        vec![(None, seeds)]
     };
-    for &mode in &modes {
-        // The stages this run has not finished; their data is loaded once for all.
-        let mut pending = Vec::new();
-        for &sft_seed in &sft_seeds {
+    let mut warned = Vec::new();
+    let mut runs = Vec::new();
+    for (sft_seed, arm_seeds) in rounds {
+        for &mode in &modes {
+            // The stages this run has not finished; their data is loaded once for all.
+            let mut pending = Vec::new();
             for stage in sft_stages(config, dir, mode, sft_seed) {
                 match record.finished_sft(&stage.dir)? {
                     Some(done) => reporter.info(&format!(
@@ -184,78 +189,79 @@ pub fn run_experiment<K: Kernels>(
                     None => pending.push(stage),
                 }
             }
-        }
-        if pending.is_empty() {
-            continue;
-        }
-        let files = prepare(mode, reporter)?;
-        let train = load_sft_data(&files.train, &template, reporter)?;
-        let dev = load_sft_data(&files.dev, &template, reporter)?;
-        warn_turn_limits(&train, &config.eval, Some(&config.rl));
-        for stage in pending {
-            if stage.annealing {
-                check_anneal_length(&stage.config, &train)?;
+            if pending.is_empty() {
+                continue;
             }
-            reporter.stage(&stage.title);
-            let stage_dir = dir.join(&stage.dir);
-            let checkpoints = record.sft_checkpoints(&stage.dir)?;
-            let dirs = SftDirs {
-                stage: &stage_dir,
-                checkpoints: &checkpoints,
-            };
-            let (backend, done) =
-                sft(k, &stage.config, &tokenizer, (&train, &dev), dirs, reporter)?;
-            k = backend;
-            record.mark_sft_finished(&stage.dir, done)?;
-            record.remove_sft_checkpoints(&stage.dir)?;
-        }
-    }
-    let mut runs = Vec::new();
-    for seed in seeds {
-        let mut seeded = config.clone();
-        seeded.rl.seed = config.rl.seed.wrapping_add(seed);
-        seeded.eval.seed = config.eval.seed.wrapping_add(seed);
-        let seed_dir = dir.join(format!("seed-{seed}"));
-        for &arm in arms {
-            match record.finished_arm(&seed_dir, arm)? {
-                FinishedArm::Reusable(run) => {
-                    reporter.info(&format!(
-                        "seed {seed}: {}: reused from the run being resumed",
-                        arm.name()
-                    ));
-                    runs.push(run);
-                    continue;
+            let files = prepare(mode, reporter)?;
+            let train = load_sft_data(&files.train, &template, reporter)?;
+            let dev = load_sft_data(&files.dev, &template, reporter)?;
+            if !warned.contains(&mode) {
+                warn_turn_limits(&train, &config.eval, Some(&config.rl));
+                warned.push(mode);
+            }
+            for stage in pending {
+                if stage.annealing {
+                    check_anneal_length(&stage.config, &train)?;
                 }
-                FinishedArm::OtherSettings(found) => reporter.info(&format!(
-                    "seed {seed}: {}: ran with `{}`, not `{}`, so run again",
-                    arm.name(),
-                    found.was,
-                    found.now
-                )),
-                FinishedArm::NotRun => {}
+                reporter.stage(&stage.title);
+                let stage_dir = dir.join(&stage.dir);
+                let checkpoints = record.sft_checkpoints(&stage.dir)?;
+                let dirs = SftDirs {
+                    stage: &stage_dir,
+                    checkpoints: &checkpoints,
+                };
+                let (backend, done) =
+                    sft(k, &stage.config, &tokenizer, (&train, &dev), dirs, reporter)?;
+                k = backend;
+                record.mark_sft_finished(&stage.dir, done)?;
+                record.remove_sft_checkpoints(&stage.dir)?;
             }
-            reporter.stage(&format!("seed {seed}: {}", arm.name()));
-            let sft_seed = config.experiment.sft_per_seed.then_some(seed);
-            let sft_dir = dir
-                .join(sft_stage_dir(arm.sft_mode(skill_data), annealed, sft_seed))
-                .join("model");
-            let paths = ArmPaths {
-                sft_dir: &sft_dir,
-                seed_dir: &seed_dir,
-            };
-            let (run, backend) = run_arm(
-                k,
-                another_backend,
-                &seeded,
-                arm,
-                seed,
-                &tokenizer,
-                paths,
-                reporter,
-            )?;
-            k = backend;
-            record.mark_arm_finished(&seed_dir, &run)?;
-            runs.push(run);
+        }
+        for seed in arm_seeds {
+            let mut seeded = config.clone();
+            seeded.rl.seed = config.rl.seed.wrapping_add(seed);
+            seeded.eval.seed = config.eval.seed.wrapping_add(seed);
+            let seed_dir = dir.join(format!("seed-{seed}"));
+            for &arm in arms {
+                match record.finished_arm(&seed_dir, arm)? {
+                    FinishedArm::Reusable(run) => {
+                        reporter.info(&format!(
+                            "seed {seed}: {}: reused from the run being resumed",
+                            arm.name()
+                        ));
+                        runs.push(run);
+                        continue;
+                    }
+                    FinishedArm::OtherSettings(found) => reporter.info(&format!(
+                        "seed {seed}: {}: ran with `{}`, not `{}`, so run again",
+                        arm.name(),
+                        found.was,
+                        found.now
+                    )),
+                    FinishedArm::NotRun => {}
+                }
+                reporter.stage(&format!("seed {seed}: {}", arm.name()));
+                let sft_dir = dir
+                    .join(sft_stage_dir(arm.sft_mode(skill_data), annealed, sft_seed))
+                    .join("model");
+                let paths = ArmPaths {
+                    sft_dir: &sft_dir,
+                    seed_dir: &seed_dir,
+                };
+                let (run, backend) = run_arm(
+                    k,
+                    another_backend,
+                    &seeded,
+                    arm,
+                    seed,
+                    &tokenizer,
+                    paths,
+                    reporter,
+                )?;
+                k = backend;
+                record.mark_arm_finished(&seed_dir, &run)?;
+                runs.push(run);
+            }
         }
     }
     let printed = format!(
