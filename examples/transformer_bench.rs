@@ -139,8 +139,13 @@ fn peak_rss_mib() -> f64 {
 }
 
 /// Training: batch x seq tokens, forward + backward + AdamW, `steps` timed steps after
-/// one warm-up step. Returns tokens per second.
-fn train<K: Kernels>(k: &mut K, config: ModelConfig, r: &Request) -> BenchResult<f64>
+/// one warm-up step, with `timed` called between them. Returns tokens per second.
+fn train<K: Kernels>(
+    k: &mut K,
+    config: ModelConfig,
+    r: &Request,
+    timed: &mut Marker,
+) -> BenchResult<f64>
 where
     K::Error: Error + 'static,
 {
@@ -185,6 +190,7 @@ where
     };
     step(k, 1)?;
     settle(k, probe)?;
+    timed()?;
     let start = Instant::now();
     for i in 0..steps {
         step(k, i as u32 + 2)?;
@@ -195,19 +201,19 @@ where
 
 /// Greedy decoding of `batch` sequences: a `prompt`-token prefill, then `new_tokens`
 /// decoding steps, each token picked on the backend as the trainer's generation picks
-/// it (`decode_step_choosing`: only the choices are copied back, not the logits).
-/// Returns generated tokens per second (prefill included in the time).
+/// it (`decode_step_choosing`: only the choices are copied back, not the logits), with
+/// `steps` called between the prefill and the steps. Returns generated tokens per second
+/// (prefill included in the time).
 fn decode<K: Kernels>(
     k: &mut K,
     config: ModelConfig,
-    batch: usize,
-    prompt: usize,
-    new_tokens: usize,
-    prefill_tokens: usize,
+    r: &Request,
+    steps: &mut Marker,
 ) -> BenchResult<f64>
 where
     K::Error: Error + 'static,
 {
+    let (batch, prompt, new_tokens) = (r.seqs, r.prompt, r.new_tokens);
     let vocab = config.vocab_size;
     let mut model = random_model(k, config)?;
     let prompts: Vec<Vec<u32>> = (0..batch)
@@ -217,8 +223,9 @@ where
     settle(k, model.params())?;
     let start = Instant::now();
     let mut cache = KvCache::new(k, &model, batch, prompt + new_tokens)?;
-    cache.set_prefill_tokens(prefill_tokens);
+    cache.set_prefill_tokens(r.prefill_tokens);
     let mut choices = model.prefill_choosing(k, &mut cache, &prompt_refs, 0.0, &[])?;
+    steps()?;
     for _ in 1..new_tokens {
         let next = choices
             .iter()
@@ -296,9 +303,20 @@ struct Request {
     prefill_tokens: usize,
 }
 
+/// Called where a measurement's profiled part begins (after training's warm-up step,
+/// after decoding's prefill): the CUDA backend starts an attached profiler there.
+type Marker<'a> = dyn FnMut() -> BenchResult<()> + 'a;
+
 /// Runs the request on backend `k` and returns the fields of its JSON line (without the
-/// braces, so that a backend can add its own); `side` names the backend.
-fn measure<K: Kernels>(k: &mut K, side: &str, threads: usize, r: Request) -> BenchResult<String>
+/// braces, so that a backend can add its own); `side` names the backend; `profiled`
+/// marks where the part worth profiling begins.
+fn measure<K: Kernels>(
+    k: &mut K,
+    side: &str,
+    threads: usize,
+    r: Request,
+    profiled: &mut Marker,
+) -> BenchResult<String>
 where
     K::Error: Error + 'static,
 {
@@ -308,21 +326,14 @@ where
     }
     let (tokens_per_s, shape) = match r.what.as_str() {
         "train" => (
-            train(k, r.config.clone(), &r)?,
+            train(k, r.config.clone(), &r, profiled)?,
             match r.lora_rank {
                 0 => format!("{}x{}", r.batch, r.seq),
                 rank => format!("{}x{}, LoRA rank {rank}", r.batch, r.seq),
             },
         ),
         "decode" => (
-            decode(
-                k,
-                r.config,
-                r.seqs,
-                r.prompt,
-                r.new_tokens,
-                r.prefill_tokens,
-            )?,
+            decode(k, r.config.clone(), &r, profiled)?,
             format!("{} seqs, {} prompt, {} new", r.seqs, r.prompt, r.new_tokens),
         ),
         other => return Err(format!("unknown measurement `{other}` (train, decode, gemm)").into()),
@@ -368,7 +379,13 @@ fn main() -> BenchResult<()> {
     let backend: String = option(&args, "--backend", "cpu".to_owned())?;
     match backend.as_str() {
         "cpu" => {
-            let fields = measure(&mut CpuBackend::new(), "sage-cpu", threads, request)?;
+            let fields = measure(
+                &mut CpuBackend::new(),
+                "sage-cpu",
+                threads,
+                request,
+                &mut || Ok(()),
+            )?;
             println!("{{{fields}}}");
             Ok(())
         }
@@ -399,7 +416,16 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
         (Precision::Bf16, Bf16Inputs::Copies) => "sage-cuda-bf16",
         (Precision::Bf16, Bf16Inputs::Converted) => "sage-cuda-bf16-converted",
     };
-    let fields = measure(&mut k, side, threads, request)?;
+    // The backend is needed both by the measurement and by its profiling mark: the mark
+    // gets its own handle to the device's context.
+    let profiler = k.profiler();
+    let fields = measure(
+        &mut k,
+        side,
+        threads,
+        request,
+        &mut || Ok(profiler.start()?),
+    )?;
     let mib = |bytes: usize| bytes as f64 / (1 << 20) as f64;
     println!("{{{fields},\"peak_gpu_mib\":{:.1}}}", mib(k.memory_peak()?));
     eprintln!(

@@ -9,7 +9,8 @@
 #   strip target/cuda-bench/*                            # debug line tables: sage is 114 MB, 20 MB stripped
 #   bash scripts/gpu_check.sh [OUT_DIR]                 # on the GPU machine (default $OUT or target/gpu-check)
 #
-# It runs, each step's output in OUT_DIR/STEP.log and a line per step on stdout:
+# It runs, each step's output in STEP.log (all packed into OUT_DIR/logs.tar.gz at the
+# end) and a line per step on stdout:
 #   1. nvidia-smi, the NVRTC test and the CUDA parity tests (a missing device fails); a
 #      failure is printed first and the rest still runs, so one failed test does not cost
 #      the call's measurements (a faster kernel that fails parity is still not done);
@@ -20,8 +21,11 @@
 #   3. `sage demo` on the CUDA backend in f32 and in bf16, timed, with their tables (run
 #      directories under target/gpu-check-runs);
 #   4. two Nsight Compute profiles, GPU time per kernel (ncu serialises kernels: read the
-#      shares, not the sums): one training step and one decode (the prefill of 64 x 512
-#      prompt tokens and two steps) of the Qwen2.5-0.5B shape in the bf16 mode.
+#      shares, not the sums), each recording only from the mark transformer_bench sets
+#      (`--profile-from-start off`): one training step after the warm-up step, and four
+#      decoding steps of 64 sequences after the prefill of 64 x 512 prompt tokens, of the
+#      Qwen2.5-0.5B shape in the bf16 mode (until 2026-11-28 the training profile held
+#      the warm-up step too, and the decoding one the prefill and two steps).
 # Measured on an H100 (2026-11-27): steps 1-2 about 140 s; 2026-11-26: each demo 36 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -62,10 +66,15 @@ for precision in f32 bf16; do
         --run-dir "target/gpu-check-runs/demo-$precision"
     grep -E "^(split|iid|test-normal)" "$OUT_DIR/demo-$precision.log" | head -4
 done
-NCU=(ncu --clock-control none --print-summary per-kernel --metrics gpu__time_duration.sum)
+NCU=(ncu --clock-control none --profile-from-start off --print-summary per-kernel
+    --metrics gpu__time_duration.sum)
 step profile-train "${NCU[@]}" "$BIN/transformer_bench" train qwen0.5b --batch 8 --seq 1024 \
     --steps 1 --backend cuda --precision bf16
 step profile-decode "${NCU[@]}" "$BIN/transformer_bench" decode qwen0.5b --seqs 64 --prompt 512 \
-    --new 3 --backend cuda --precision bf16
-echo "done in $((SECONDS - START)) s; failed: ${FAILED[*]:-none}"
+    --new 5 --backend cuda --precision bf16
+python3 scripts/ncu_kernels.py "$OUT_DIR/profile-train.log" "$OUT_DIR/profile-decode.log" |
+    tee "$OUT_DIR/profiles.md"
+# The device tool brings back at most 8 files: the step logs travel as one archive.
+(cd "$OUT_DIR" && tar czf logs.tar.gz ./*.log && rm -f ./*.log)
+echo "done in $((SECONDS - START)) s; failed: ${FAILED[*]:-none}; logs in $OUT_DIR/logs.tar.gz"
 [ ${#FAILED[@]} = 0 ]

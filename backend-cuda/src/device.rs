@@ -27,6 +27,22 @@ pub(crate) struct Gpu {
     pub(crate) total_memory: usize,
 }
 
+/// Starts an attached profiler's recording (Nsight Compute run with
+/// `--profile-from-start off`), so that a benchmark's profile can leave its warm-up out;
+/// without a profiler it does nothing. It holds the device's context rather than the
+/// backend, so a benchmark can call it while the backend is lent to the measurement.
+#[derive(Clone)]
+pub struct ProfilerStart(pub(crate) Arc<CudaContext>);
+
+impl ProfilerStart {
+    /// Records from here on.
+    pub fn start(&self) -> Result<(), CudaError> {
+        self.0.bind_to_thread()?;
+        cudarc::driver::profiler_start()?;
+        Ok(())
+    }
+}
+
 /// Runs `f`, turning a panic inside cudarc (its loaders panic when a library or symbol
 /// is missing) into [`CudaError::NoLibrary`].
 fn guarded<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, CudaError> {

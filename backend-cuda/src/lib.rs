@@ -104,7 +104,7 @@ mod swiglu;
 pub use compile::{
     assemble_kernels, compile_kernels, nvrtc_available, AssembledFamily, CompiledFamily,
 };
-pub use device::driver_available;
+pub use device::{driver_available, ProfilerStart};
 pub use error::CudaError;
 pub use matmul::{Bf16Inputs, Precision};
 
@@ -217,6 +217,11 @@ impl CudaBackend {
             .result()?;
         }
         Ok(high as usize)
+    }
+
+    /// A handle that starts an attached profiler's recording on this device.
+    pub fn profiler(&self) -> ProfilerStart {
+        ProfilerStart(self.gpu.ctx.clone())
     }
 
     /// Bytes held by the bf16 copies of GEMM operands kept between GEMMs (the bf16
