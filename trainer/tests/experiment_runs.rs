@@ -508,6 +508,7 @@ fn an_experiment_with_sft_per_seed_trains_each_seed_its_own_models_and_starts_it
 
     // Each seed's arms start from that seed's annealed model: without seed 1's, a
     // resumed run adding an RL arm trains seed 0's and fails on seed 1's, naming it.
+    let annealed = weights(1, "skills-annealed");
     fs::remove_file(dir.join("per-seed/seed-1/sft-skills-annealed/model/model.safetensors"))
         .unwrap();
     let mut with_sage = config.clone();
@@ -524,6 +525,24 @@ fn an_experiment_with_sft_per_seed_trains_each_seed_its_own_models_and_starts_it
         "{:?}",
         resumed.lines
     );
+
+    // Without seed 1's anneal at all, a resumed run trains it again from the expert
+    // data the first run wrote (not written again), to the same weights on the CPU.
+    let data = dir.join("per-seed/sft-skills/data/train.jsonl");
+    let written_at = modified(&data);
+    fs::remove_dir_all(dir.join("per-seed/seed-1/sft-skills-annealed")).unwrap();
+    let mut again = Recorder::default();
+    run(&with_sage, true, &mut again).unwrap();
+    assert!(
+        again
+            .lines
+            .contains(&"expert data on skills: reused from the run being resumed".to_owned()),
+        "{:?}",
+        again.lines
+    );
+    assert_eq!(modified(&data), written_at);
+    assert_eq!(weights(1, "skills-annealed"), annealed);
+    assert!(dir.join("per-seed/seed-1/sage/run.json").is_file());
 
     // Whether each seed has its own models is part of the recipe: refused otherwise.
     let mut shared_now = config.clone();

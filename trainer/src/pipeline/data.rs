@@ -17,6 +17,16 @@ pub struct DataFiles {
     pub dev: PathBuf,
 }
 
+impl DataFiles {
+    /// Where [`prepare_data`] writes the files of `dir`: `dir/data/{train,dev}.jsonl`.
+    pub fn in_dir(dir: &Path) -> DataFiles {
+        DataFiles {
+            train: dir.join("data").join("train.jsonl"),
+            dev: dir.join("data").join("dev.jsonl"),
+        }
+    }
+}
+
 /// Runs the expert over the training split and the dev split and writes both under
 /// `dir/data/`.
 pub fn prepare_data(
@@ -25,10 +35,7 @@ pub fn prepare_data(
     reporter: &mut dyn Reporter,
 ) -> Result<DataFiles, PipelineError> {
     reporter.stage("expert data");
-    let files = DataFiles {
-        train: dir.join("data").join("train.jsonl"),
-        dev: dir.join("data").join("dev.jsonl"),
-    };
+    let files = DataFiles::in_dir(dir);
     let train = expert_data(config).map_err(failed("data"))?;
     write_records(&files.train, &train.records).map_err(failed("data"))?;
     let dev_config = ExpertDataConfig {

@@ -115,11 +115,25 @@ pub fn run_experiment<K: Kernels>(
             if let Some((_, files)) = data.iter().find(|(m, _)| *m == mode) {
                 return Ok(files.clone());
             }
-            let data_config = crate::data::ExpertDataConfig {
-                mode,
-                ..config.data.clone()
+            let stage = format!("sft-{mode}");
+            let written = DataFiles::in_dir(&dir.join(&stage));
+            // A copy of the run without its data (scripts/gpu_experiment.sh makes them)
+            // keeps the marker: the files must be there too.
+            let whole = written.train.is_file() && written.dev.is_file();
+            let files = if whole && record.finished_data(&stage)? {
+                reporter.info(&format!(
+                    "expert data on {mode}: reused from the run being resumed"
+                ));
+                written
+            } else {
+                let data_config = crate::data::ExpertDataConfig {
+                    mode,
+                    ..config.data.clone()
+                };
+                let files = prepare_data(&data_config, &dir.join(&stage), reporter)?;
+                record.mark_data_finished(&stage)?;
+                files
             };
-            let files = prepare_data(&data_config, &dir.join(format!("sft-{mode}")), reporter)?;
             data.push((mode, files.clone()));
             Ok(files)
         };

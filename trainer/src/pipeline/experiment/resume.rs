@@ -5,7 +5,9 @@
 //! `[experiment] seeds` and `arms` and `[run] dir` left out, so a resumed run may add
 //! seeds or arms) and a run id. Each stage it finishes leaves a marker that carries the
 //! id: `tokenizer-finished.json` once `tokenizer.json` is saved (a resumed run loads it
-//! rather than training one on other data), `sft-MODE/finished.json` once that SFT
+//! rather than training one on other data), `sft-MODE/data-finished.json` once that
+//! mode's expert data is written whole (a resumed run reads it rather than running the
+//! expert again), `sft-MODE/finished.json` once that SFT
 //! model is saved whole (`seed-S/sft-MODE/finished.json` under `[experiment]
 //! sft_per_seed`), and `seed-S/ARM/run.json` (the arm's result) once its
 //! evaluation is done. An arm's marker also holds the `[eval]` and `[rl]` settings it
@@ -48,6 +50,9 @@ const TOKENIZER_FINISHED_FILE: &str = "tokenizer-finished.json";
 /// Written in an SFT stage's directory (`sft-MODE/`, or `seed-S/sft-MODE/`) once the
 /// model in its `model/` is saved whole.
 const SFT_FINISHED_FILE: &str = "finished.json";
+/// Written in a mode's first SFT stage directory once its expert data (`data/`, which
+/// the mode's stages share) is written whole.
+const DATA_FINISHED_FILE: &str = "data-finished.json";
 /// The directory of an SFT stage's checkpoints, in the stage's directory.
 const SFT_CHECKPOINTS_DIR: &str = "checkpoints";
 /// The marker, in that directory, of the run whose checkpoints it holds.
@@ -206,6 +211,17 @@ impl RunRecord {
         )
     }
 
+    /// Whether this run wrote the expert data in `stage` (the directory of the mode's
+    /// first SFT stage, whose `data/` the mode's stages share) whole.
+    pub fn finished_data(&self, stage: &str) -> Result<bool, PipelineError> {
+        Ok(self.read_marker::<()>(&self.data_marker(stage))?.is_some())
+    }
+
+    /// Records that the expert data in `stage` is written whole.
+    pub fn mark_data_finished(&self, stage: &str) -> Result<(), PipelineError> {
+        self.write_marker(&self.data_marker(stage), ())
+    }
+
     /// The summary of the SFT stage in `stage` (its directory in the run directory,
     /// e.g. `sft-mixed`), when this run finished it.
     pub fn finished_sft(&self, stage: &str) -> Result<Option<SftFinished>, PipelineError> {
@@ -281,6 +297,10 @@ impl RunRecord {
 
     fn sft_checkpoints_dir(&self, stage: &str) -> PathBuf {
         self.dir.join(stage).join(SFT_CHECKPOINTS_DIR)
+    }
+
+    fn data_marker(&self, stage: &str) -> PathBuf {
+        self.dir.join(stage).join(DATA_FINISHED_FILE)
     }
 
     fn sft_marker(&self, stage: &str) -> PathBuf {
