@@ -285,7 +285,7 @@ fn the_claim_table_puts_sage_against_grpo_and_outcome_only_seed_by_seed() {
         run(Arm::OutcomeOnly, 0, 80.0, 200.0, 2.0),
     ];
     let arms = [Arm::GrpoNoSkills, Arm::Sage, Arm::OutcomeOnly, Arm::SageK3];
-    let table = claim_table(&runs, &arms, "iid");
+    let table = claim_table(&runs, &arms, "iid", false);
     let row = |claim: &str| {
         table
             .lines()
@@ -313,7 +313,14 @@ fn the_claim_table_puts_sage_against_grpo_and_outcome_only_seed_by_seed() {
         "{table}"
     );
     // Without a baseline there is no table.
-    assert_eq!(claim_table(&runs[..3], &arms, "iid"), "");
+    assert_eq!(claim_table(&runs[..3], &arms, "iid", true), "");
+    // With one SFT model per mode shared by every seed, the GRPO row's ± is qualified;
+    // against outcome-only alone (the same SFT model) there is nothing to qualify.
+    let note = "leaves out a second SFT run's spread";
+    assert!(!table.contains(note), "{table}");
+    assert!(claim_table(&runs, &arms, "iid", true).contains(note));
+    let outcome_only = [runs[0].clone(), runs[5].clone()];
+    assert!(!claim_table(&outcome_only, &arms, "iid", true).contains(note));
 }
 
 #[test]

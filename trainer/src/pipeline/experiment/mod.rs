@@ -282,7 +282,7 @@ pub fn run_experiment<K: Kernels>(
         "{}\n{}\n{}",
         experiment_table(&runs, arms),
         gain_table(&runs, arms, "iid"),
-        claim_table(&runs, arms, "iid")
+        claim_table(&runs, arms, "iid", !config.experiment.sft_per_seed)
     );
     reporter.result(&printed);
     // The template table is long: in experiment.md only.

@@ -165,8 +165,11 @@ const CLAIM_PAIRS: [(Arm, Arm); 4] = [
 /// The paper's claim in this run's terms: for each pair of [`CLAIM_PAIRS`] whose arms
 /// both ran, on `split`, the arm's SGC and TGC minus the baseline's under the same seed
 /// (mean ± spread over the seeds both ran), and its mean tokens and steps per task as a
-/// share of the baseline's over those seeds. Empty when no pair ran.
-pub fn claim_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
+/// share of the baseline's over those seeds. Empty when no pair ran. With
+/// `sft_shared` (one SFT model per mode for every seed), a row against GRPO without
+/// skills, whose arms start from two different SFT models, is followed by a note that
+/// its ± leaves out how much a second SFT run moves each start.
+pub fn claim_table(runs: &[ArmRun], arms: &[Arm], split: &str, sft_shared: bool) -> String {
     let metric = |arm: Arm, seed: u64| {
         runs.iter()
             .find(|r| r.arm == arm.name() && r.seed == seed)?
@@ -175,6 +178,7 @@ pub fn claim_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
             .find(|m| m.split == split)
     };
     let mut rows = String::new();
+    let mut across_starts = false;
     for (arm, baseline) in CLAIM_PAIRS {
         if !arms.contains(&arm) || !arms.contains(&baseline) {
             continue;
@@ -211,9 +215,16 @@ pub fn claim_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
             ratio(|m| m.avg_tokens),
             ratio(|m| m.avg_steps),
         ));
+        across_starts |= baseline == Arm::GrpoNoSkills;
     }
     if rows.is_empty() {
         return rows;
+    }
+    if sft_shared && across_starts {
+        rows.push_str(
+            "(against grpo-no-skills: two SFT models, each trained once for every seed, so the \
+             ± leaves out a second SFT run's spread; [experiment] sft_per_seed = true puts it in)\n",
+        );
     }
     format!(
         "{:<40} {:>5} {:>16} {:>16} {:>13} {:>13}   ({split}; the paper, SAGE vs GRPO: +8.9 SGC, 0.41x tokens, 0.74x steps)\n{rows}",
