@@ -140,18 +140,13 @@ fn peak_rss_mib() -> f64 {
 
 /// Training: batch x seq tokens, forward + backward + AdamW, `steps` timed steps after
 /// one warm-up step, with `timed` called between them. Returns tokens per second.
-fn train<K: Kernels>(
-    k: &mut K,
-    config: ModelConfig,
-    r: &Request,
-    timed: &mut Marker,
-) -> BenchResult<f64>
+fn train<K: Kernels>(k: &mut K, r: &Request, timed: &mut Marker) -> BenchResult<f64>
 where
     K::Error: Error + 'static,
 {
     let (batch, seq, steps) = (r.batch, r.seq, r.steps);
-    let vocab = config.vocab_size;
-    let mut model = random_model(k, config)?;
+    let vocab = r.config.vocab_size;
+    let mut model = random_model(k, r.config.clone())?;
     if r.lora_rank > 0 {
         // Adapters on every projection, as `[sft.lora]` puts them by default.
         let lora = LoraConfig {
@@ -204,18 +199,13 @@ where
 /// it (`decode_step_choosing`: only the choices are copied back, not the logits), with
 /// `steps` called between the prefill and the steps. Returns generated tokens per second
 /// (prefill included in the time).
-fn decode<K: Kernels>(
-    k: &mut K,
-    config: ModelConfig,
-    r: &Request,
-    steps: &mut Marker,
-) -> BenchResult<f64>
+fn decode<K: Kernels>(k: &mut K, r: &Request, steps: &mut Marker) -> BenchResult<f64>
 where
     K::Error: Error + 'static,
 {
     let (batch, prompt, new_tokens) = (r.seqs, r.prompt, r.new_tokens);
-    let vocab = config.vocab_size;
-    let mut model = random_model(k, config)?;
+    let vocab = r.config.vocab_size;
+    let mut model = random_model(k, r.config.clone())?;
     let prompts: Vec<Vec<u32>> = (0..batch)
         .map(|b| tokens(prompt, vocab, 10 + b as u64))
         .collect();
@@ -326,14 +316,14 @@ where
     }
     let (tokens_per_s, shape) = match r.what.as_str() {
         "train" => (
-            train(k, r.config.clone(), &r, profiled)?,
+            train(k, &r, profiled)?,
             match r.lora_rank {
                 0 => format!("{}x{}", r.batch, r.seq),
                 rank => format!("{}x{}, LoRA rank {rank}", r.batch, r.seq),
             },
         ),
         "decode" => (
-            decode(k, r.config.clone(), &r, profiled)?,
+            decode(k, &r, profiled)?,
             format!("{} seqs, {} prompt, {} new", r.seqs, r.prompt, r.new_tokens),
         ),
         other => return Err(format!("unknown measurement `{other}` (train, decode, gemm)").into()),

@@ -9,7 +9,7 @@
 #   bash scripts/smollm2_parts.sh pack       # here, after the CUDA build (its header)
 #   call 1, carrying target/smollm2-a: bash scripts/smollm2_parts.sh unpack (and, say,
 #     bash scripts/gpu_check.sh)
-#   call 2, carrying target/smollm2-b: bash scripts/smollm2_parts.sh unpack && bash scripts/gpu_smollm2.sh
+#   call 2, carrying target/smollm2-b: bash scripts/gpu_smollm2.sh (it unpacks both parts)
 #
 # (On a machine with the whole file, SAGE_SMOLLM2_GGUF=path skips the parts.)
 # Into OUT_DIR (default $OUT or target/gpu-smollm2): zero-shot.md, sft.md (the tables),
@@ -46,16 +46,16 @@ fi
 export LD_LIBRARY_PATH="/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 START=$SECONDS
 say() { echo "[$((SECONDS - START)) s] $*"; }
-[ -x "$BIN" ] || { echo "$BIN is missing: build it first (see the top of this script)" >&2; exit 1; }
 mkdir -p "$RUNS"
-
 GGUF=${SAGE_SMOLLM2_GGUF:-}
 if [ -f "$RUNS/model/config.json" ]; then
     say "the model imported by an earlier call: $RUNS/model"
 elif [ -z "$GGUF" ]; then
-    GGUF=$RUNS/SmolLM2-135M-Instruct.Q4_1.gguf
-    cat target/smollm2-a/gguf.part-* target/smollm2-b/gguf.part-* >"$GGUF" 2>/dev/null
+    # The builds and the GGUF as scripts/smollm2_parts.sh packed them for two calls.
+    GGUF=$(SAGE_RUNS=$RUNS bash scripts/smollm2_parts.sh unpack) || exit 1
+    BIN=$(realpath "${SAGE_BIN:-target/cuda-bench/sage}")
 fi
+[ -x "$BIN" ] || { echo "$BIN is missing: build it first (see the top of this script)" >&2; exit 1; }
 if [ ! -f "$RUNS/model/config.json" ]; then
     # The import checks every tensor's size against its type and shape, so a part
     # missing or cut short fails here, naming the tensor.
