@@ -13,7 +13,8 @@
 //! `--features cuda`, `--backend cuda` runs on GPU 0 (`--precision f32|bf16`, bf16 by
 //! default there: bf16 GEMM operands, f32 everything else; `--bf16-inputs
 //! copies|converted`: cast bf16 copies of the operands, the default, or let cuBLAS round
-//! the f32 operands itself).
+//! the f32 operands itself; `--step-graphs on|off`: decoding steps replayed from CUDA
+//! graphs, on by default in bf16, or run as ordinary launches).
 #![forbid(unsafe_code)]
 
 use std::error::Error;
@@ -398,13 +399,23 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
         "converted" => Bf16Inputs::Converted,
         other => return Err(format!("unknown bf16 inputs `{other}` (copies, converted)").into()),
     };
+    let graphs = match option(args, "--step-graphs", "default".to_owned())?.as_str() {
+        "default" => None,
+        "on" => Some(true),
+        "off" => Some(false),
+        other => return Err(format!("unknown --step-graphs `{other}` (on, off)").into()),
+    };
     let mut k = CudaBackend::with_precision(precision)?;
     k.set_bf16_inputs(inputs);
+    if let Some(on) = graphs {
+        k.set_step_graphs(on);
+    }
     eprintln!("cuda device: {}", k.description());
-    let side = match (precision, inputs) {
-        (Precision::F32, _) => "sage-cuda-f32",
-        (Precision::Bf16, Bf16Inputs::Copies) => "sage-cuda-bf16",
-        (Precision::Bf16, Bf16Inputs::Converted) => "sage-cuda-bf16-converted",
+    let side = match (precision, inputs, graphs) {
+        (Precision::F32, _, _) => "sage-cuda-f32",
+        (Precision::Bf16, _, Some(false)) => "sage-cuda-bf16-no-graphs",
+        (Precision::Bf16, Bf16Inputs::Copies, _) => "sage-cuda-bf16",
+        (Precision::Bf16, Bf16Inputs::Converted, _) => "sage-cuda-bf16-converted",
     };
     // The backend is needed both by the measurement and by its profiling mark: the mark
     // gets its own handle to the device's context.
@@ -417,7 +428,17 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
         &mut || Ok(profiler.start()?),
     )?;
     let mib = |bytes: usize| bytes as f64 / (1 << 20) as f64;
-    println!("{{{fields},\"peak_gpu_mib\":{:.1}}}", mib(k.memory_peak()?));
+    let graphs = k.step_graph_stats();
+    println!(
+        "{{{fields},\"peak_gpu_mib\":{:.1},\"step_graphs\":{{\"captured\":{},\"replayed\":{},\"eager\":{}}}}}",
+        mib(k.memory_peak()?),
+        graphs.captured,
+        graphs.replayed,
+        graphs.eager
+    );
+    if let Some(reason) = graphs.last_refusal {
+        eprintln!("the last decoding step not run from a graph: {reason}");
+    }
     eprintln!(
         "device memory in use after the run: {:.0} MiB, of which kept bf16 copies of GEMM \
          operands {:.0} MiB",

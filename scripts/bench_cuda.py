@@ -26,9 +26,10 @@ On a GPU machine it:
      PyTorch and >= 28% MFU; decoding >= 15x generate() and <= 3 ms per step; peak
      device memory <= 1.2x PyTorch's in training and <= generate()'s in decoding: our
      memory pool's high-water mark against torch.cuda.max_memory_allocated);
-  6. runs our training and decoding again with `--bf16-inputs converted` (cuBLAS
-     rounds the f32 operands to bf16 itself: no cast kernels, no kept copies) and
-     prints both ways side by side.
+  6. runs our decoding again with `--step-graphs off` (every decoding step launched
+     kernel by kernel instead of replayed from a CUDA graph) and prints both ways side
+     by side. (`--bf16-inputs converted`, cuBLAS rounding the f32 operands itself, was
+     measured this way on 2026-11-28: 0.81x the training speed; BENCHMARKS.md.)
 
     python3 scripts/bench_cuda.py [--steps 5] [--batch 8] [--seq 1024] [--no-install] [--skip-checks]
     python3 scripts/bench_cuda.py --build-only   # on a build machine, no GPU needed
@@ -275,22 +276,22 @@ def main():
     ours_decode = run_rust(env, *decode_args, "--new", str(args.new))
     ours_prefill = run_rust(env, *decode_args, "--new", "1")
     theirs_decode = run_torch("torch_decode", args.seqs, args.prompt, args.new)
-    # The same two runs with cuBLAS rounding the f32 operands to bf16 itself (no cast
-    # kernels, no kept bf16 copies), to say which way the bf16 mode should take.
-    converted = ["--bf16-inputs", "converted"]
-    ours_train_converted = run_rust(env, "train", "qwen0.5b", "--batch", shape[0], "--seq",
-                                    shape[1], "--steps", shape[2], *converted)
-    ours_decode_converted = run_rust(env, *decode_args, "--new", str(args.new), *converted)
+    # The decoding run again with every step launched kernel by kernel, not replayed
+    # from a CUDA graph, to say what the graphs are worth.
+    ours_decode_eager = run_rust(env, *decode_args, "--new", str(args.new),
+                                 "--step-graphs", "off")
 
     def mfu(record):
         return record["tokens_per_s"] * flops / peak
 
     train_ratio = ours_train["tokens_per_s"] / theirs_train["tokens_per_s"]
     decode_ratio = ours_decode["tokens_per_s"] / theirs_decode["tokens_per_s"]
-    # Seconds of the whole run less those of the prefill and its one token, per step.
-    whole = args.seqs * args.new / ours_decode["tokens_per_s"]
     prefill = args.seqs / ours_prefill["tokens_per_s"]
-    step_ms = 1e3 * (whole - prefill) / max(args.new - 1, 1)
+
+    def step_ms(record):
+        """Seconds of the whole run less those of the prefill and its one token, per step."""
+        whole = args.seqs * args.new / record["tokens_per_s"]
+        return 1e3 * (whole - prefill) / max(args.new - 1, 1)
     print(f"device: {device}; peak {peak / 1e12:.0f} TFLOP/s bf16; "
           f"{flops / 1e9:.2f} GFLOP per training token")
     print(f"training {args.batch} x {args.seq} tokens, {args.steps} timed steps; decoding "
@@ -305,8 +306,8 @@ def main():
     print(f"| decoding tok/s | {ours_decode['tokens_per_s']:.0f} | "
           f"{theirs_decode['tokens_per_s']:.0f} | {decode_ratio:.2f}x | >= 15x | "
           f"{'met' if decode_ratio >= 15.0 else 'not met'} |")
-    print(f"| decoding step, {args.seqs} sequences | {step_ms:.2f} ms | | | <= 3 ms | "
-          f"{'met' if step_ms <= 3.0 else 'not met'} |")
+    print(f"| decoding step, {args.seqs} sequences | {step_ms(ours_decode):.2f} ms | | | <= 3 ms | "
+          f"{'met' if step_ms(ours_decode) <= 3.0 else 'not met'} |")
     # Peak device memory: ours is the high-water mark of the memory pool our allocations
     # come from, PyTorch's torch.cuda.max_memory_allocated; neither counts cuBLAS's
     # workspace or the CUDA context.
@@ -316,18 +317,20 @@ def main():
         print(f"| {name} peak device memory | {ours['peak_gpu_mib']:.0f} MiB | "
               f"{theirs['peak_gpu_mib']:.0f} MiB | {ratio:.2f}x | <= {bound}x | "
               f"{'met' if ratio <= bound else 'not met'} |")
-    print("\nbf16 operands rounded by cuBLAS (`--bf16-inputs converted`) against cast copies:\n")
-    print("| measurement | cast copies | converted by cuBLAS | converted / copies |")
+    graphs = ours_decode.get("step_graphs", {})
+    print(f"\nDecoding steps from CUDA graphs (captured {graphs.get('captured')}, replayed "
+          f"{graphs.get('replayed')}, eager {graphs.get('eager')}) against every step "
+          f"launched kernel by kernel (`--step-graphs off`):\n")
+    print("| measurement | graphs (default) | kernel by kernel | graphs / kernel by kernel |")
     print("| --- | --- | --- | --- |")
-    for name, copies, conv, key, unit in [
-            ("training tok/s", ours_train, ours_train_converted, "tokens_per_s", ""),
-            ("decoding tok/s", ours_decode, ours_decode_converted, "tokens_per_s", ""),
-            ("training peak device memory", ours_train, ours_train_converted, "peak_gpu_mib",
-             " MiB"),
-            ("decoding peak device memory", ours_decode, ours_decode_converted, "peak_gpu_mib",
-             " MiB")]:
-        print(f"| {name} | {copies[key]:.0f}{unit} | {conv[key]:.0f}{unit} | "
-              f"{conv[key] / copies[key]:.2f}x |")
+    eager_tokens = ours_decode_eager["tokens_per_s"]
+    print(f"| decoding tok/s | {ours_decode['tokens_per_s']:.0f} | {eager_tokens:.0f} | "
+          f"{ours_decode['tokens_per_s'] / eager_tokens:.2f}x |")
+    print(f"| decoding step | {step_ms(ours_decode):.2f} ms | {step_ms(ours_decode_eager):.2f} ms | "
+          f"{step_ms(ours_decode) / step_ms(ours_decode_eager):.2f}x |")
+    print(f"| decoding peak device memory | {ours_decode['peak_gpu_mib']:.0f} MiB | "
+          f"{ours_decode_eager['peak_gpu_mib']:.0f} MiB | "
+          f"{ours_decode['peak_gpu_mib'] / ours_decode_eager['peak_gpu_mib']:.2f}x |")
 
 if __name__ == "__main__":
     main()

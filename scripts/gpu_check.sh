@@ -16,8 +16,8 @@
 #      the call's measurements (a faster kernel that fails parity is still not done);
 #   2. scripts/bench_cuda.py: the bf16 mode against PyTorch on the same GPU (training,
 #      decoding, the time per decoding step, peak device memory against
-#      torch.cuda.max_memory_allocated), both ways of feeding bf16 operands to cuBLAS,
-#      with issue 37's targets;
+#      torch.cuda.max_memory_allocated), with issue 37's targets, and decoding with its
+#      steps replayed from CUDA graphs (the default) against kernel by kernel;
 #   3. `sage demo` on the CUDA backend in f32 and in bf16, timed, with their tables (run
 #      directories under target/gpu-check-runs);
 #   4. two Nsight Compute profiles, GPU time per kernel (ncu serialises kernels: read the
@@ -60,7 +60,7 @@ step nvrtc "$BIN/nvrtc" || grep -E "panicked" -A1 "$OUT_DIR/nvrtc.log" | head -2
 step parity "$BIN/parity_cuda" --test-threads=1 || grep -E "panicked" -A1 "$OUT_DIR/parity.log" | head -20
 grep -E "test result" "$OUT_DIR/parity.log"
 step bench python3 scripts/bench_cuda.py --no-install --skip-checks
-grep -E "^\||^device" "$OUT_DIR/bench.log"
+grep -E "^\||^device|^Decoding steps" "$OUT_DIR/bench.log"
 for precision in f32 bf16; do
     step "demo-$precision" "$BIN/sage" demo --backend cuda --precision "$precision" \
         --run-dir "target/gpu-check-runs/demo-$precision"

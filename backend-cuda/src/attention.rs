@@ -120,7 +120,7 @@ fn spans(b: &mut CudaBackend, seq_starts: &[u32], n: usize) -> Result<u64, CudaE
     }
     let address = b
         .scratch
-        .upload_indices(&b.gpu.stream, IndexScratch::Spans, &spans)?;
+        .upload_indices(&b.gpu, IndexScratch::Spans, &spans)?;
     b.scratch.spans_of = seq_starts.to_vec();
     Ok(address)
 }

@@ -44,7 +44,7 @@ pub(crate) fn choose_tokens(
     };
     let uniforms = b
         .scratch
-        .upload_indices(&b.gpu.stream, IndexScratch::Uniforms, &bits)?;
+        .upload_indices(&b.gpu, IndexScratch::Uniforms, &bits)?;
     let inverse_temperature = if greedy { 0.0 } else { 1.0 / sizes.temperature };
     b.launch(
         op,

@@ -54,7 +54,7 @@ pub(crate) fn kv_cache_append(
     }
     let rows = b
         .scratch
-        .upload_indices_once(&b.gpu.stream, IndexScratch::AppendRows, lengths)?;
+        .upload_indices_once(&b.gpu, IndexScratch::AppendRows, lengths)?;
     let mut args = pointers.to_vec();
     args.extend([
         Arg::Ptr(rows),
@@ -91,7 +91,7 @@ pub(crate) fn attention_decode(
     }
     let rows = b
         .scratch
-        .upload_indices_once(&b.gpu.stream, IndexScratch::AttendedRows, lengths)?;
+        .upload_indices_once(&b.gpu, IndexScratch::AttendedRows, lengths)?;
     if b.precision == Precision::Bf16 && dims.group <= SPLIT_MAX_GROUP {
         let longest = lengths.iter().copied().max().unwrap_or(1) as usize;
         return split_kv(b, pointers, rows, longest.div_ceil(SPLIT_KEYS), sizes);

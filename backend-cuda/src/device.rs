@@ -1,5 +1,6 @@
-//! The device: the CUDA context and the one stream every call runs on, the cuBLAS
-//! handle bound to that stream, and what the device is (name, compute capability,
+//! The device: the CUDA context and the one stream every call runs on (with the
+//! recorder that says whether its calls are queued, traced or captured), the cuBLAS
+//! handle bound to that stream and its workspace, and what the device is (name, compute capability,
 //! memory). Opening it checks first that the driver and cuBLAS libraries can be loaded,
 //! so that a missing library is an error rather than cudarc's panic.
 
@@ -7,9 +8,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use cudarc::cublas::{sys as blas_sys, CudaBlas};
-use cudarc::driver::{result as driver_result, CudaContext, CudaStream};
+use cudarc::driver::{result as driver_result, CudaContext, CudaSlice, CudaStream, DevicePtr};
 
 use crate::error::CudaError;
+use crate::record::Recorder;
+
+/// Bytes of cuBLAS's workspace, set once so that a GEMM captured into a graph does not
+/// allocate (32 MiB, what NVIDIA advises for Hopper).
+const BLAS_WORKSPACE_BYTES: usize = 32 << 20;
 
 /// A CUDA device ready for work.
 pub(crate) struct Gpu {
@@ -19,6 +25,11 @@ pub(crate) struct Gpu {
     pub(crate) stream: Arc<CudaStream>,
     /// cuBLAS, on `stream`.
     pub(crate) blas: CudaBlas,
+    /// cuBLAS's workspace (it outlives the handle's last GEMM: freed after it on the
+    /// stream).
+    _blas_workspace: CudaSlice<u8>,
+    /// Whether the stream's calls are queued, traced or captured (`record`).
+    pub(crate) recorder: Recorder,
     /// The NVRTC target: `compute_XY` for compute capability X.Y.
     pub(crate) arch: String,
     /// Device name, compute capability, memory and driver version, in words.
@@ -103,6 +114,20 @@ impl Gpu {
             blas_sys::cublasSetMathMode(*blas.handle(), blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH)
         }
         .result()?;
+        let blas_workspace = stream.alloc_zeros::<u8>(BLAS_WORKSPACE_BYTES)?;
+        {
+            let (address, _record) = blas_workspace.device_ptr(&stream);
+            // SAFETY: a live handle and a live allocation of BLAS_WORKSPACE_BYTES, kept
+            // as long as the handle.
+            unsafe {
+                blas_sys::cublasSetWorkspace_v2(
+                    *blas.handle(),
+                    address as *mut std::ffi::c_void,
+                    BLAS_WORKSPACE_BYTES,
+                )
+            }
+            .result()?;
+        }
         let (major, minor) = ctx.compute_capability()?;
         let name = ctx.name()?;
         // SAFETY: a valid device handle from the live context.
@@ -114,6 +139,8 @@ impl Gpu {
             ctx,
             stream,
             blas,
+            _blas_workspace: blas_workspace,
+            recorder: Recorder::default(),
             arch: format!("compute_{major}{minor}"),
             description: format!(
                 "{name} (compute capability {major}.{minor}, {:.1} GiB, CUDA driver {}.{})",

@@ -36,6 +36,12 @@ pub(crate) fn copy(b: &mut CudaBackend, dst: Tensor, src: Tensor) -> Result<(), 
     if dst.len == 0 {
         return Ok(());
     }
+    if b.gpu
+        .recorder
+        .skips("memcpy_dtod", &[to, from, dst.len as u64])
+    {
+        return Ok(());
+    }
     b.gpu.ctx.bind_to_thread()?;
     // SAFETY: both ranges were checked against live buffers and do not overlap.
     unsafe { driver_result::memcpy_dtod_async(to, from, dst.len * 4, b.gpu.stream.cu_stream()) }?;
@@ -97,7 +103,7 @@ pub(crate) fn sum_squares(b: &mut CudaBackend, src: Tensor) -> Result<f32, CudaE
         &[Arg::Ptr(result), Arg::Ptr(partials), Arg::U32(blocks)],
     )?;
     let mut sum = [0.0f32];
-    download(&b.gpu.stream, &mut sum, result)?;
+    download(&b.gpu, &mut sum, result)?;
     Ok(sum[0])
 }
 

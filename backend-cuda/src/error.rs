@@ -22,6 +22,9 @@ pub enum CudaError {
     Blas(String),
     /// A size or model does not fit what the kernels or the device support.
     TooLarge(String),
+    /// A call a CUDA graph cannot hold, met while recording a repeated step; the
+    /// backend then runs the step as ordinary launches, so callers do not see it.
+    StepNotRecorded(String),
 }
 
 impl fmt::Display for CudaError {
@@ -36,6 +39,12 @@ impl fmt::Display for CudaError {
             CudaError::Driver(why) => write!(f, "cuda backend: driver error: {why}"),
             CudaError::Blas(why) => write!(f, "cuda backend: cuBLAS error: {why}"),
             CudaError::TooLarge(why) => write!(f, "cuda backend: too large: {why}"),
+            CudaError::StepNotRecorded(why) => {
+                write!(
+                    f,
+                    "cuda backend: the step cannot be recorded as a graph: {why}"
+                )
+            }
         }
     }
 }

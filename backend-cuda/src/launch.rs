@@ -30,6 +30,18 @@ pub(crate) enum Arg {
     F32(f32),
 }
 
+impl Arg {
+    /// The argument's bits as one word: a kernel's signature fixes the kind of each
+    /// argument, so the bits alone tell two launches of one kernel apart.
+    fn word(&self) -> u64 {
+        match *self {
+            Arg::Ptr(value) | Arg::U64(value) => value,
+            Arg::U32(value) => u64::from(value),
+            Arg::F32(value) => u64::from(value.to_bits()),
+        }
+    }
+}
+
 /// The kernels of every family, loaded into the device's context.
 pub(crate) struct Functions {
     by_name: HashMap<&'static str, CudaFunction>,
@@ -68,9 +80,10 @@ pub(crate) fn blocks_per_task(tasks: usize) -> u32 {
 }
 
 impl CudaBackend {
-    /// Queues kernel `entry` on the stream with `grid` blocks of `block` threads.
-    /// Callers pass addresses from the store or the scratch slots, which are live and
-    /// hold the ranges the kernel touches (each op checks the sizes first).
+    /// Queues kernel `entry` on the stream with `grid` blocks of `block` threads (while
+    /// a step is traced, only writes it down: `record`). Callers pass addresses from
+    /// the store or the scratch slots, which are live and hold the ranges the kernel
+    /// touches (each op checks the sizes first).
     pub(crate) fn launch(
         &self,
         entry: &str,
@@ -79,6 +92,11 @@ impl CudaBackend {
         args: &[Arg],
     ) -> Result<(), CudaError> {
         let function = self.functions.get(entry)?;
+        let mut words = vec![u64::from(grid.0), u64::from(grid.1), u64::from(block)];
+        words.extend(args.iter().map(Arg::word));
+        if self.gpu.recorder.skips(entry, &words) {
+            return Ok(());
+        }
         let mut builder = self.gpu.stream.launch_builder(function);
         for arg in args {
             match arg {
@@ -95,7 +113,11 @@ impl CudaBackend {
         // SAFETY: the argument list matches the kernel's parameters (each op passes
         // them in the order of its `.cu` signature); every pointer is a live device
         // address whose range was checked against the sizes the kernel is given.
-        unsafe { builder.launch(config) }?;
+        unsafe { builder.launch(config) }.map_err(|e| {
+            let e = CudaError::from(e);
+            self.gpu.recorder.failed(entry, &e);
+            e
+        })?;
         Ok(())
     }
 }

@@ -75,6 +75,7 @@
 //!   and NVRTC; `launch`: loaded kernels and the one launch path;
 //! - `store`: buffers and checked addresses; `scratch`: the backend's own buffers and
 //!   host transfers; `shadow`: the bf16 copies of GEMM operands kept between GEMMs;
+//!   `record`: repeated steps (decoding steps) recorded as CUDA graphs and replayed;
 //! - `elementwise`, `embedding`, `norm` (RMSNorm, bias, column sums), `matmul`
 //!   (cuBLAS), `rope`, `attention` (training), `decode` (KV cache), `swiglu`, `logprob`
 //!   (the output head), `choose` (token choice on the device), `adamw`;
@@ -95,6 +96,7 @@ mod limits;
 mod logprob;
 mod matmul;
 mod norm;
+mod record;
 mod rope;
 mod scratch;
 mod shadow;
@@ -107,6 +109,7 @@ pub use compile::{
 pub use device::{driver_available, ProfilerStart};
 pub use error::CudaError;
 pub use matmul::{Bf16Inputs, Precision};
+pub use record::StepGraphStats;
 
 use std::fmt;
 
@@ -123,6 +126,7 @@ use sage_transformer::{
 
 use crate::device::Gpu;
 use crate::launch::Functions;
+use crate::record::StepGraphs;
 use crate::scratch::{download, upload, IndexScratch, Scratch, ScratchBuffers};
 use crate::store::Store;
 
@@ -134,6 +138,7 @@ pub struct CudaBackend {
     scratch: ScratchBuffers,
     precision: Precision,
     bf16_inputs: Bf16Inputs,
+    graphs: StepGraphs,
 }
 
 /// The device rather than the buffers.
@@ -160,7 +165,8 @@ impl CudaBackend {
         CudaBackend::with_device(0, precision)
     }
 
-    /// Opens GPU `ordinal` with the given GEMM precision.
+    /// Opens GPU `ordinal` with the given GEMM precision; repeated steps are recorded
+    /// as graphs in [`Precision::Bf16`], the fast path ([`CudaBackend::set_step_graphs`]).
     pub fn with_device(ordinal: usize, precision: Precision) -> Result<CudaBackend, CudaError> {
         let gpu = Gpu::new(ordinal)?;
         let functions = Functions::load(&gpu)?;
@@ -171,6 +177,7 @@ impl CudaBackend {
             scratch: ScratchBuffers::default(),
             precision,
             bf16_inputs: Bf16Inputs::default(),
+            graphs: StepGraphs::new(precision == Precision::Bf16),
         })
     }
 
@@ -245,6 +252,19 @@ impl CudaBackend {
         self.bf16_inputs = inputs;
     }
 
+    /// Turns on or off the recording of repeated steps (decoding steps) as CUDA graphs,
+    /// replayed with one launch each (`record`); off runs every step as ordinary
+    /// launches and drops the graphs. On by default in [`Precision::Bf16`].
+    pub fn set_step_graphs(&mut self, on: bool) {
+        self.graphs.set_enabled(on);
+    }
+
+    /// How the repeated steps ran so far: graphs captured and replayed, steps run
+    /// eagerly, and why the last of those could not be recorded.
+    pub fn step_graph_stats(&self) -> StepGraphStats {
+        self.graphs.stats()
+    }
+
     /// Fails with a message naming the limit when the device cannot train the model
     /// (see the `limits` module for what is checked).
     pub fn check_model(&self, config: &ModelConfig) -> Result<(), CudaError> {
@@ -258,7 +278,7 @@ impl CudaBackend {
 
     /// The address of at least `len` elements of the `f32` scratch `which`.
     pub(crate) fn scratch_space(&mut self, which: Scratch, len: usize) -> Result<u64, CudaError> {
-        self.scratch.space(&self.gpu.stream, which, len)
+        self.scratch.space(&self.gpu, which, len)
     }
 
     /// The address of at least `len` elements of the `u32` scratch `which`.
@@ -267,7 +287,7 @@ impl CudaBackend {
         which: IndexScratch,
         len: usize,
     ) -> Result<u64, CudaError> {
-        self.scratch.index_space(&self.gpu.stream, which, len)
+        self.scratch.index_space(&self.gpu, which, len)
     }
 }
 
@@ -275,34 +295,36 @@ impl Device for CudaBackend {
     type Error = CudaError;
 
     fn alloc(&mut self, len: usize) -> Result<BufferId, CudaError> {
-        self.store.alloc(&self.gpu.stream, len)
+        self.store.alloc(&self.gpu, len)
     }
 
     fn alloc_indices(&mut self, len: usize) -> Result<IndexBufferId, CudaError> {
-        self.store.alloc_indices(&self.gpu.stream, len)
+        self.store.alloc_indices(&self.gpu, len)
     }
 
     fn free(&mut self, buffer: BufferId) -> Result<(), CudaError> {
+        self.gpu.recorder.allow("freeing a buffer")?;
         self.store.free(buffer)
     }
 
     fn free_indices(&mut self, buffer: IndexBufferId) -> Result<(), CudaError> {
+        self.gpu.recorder.allow("freeing a buffer")?;
         self.store.free_indices(buffer)
     }
 
     fn write(&mut self, dst: Tensor, src: &[f32]) -> Result<(), CudaError> {
         let address = self.store.address(dst)?;
-        upload(&self.gpu.stream, address, src)
+        upload(&self.gpu, address, src)
     }
 
     fn write_indices(&mut self, dst: Indices, src: &[u32]) -> Result<(), CudaError> {
         let address = self.store.index_address(dst)?;
-        upload(&self.gpu.stream, address, src)
+        upload(&self.gpu, address, src)
     }
 
     fn read(&mut self, src: Tensor, dst: &mut [f32]) -> Result<(), CudaError> {
         let address = self.store.address_read(src)?;
-        download(&self.gpu.stream, dst, address)
+        download(&self.gpu, dst, address)
     }
 
     fn fill(&mut self, dst: Tensor, value: f32) -> Result<(), CudaError> {
@@ -523,5 +545,12 @@ impl Device for CudaBackend {
         scalars: AdamWScalars,
     ) -> Result<(), CudaError> {
         adamw::adamw(self, [params, grads, m, v], scalars)
+    }
+
+    fn repeated_step<E>(
+        &mut self,
+        step: &mut dyn FnMut(&mut Self) -> Result<(), E>,
+    ) -> Result<Result<(), E>, CudaError> {
+        self.run_repeated_step(step)
     }
 }

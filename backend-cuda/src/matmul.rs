@@ -106,12 +106,13 @@ fn bf16_copy(
             cast_bf16(b, copy, source, len)?;
             Ok(copy)
         }
-        ShadowUse::Keep => match allocate::<u16>(&b.gpu.stream, len) {
+        ShadowUse::Keep => match allocate::<u16>(&b.gpu, len) {
             Ok((memory, copy)) => {
                 cast_bf16(b, copy, source, len)?;
                 b.store.shadows.borrow_mut().hold(span(t), memory, copy);
                 Ok(copy)
             }
+            Err(refused @ CudaError::StepNotRecorded(_)) => Err(refused),
             // No room on the device for another copy: this GEMM casts into scratch.
             Err(_) => into_scratch(b),
         },
@@ -142,7 +143,7 @@ pub(crate) fn gemm(
     }
     if k == 0 {
         // An empty sum: c = 0, or unchanged when accumulating.
-        if !accumulate {
+        if !accumulate && !b.gpu.recorder.skips("memset_d8", &[c, (m * n * 4) as u64]) {
             b.gpu.ctx.bind_to_thread()?;
             // SAFETY: `c` addresses m * n checked elements.
             unsafe {
@@ -167,9 +168,28 @@ pub(crate) fn gemm(
     let ld_b = to_i32(op, "ld b", if trans_b { k } else { n })?;
     let ld_a = to_i32(op, "ld a", if trans_a { m } else { k })?;
     let (alpha, beta) = (1.0f32, if accumulate { 1.0f32 } else { 0.0 });
+    let (a_in, b_in) = match (b.precision, b.bf16_inputs) {
+        (Precision::Bf16, Bf16Inputs::Copies) => (
+            bf16_copy(b, a, a_f32, m * k, Scratch::Bf16A)?,
+            bf16_copy(b, bm, b_f32, k * n, Scratch::Bf16B)?,
+        ),
+        _ => (a_f32, b_f32),
+    };
+    let words = [
+        a_in,
+        b_in,
+        c,
+        m as u64,
+        n as u64,
+        k as u64,
+        u64::from(trans_a) | u64::from(trans_b) << 1 | u64::from(accumulate) << 2,
+    ];
+    if b.gpu.recorder.skips("matmul", &words) {
+        return Ok(());
+    }
     b.gpu.ctx.bind_to_thread()?;
     let handle = *b.gpu.blas.handle();
-    match b.precision {
+    let ran = match b.precision {
         Precision::F32 => {
             // SAFETY: a, b and c address live ranges of m*k, k*n and m*n f32 elements
             // (checked by the caller); the leading dimensions describe those layouts.
@@ -190,19 +210,15 @@ pub(crate) fn gemm(
                     c as *mut f32,
                     cm,
                 )
-            }?;
+            }
         }
         Precision::Bf16 => {
-            let (a_in, b_in, in_type, compute) = match b.bf16_inputs {
+            let (in_type, compute) = match b.bf16_inputs {
                 Bf16Inputs::Copies => (
-                    bf16_copy(b, a, a_f32, m * k, Scratch::Bf16A)?,
-                    bf16_copy(b, bm, b_f32, k * n, Scratch::Bf16B)?,
                     cudaDataType::CUDA_R_16BF,
                     cublasComputeType_t::CUBLAS_COMPUTE_32F,
                 ),
                 Bf16Inputs::Converted => (
-                    a_f32,
-                    b_f32,
                     cudaDataType::CUDA_R_32F,
                     cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_16BF,
                 ),
@@ -230,8 +246,12 @@ pub(crate) fn gemm(
                     compute,
                     cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
                 )
-            }?;
+            }
         }
-    }
-    Ok(())
+    };
+    ran.map_err(|e| {
+        let e = CudaError::from(e);
+        b.gpu.recorder.failed("matmul", &e);
+        e
+    })
 }

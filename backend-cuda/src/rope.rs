@@ -60,7 +60,7 @@ fn frequencies(b: &mut CudaBackend, theta: f32, head_dim: usize) -> Result<u64, 
         .collect();
     let address = b
         .scratch
-        .upload(&b.gpu.stream, Scratch::RopeFrequencies, &inv_freq)?;
+        .upload(&b.gpu, Scratch::RopeFrequencies, &inv_freq)?;
     b.scratch.rope_of = Some(key);
     Ok(address)
 }

@@ -4,10 +4,9 @@
 //! grows to the largest size asked of it and is reused: every use is ordered on the one
 //! stream, so a later call cannot overwrite what an earlier kernel still reads.
 
-use std::sync::Arc;
+use cudarc::driver::{result as driver_result, CudaSlice};
 
-use cudarc::driver::{result as driver_result, CudaSlice, CudaStream};
-
+use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::store::allocate;
 
@@ -72,10 +71,12 @@ impl<T> Default for Slot<T> {
 
 impl<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits> Slot<T> {
     /// The address of at least `len` elements, growing the slot when needed.
-    fn reserve(&mut self, stream: &Arc<CudaStream>, len: usize) -> Result<u64, CudaError> {
+    fn reserve(&mut self, gpu: &Gpu, len: usize) -> Result<u64, CudaError> {
         if self.memory.is_none() || self.len < len {
+            // Freeing the old slot is a stream call too: refused before it.
+            gpu.recorder.allow("a scratch allocation")?;
             self.memory = None;
-            let (memory, address) = allocate::<T>(stream, len)?;
+            let (memory, address) = allocate::<T>(gpu, len)?;
             self.memory = Some(memory);
             self.address = address;
             self.len = len.max(1);
@@ -101,32 +102,32 @@ impl ScratchBuffers {
     /// The address of at least `len` elements of `f32` scratch for `which`.
     pub(crate) fn space(
         &mut self,
-        stream: &Arc<CudaStream>,
+        gpu: &Gpu,
         which: Scratch,
         len: usize,
     ) -> Result<u64, CudaError> {
-        self.f32s[which as usize].reserve(stream, len)
+        self.f32s[which as usize].reserve(gpu, len)
     }
 
     /// The address of at least `len` elements of `u32` scratch for `which`.
     pub(crate) fn index_space(
         &mut self,
-        stream: &Arc<CudaStream>,
+        gpu: &Gpu,
         which: IndexScratch,
         len: usize,
     ) -> Result<u64, CudaError> {
-        self.u32s[which as usize].reserve(stream, len)
+        self.u32s[which as usize].reserve(gpu, len)
     }
 
     /// Uploads `data` into the `u32` scratch `which` and returns its address.
     pub(crate) fn upload_indices(
         &mut self,
-        stream: &Arc<CudaStream>,
+        gpu: &Gpu,
         which: IndexScratch,
         data: &[u32],
     ) -> Result<u64, CudaError> {
-        let address = self.index_space(stream, which, data.len())?;
-        upload(stream, address, data)?;
+        let address = self.index_space(gpu, which, data.len())?;
+        upload(gpu, address, data)?;
         Ok(address)
     }
 
@@ -136,15 +137,15 @@ impl ScratchBuffers {
     /// the slots it is used for.
     pub(crate) fn upload_indices_once(
         &mut self,
-        stream: &Arc<CudaStream>,
+        gpu: &Gpu,
         which: IndexScratch,
         data: &[u32],
     ) -> Result<u64, CudaError> {
         if self.uploaded[which as usize].as_deref() == Some(data) {
-            return self.index_space(stream, which, data.len());
+            return self.index_space(gpu, which, data.len());
         }
         self.uploaded[which as usize] = None;
-        let address = self.upload_indices(stream, which, data)?;
+        let address = self.upload_indices(gpu, which, data)?;
         self.uploaded[which as usize] = Some(data.to_vec());
         Ok(address)
     }
@@ -152,43 +153,44 @@ impl ScratchBuffers {
     /// Uploads `data` into the `f32` scratch `which` and returns its address.
     pub(crate) fn upload(
         &mut self,
-        stream: &Arc<CudaStream>,
+        gpu: &Gpu,
         which: Scratch,
         data: &[f32],
     ) -> Result<u64, CudaError> {
-        let address = self.space(stream, which, data.len())?;
-        upload(stream, address, data)?;
+        let address = self.space(gpu, which, data.len())?;
+        upload(gpu, address, data)?;
         Ok(address)
     }
 }
 
-/// Queues a copy of host `data` to device address `dst` on `stream`. The driver stages
-/// pageable host memory before returning, so `data` may be dropped afterwards.
-pub(crate) fn upload<T>(stream: &Arc<CudaStream>, dst: u64, data: &[T]) -> Result<(), CudaError> {
+/// Queues a copy of host `data` to device address `dst` on the stream. The driver
+/// stages pageable host memory before returning, so `data` may be dropped afterwards.
+/// While a step is traced it is queued all the same (the graph that replays the step
+/// reads it); while one is captured it is refused (`record`).
+pub(crate) fn upload<T>(gpu: &Gpu, dst: u64, data: &[T]) -> Result<(), CudaError> {
     if data.is_empty() {
         return Ok(());
     }
-    stream.context().bind_to_thread()?;
+    gpu.recorder
+        .allow_upload(dst, std::mem::size_of_val(data))?;
+    gpu.ctx.bind_to_thread()?;
     // SAFETY: `dst` is the address of a live allocation of at least `data.len()`
     // elements of T (checked by the store or reserved by a scratch slot).
-    unsafe { driver_result::memcpy_htod_async(dst, data, stream.cu_stream()) }?;
+    unsafe { driver_result::memcpy_htod_async(dst, data, gpu.stream.cu_stream()) }?;
     Ok(())
 }
 
 /// Copies `dst.len()` elements from device address `src` to the host, waiting for the
-/// stream first.
-pub(crate) fn download<T>(
-    stream: &Arc<CudaStream>,
-    dst: &mut [T],
-    src: u64,
-) -> Result<(), CudaError> {
+/// stream first; refused while a step is traced or captured.
+pub(crate) fn download<T>(gpu: &Gpu, dst: &mut [T], src: u64) -> Result<(), CudaError> {
+    gpu.recorder.allow("a read back to the host")?;
     if dst.is_empty() {
-        return stream.synchronize().map_err(CudaError::from);
+        return gpu.stream.synchronize().map_err(CudaError::from);
     }
-    stream.context().bind_to_thread()?;
+    gpu.ctx.bind_to_thread()?;
     // SAFETY: `src` is the address of a live allocation of at least `dst.len()` elements
     // of T (checked by the store); the stream is synchronized before `dst` is read.
-    unsafe { driver_result::memcpy_dtoh_async(dst, src, stream.cu_stream()) }?;
-    stream.synchronize()?;
+    unsafe { driver_result::memcpy_dtoh_async(dst, src, gpu.stream.cu_stream()) }?;
+    gpu.stream.synchronize()?;
     Ok(())
 }

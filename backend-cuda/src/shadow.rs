@@ -44,6 +44,9 @@ pub(crate) enum ShadowUse {
     Scratch,
 }
 
+/// The records' flags at one moment, by buffer, in record order.
+pub(crate) struct ShadowFlags(HashMap<u32, Vec<bool>>);
+
 /// One tensor's record: its kept copy (memory and address), if any, and whether the
 /// tensor is unchanged since the copy (or, without one, since it was last met).
 struct Shadow<M> {
@@ -153,6 +156,41 @@ impl<M> Shadows<M> {
             .collect()
     }
 
+    /// Every record's flag, to put back with [`Shadows::restore`].
+    pub(crate) fn flags(&self) -> ShadowFlags {
+        ShadowFlags(
+            self.by_buffer
+                .iter()
+                .map(|(&buffer, shadows)| {
+                    (buffer, shadows.iter().map(|(_, s)| s.unchanged).collect())
+                })
+                .collect(),
+        )
+    }
+
+    /// Puts back the flags of [`Shadows::flags`] and drops the records made since
+    /// (looked up for the first time): a traced or abandoned step leaves the record as
+    /// it found it. Records holding a copy stay, so no memory is lost; a copy is only
+    /// kept by a step that ran, never by one traced.
+    pub(crate) fn restore(&mut self, flags: &ShadowFlags) {
+        self.by_buffer.retain(|buffer, shadows| {
+            let before = flags.0.get(buffer).map(Vec::as_slice).unwrap_or(&[]);
+            let mut index = 0;
+            shadows.retain_mut(|(_, shadow)| {
+                let at = index;
+                index += 1;
+                match before.get(at) {
+                    Some(&unchanged) => {
+                        shadow.unchanged = unchanged;
+                        true
+                    }
+                    None => shadow.kept.is_some(),
+                }
+            });
+            !shadows.is_empty()
+        });
+    }
+
     /// bf16 elements kept.
     pub(crate) fn kept_elements(&self) -> usize {
         self.kept_elements
@@ -221,6 +259,29 @@ mod tests {
         assert_eq!(shadows.forget(0), vec![1]);
         assert_eq!(shadows.kept_elements(), 0);
         assert_eq!(shadows.lookup(first), ShadowUse::Scratch, "a fresh record");
+    }
+
+    #[test]
+    fn restoring_flags_undoes_a_traced_step() {
+        let mut shadows: Shadows<&str> = Shadows::new(1000);
+        let (weight, activation) = (span(0, 0, 50), span(1, 0, 8));
+        shadows.lookup(weight);
+        assert_eq!(shadows.lookup(weight), ShadowUse::Keep);
+        shadows.hold(weight, "copy", 0xa0);
+        shadows.lookup(activation);
+        let flags = shadows.flags();
+        // A traced step: the weight written, then met; a tensor seen for the first time.
+        shadows.written(span(0, 0, 10));
+        assert_eq!(shadows.lookup(weight), ShadowUse::Refresh(0xa0));
+        assert_eq!(shadows.lookup(span(2, 0, 4)), ShadowUse::Scratch);
+        assert_eq!(shadows.lookup(activation), ShadowUse::Keep);
+        shadows.restore(&flags);
+        // As before the trace: the weight current, the activation met once, the new
+        // tensor unknown (so met once again, not kept).
+        assert_eq!(shadows.lookup(weight), ShadowUse::Current(0xa0));
+        assert_eq!(shadows.lookup(span(2, 0, 4)), ShadowUse::Scratch);
+        assert_eq!(shadows.lookup(activation), ShadowUse::Keep);
+        assert_eq!(shadows.kept_elements(), 50);
     }
 
     #[test]

@@ -8,10 +8,11 @@
 
 use std::cell::RefCell;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, ValidAsZeroBits};
 use sage_transformer::device::{BufferKind, Slots};
 use sage_transformer::{BufferId, IndexBufferId, Indices, Tensor};
 
+use crate::device::Gpu;
 use crate::error::CudaError;
 use crate::shadow::{Shadows, Span};
 
@@ -26,14 +27,16 @@ struct Entry<T> {
     len: usize,
 }
 
-/// A zero-filled device allocation of `len` elements (at least one) and its address.
+/// A zero-filled device allocation of `len` elements (at least one) and its address;
+/// refused while a step is traced or captured (`record`).
 pub(crate) fn allocate<T: DeviceRepr + ValidAsZeroBits>(
-    stream: &std::sync::Arc<CudaStream>,
+    gpu: &Gpu,
     len: usize,
 ) -> Result<(CudaSlice<T>, u64), CudaError> {
-    let memory = stream.alloc_zeros::<T>(len.max(1))?;
+    gpu.recorder.allow("a device allocation")?;
+    let memory = gpu.stream.alloc_zeros::<T>(len.max(1))?;
     let address = {
-        let (address, _record) = memory.device_ptr(stream);
+        let (address, _record) = memory.device_ptr(&gpu.stream);
         address
     };
     Ok((memory, address))
@@ -61,12 +64,8 @@ impl Default for Store {
 
 impl Store {
     /// A new zero-filled `f32` buffer of `len` elements.
-    pub(crate) fn alloc(
-        &mut self,
-        stream: &std::sync::Arc<CudaStream>,
-        len: usize,
-    ) -> Result<BufferId, CudaError> {
-        let (memory, address) = allocate(stream, len)?;
+    pub(crate) fn alloc(&mut self, gpu: &Gpu, len: usize) -> Result<BufferId, CudaError> {
+        let (memory, address) = allocate(gpu, len)?;
         let id = self.f32s.insert(Entry {
             _memory: memory,
             address,
@@ -78,10 +77,10 @@ impl Store {
     /// A new zero-filled `u32` buffer of `len` elements.
     pub(crate) fn alloc_indices(
         &mut self,
-        stream: &std::sync::Arc<CudaStream>,
+        gpu: &Gpu,
         len: usize,
     ) -> Result<IndexBufferId, CudaError> {
-        let (memory, address) = allocate(stream, len)?;
+        let (memory, address) = allocate(gpu, len)?;
         let id = self.u32s.insert(Entry {
             _memory: memory,
             address,

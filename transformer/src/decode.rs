@@ -329,7 +329,10 @@ impl Transformer {
         self.choose_next(k, cache, temperature, uniforms)
     }
 
-    /// The decoding step up to each sequence's last hidden state in `cache.last_hidden`.
+    /// The decoding step up to each sequence's last hidden state in `cache.last_hidden`:
+    /// the token ids and positions written, then the layers as one
+    /// [`Kernels::repeated_step`] (the same launches every step but for the lengths the
+    /// backend uploads), then the lengths advanced.
     fn decode_hidden<K: Kernels>(
         &mut self,
         k: &mut K,
@@ -343,6 +346,30 @@ impl Transformer {
             }));
         }
         self.check_tokens(tokens)?;
+        if cache.scratch_layout.layers.is_empty() {
+            return Err(input(InputError::Empty));
+        }
+        k.write_indices(cache.ids(0), tokens).map_err(backend)?;
+        k.write_indices(cache.ids(1), &cache.lengths)
+            .map_err(backend)?;
+        let attended: Vec<u32> = cache.lengths.iter().map(|l| l + 1).collect();
+        let cache_now: &KvCache = cache;
+        k.repeated_step(&mut |k| self.decode_layers(k, cache_now, &attended))
+            .map_err(backend)??;
+        cache.lengths = attended;
+        Ok(())
+    }
+
+    /// Every layer of one decoding step and the final norm, for tokens and positions
+    /// already in `cache.ids(0)` and `cache.ids(1)`; each sequence b attends to
+    /// `attended[b]` cached rows, its new one included. It changes nothing on the host,
+    /// so a backend may run it more than once ([`Kernels::repeated_step`]).
+    fn decode_layers<K: Kernels>(
+        &self,
+        k: &mut K,
+        cache: &KvCache,
+        attended: &[u32],
+    ) -> Result<(), K> {
         let (c, p) = (&self.config, &self.params_layout);
         let kvd = c.kv_dim();
         let a = &cache.scratch_layout;
@@ -355,11 +382,6 @@ impl Transformer {
             acts: cache.scratch,
         };
         let (tokens_ids, positions) = (cache.ids(0), cache.ids(1));
-        k.write_indices(tokens_ids, tokens).map_err(backend)?;
-        k.write_indices(positions, &cache.lengths)
-            .map_err(backend)?;
-        let attended: Vec<u32> = cache.lengths.iter().map(|l| l + 1).collect();
-
         k.embedding_forward(
             t(la.residual_in),
             at(self.params, p.embed),
@@ -385,7 +407,7 @@ impl Transformer {
                 t(la.q),
                 k_cache,
                 v_cache,
-                &attended,
+                attended,
                 cache.capacity,
                 attention_shape(c),
             )
@@ -394,9 +416,7 @@ impl Transformer {
             // The layer's output overwrites its input slot, free once attention ran.
             mlp_forward(k, c, lp, la, buffers, la.residual_in, cache.batch)?;
         }
-        self.final_norm(k, cache)?;
-        cache.lengths = attended;
-        Ok(())
+        self.final_norm(k, cache)
     }
 
     /// `cache.last_hidden[B, D]` = the final RMSNorm of each sequence's residual row in

@@ -388,4 +388,19 @@ pub trait Kernels {
         v: Tensor,
         step: AdamWStep,
     ) -> Result<(), Self::Error>;
+
+    // ---- repeated steps ---------------------------------------------------------
+
+    /// Runs `step`, a sequence of calls the caller repeats with the same shapes and
+    /// buffers (a decoding step), and returns its result; the outer `Err` is the
+    /// backend's own failure around it. A backend may record one run's launches and
+    /// replay the recording when a later run would launch exactly the same (the CUDA
+    /// backend's graphs), so `step` may be called more than once per call: it must
+    /// change nothing but what its kernel calls write.
+    fn repeated_step<E>(
+        &mut self,
+        step: &mut dyn FnMut(&mut Self) -> Result<(), E>,
+    ) -> Result<Result<(), E>, Self::Error>
+    where
+        Self: Sized;
 }

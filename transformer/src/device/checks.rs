@@ -411,4 +411,11 @@ impl<D: Device> Kernels for D {
         let scalars = AdamWScalars::new(step)?;
         Device::adamw(self, params, grads, m, v, scalars)
     }
+
+    fn repeated_step<E>(
+        &mut self,
+        step: &mut dyn FnMut(&mut Self) -> Result<(), E>,
+    ) -> Result<Result<(), E>, D::Error> {
+        Device::repeated_step(self, step)
+    }
 }

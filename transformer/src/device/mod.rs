@@ -301,4 +301,16 @@ pub trait Device {
         v: Tensor,
         scalars: AdamWScalars,
     ) -> Result<(), Self::Error>;
+
+    /// [`Kernels::repeated_step`](crate::Kernels::repeated_step): by default, runs
+    /// `step` once.
+    fn repeated_step<E>(
+        &mut self,
+        step: &mut dyn FnMut(&mut Self) -> Result<(), E>,
+    ) -> Result<Result<(), E>, Self::Error>
+    where
+        Self: Sized,
+    {
+        Ok(step(self))
+    }
 }
