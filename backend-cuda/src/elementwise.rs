@@ -38,7 +38,7 @@ pub(crate) fn copy(b: &mut CudaBackend, dst: Tensor, src: Tensor) -> Result<(), 
     }
     if b.gpu
         .recorder
-        .skips("memcpy_dtod", &[to, from, dst.len as u64])
+        .skips("memcpy_dtod", [to, from, dst.len as u64])
     {
         return Ok(());
     }

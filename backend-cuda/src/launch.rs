@@ -92,9 +92,9 @@ impl CudaBackend {
         args: &[Arg],
     ) -> Result<(), CudaError> {
         let function = self.functions.get(entry)?;
-        let mut words = vec![u64::from(grid.0), u64::from(grid.1), u64::from(block)];
-        words.extend(args.iter().map(Arg::word));
-        if self.gpu.recorder.skips(entry, &words) {
+        let words = [grid.0, grid.1, block].map(u64::from);
+        let words = words.into_iter().chain(args.iter().map(Arg::word));
+        if self.gpu.recorder.skips(entry, words) {
             return Ok(());
         }
         let mut builder = self.gpu.stream.launch_builder(function);

@@ -39,7 +39,11 @@
 //! Everything runs in order on one stream: no call waits for the device except
 //! [`Kernels::read`](sage_transformer::Kernels::read) and
 //! [`Kernels::sum_squares`](sage_transformer::Kernels::sum_squares), which return host
-//! values. Kernels take raw device addresses that the store has checked (live buffer,
+//! values. In [`Precision::Bf16`] a decoding step
+//! ([`Kernels::repeated_step`](sage_transformer::Kernels::repeated_step)) is recorded
+//! once as a CUDA graph and replayed with one launch when a later step would queue the
+//! same calls (`record`; [`CudaBackend::set_step_graphs`]). Kernels take raw device
+//! addresses that the store has checked (live buffer,
 //! range inside), so tensors of one buffer can be read and written by one call. No
 //! kernel uses float atomics: every reduction runs in a fixed order, so results repeat
 //! run to run.

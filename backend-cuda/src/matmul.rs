@@ -143,7 +143,7 @@ pub(crate) fn gemm(
     }
     if k == 0 {
         // An empty sum: c = 0, or unchanged when accumulating.
-        if !accumulate && !b.gpu.recorder.skips("memset_d8", &[c, (m * n * 4) as u64]) {
+        if !accumulate && !b.gpu.recorder.skips("memset_d8", [c, (m * n * 4) as u64]) {
             b.gpu.ctx.bind_to_thread()?;
             // SAFETY: `c` addresses m * n checked elements.
             unsafe {
@@ -184,7 +184,7 @@ pub(crate) fn gemm(
         k as u64,
         u64::from(trans_a) | u64::from(trans_b) << 1 | u64::from(accumulate) << 2,
     ];
-    if b.gpu.recorder.skips("matmul", &words) {
+    if b.gpu.recorder.skips("matmul", words) {
         return Ok(());
     }
     b.gpu.ctx.bind_to_thread()?;
