@@ -34,6 +34,11 @@ inline Dim3 gridDim;
 #define __shared__ static
 #define __align__(bytes) __attribute__((aligned(bytes)))
 
+// CUDA's built-in 16-byte vector of four floats.
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+
 inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
 inline float __expf(float x) { return std::exp(x); }
 inline float __int_as_float(int x) {
