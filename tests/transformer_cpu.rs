@@ -91,9 +91,13 @@ fn check_model_gradients(tied: bool) {
     let (tokens, targets, starts) = batch(&mut rng, config.vocab_size);
     let weights: Vec<f32> = (0..tokens.len()).map(|_| rng.unit()).collect();
 
+    // No gradient slab until the first backward pass (an inference-only model never
+    // holds one); zeroing it before then is a no-op.
+    assert_eq!(model.grads().len, 0);
     model.zero_grads(&mut k).unwrap();
     model.forward(&mut k, &tokens, &targets, &starts).unwrap();
     model.backward(&mut k, &weights).unwrap();
+    assert_eq!(model.grads().len, model.params().len);
     let mut grads = vec![0.0f32; model.grads().len];
     k.read(model.grads(), &mut grads).unwrap();
     let mut params = vec![0.0f32; model.params().len];

@@ -314,6 +314,6 @@ impl<K: Kernels> Policy for TransformerPolicy<K> {
 
     fn optimizer_step(&mut self) -> Result<UpdateStats, Self::Error> {
         let optimizer = self.optimizer.as_mut().ok_or(PolicyError::NoOptimizer)?;
-        Ok(optimizer.update(&mut self.kernels, &self.model)?.stats)
+        Ok(optimizer.update(&mut self.kernels, &mut self.model)?.stats)
     }
 }

@@ -24,7 +24,16 @@ impl Rng {
 
 /// A tiny model (untied, with q/k/v bias): 1-D slots are the two layer norms, the
 /// final norm and the three biases.
+/// A tiny model holding its gradient slab, as after a backward pass.
 fn tiny_model(k: &mut CpuBackend) -> Transformer {
+    let mut model = fresh_model(k);
+    // The tests write gradients by hand: the slab a backward pass would allocate.
+    model.hold_grads(k).unwrap();
+    model
+}
+
+/// A tiny model as `Transformer::new` leaves it: no gradient slab yet.
+fn fresh_model(k: &mut CpuBackend) -> Transformer {
     let config = ModelConfig {
         vocab_size: 8,
         hidden_size: 4,
@@ -75,7 +84,7 @@ fn config(lr: f32, weight_decay: f32, max_grad_norm: Option<f32>) -> AdamWConfig
 #[test]
 fn two_steps_match_the_hand_computed_update() {
     let mut k = CpuBackend::new();
-    let model = tiny_model(&mut k);
+    let mut model = tiny_model(&mut k);
     let n = model.params().len;
     let mut rng = Rng(0xada);
     let mut params: Vec<f64> = rng.vec(n, 1.0).iter().map(|&x| f64::from(x)).collect();
@@ -96,7 +105,7 @@ fn two_steps_match_the_hand_computed_update() {
     for t in 1..=2 {
         let grads = rng.vec(n, 0.1);
         k.write(model.grads(), &grads).unwrap();
-        let report = opt.update(&mut k, &model).unwrap();
+        let report = opt.update(&mut k, &mut model).unwrap();
         assert!(!report.skipped && !report.clipped);
         assert_eq!(report.stats.learning_rate, 0.05);
         assert_eq!(opt.step(), t);
@@ -121,15 +130,19 @@ fn two_steps_match_the_hand_computed_update() {
 }
 
 /// With a zero gradient, AdamW's update is pure weight decay: matrices shrink by
-/// (1 - lr * wd), while norm weights and biases stay exactly as they were.
+/// (1 - lr * wd), while norm weights and biases stay exactly as they were. The model
+/// has had no backward pass, so it holds no gradient slab until the step allocates
+/// one (zero).
 #[test]
 fn one_dimensional_tensors_are_not_decayed() {
     let mut k = CpuBackend::new();
-    let model = tiny_model(&mut k);
+    let mut model = fresh_model(&mut k);
     let initial = Rng(5).vec(model.params().len, 1.0);
     k.write(model.params(), &initial).unwrap();
     let mut opt = AdamW::new(&mut k, &model, config(0.1, 0.5, None)).unwrap();
-    opt.update(&mut k, &model).unwrap();
+    assert_eq!(model.grads().len, 0, "no slab before a backward pass");
+    opt.update(&mut k, &mut model).unwrap();
+    assert_eq!(model.grads().len, model.params().len);
     let after = read(&mut k, model.params());
     let vectors = vector_mask(&model);
     assert!(vectors.iter().any(|&v| v) && vectors.iter().any(|&v| !v));
@@ -149,7 +162,7 @@ fn one_dimensional_tensors_are_not_decayed() {
 #[test]
 fn clipping_scales_the_gradient_to_max_norm() {
     let mut k = CpuBackend::new();
-    let model = tiny_model(&mut k);
+    let mut model = tiny_model(&mut k);
     let n = model.params().len;
     let raw = Rng(11).vec(n, 1.0);
     let norm = raw
@@ -165,7 +178,7 @@ fn clipping_scales_the_gradient_to_max_norm() {
             .collect();
         k.write(model.grads(), &grads).unwrap();
         let mut opt = AdamW::new(&mut k, &model, config(1e-3, 0.0, Some(max_norm))).unwrap();
-        let report = opt.update(&mut k, &model).unwrap();
+        let report = opt.update(&mut k, &mut model).unwrap();
         assert_eq!(report.clipped, clipped);
         assert!((f64::from(report.stats.grad_norm) - target_norm).abs() <= 1e-5 * target_norm);
         let (m, _) = opt.moments();
@@ -196,7 +209,7 @@ fn clipping_scales_the_gradient_to_max_norm() {
 #[test]
 fn a_non_finite_gradient_skips_the_step() {
     let mut k = CpuBackend::new();
-    let model = tiny_model(&mut k);
+    let mut model = tiny_model(&mut k);
     let n = model.params().len;
     let initial = Rng(3).vec(n, 1.0);
     k.write(model.params(), &initial).unwrap();
@@ -205,7 +218,7 @@ fn a_non_finite_gradient_skips_the_step() {
         let mut grads = Rng(4).vec(n, 1.0);
         grads[n / 2] = bad;
         k.write(model.grads(), &grads).unwrap();
-        let report = opt.update(&mut k, &model).unwrap();
+        let report = opt.update(&mut k, &mut model).unwrap();
         assert!(report.skipped && !report.clipped);
         assert!(!report.stats.grad_norm.is_finite());
         assert_eq!(report.stats.learning_rate, 1e-2);
@@ -225,7 +238,7 @@ fn a_non_finite_gradient_skips_the_step() {
 #[test]
 fn moments_and_step_restore_the_optimizer() {
     let mut k = CpuBackend::new();
-    let model = tiny_model(&mut k);
+    let mut model = tiny_model(&mut k);
     let n = model.params().len;
     let mut rng = Rng(21);
     k.write(model.params(), &rng.vec(n, 1.0)).unwrap();
@@ -242,7 +255,7 @@ fn moments_and_step_restore_the_optimizer() {
     let mut original = AdamW::new(&mut k, &model, cfg.clone()).unwrap();
     for _ in 0..3 {
         k.write(model.grads(), &rng.vec(n, 1.0)).unwrap();
-        original.update(&mut k, &model).unwrap();
+        original.update(&mut k, &mut model).unwrap();
     }
     let (m, v) = original.moments();
     let saved = (read(&mut k, m), read(&mut k, v), original.step());
@@ -259,7 +272,7 @@ fn moments_and_step_restore_the_optimizer() {
     for opt in [&mut original, &mut restored] {
         k.write(model.params(), &params).unwrap();
         k.write(model.grads(), &grads).unwrap();
-        let report = opt.update(&mut k, &model).unwrap();
+        let report = opt.update(&mut k, &mut model).unwrap();
         next.push((read(&mut k, model.params()), report));
     }
     assert_eq!(next[0], next[1]);
@@ -423,7 +436,7 @@ fn a_model_of_another_size_is_refused() {
     let mut k = CpuBackend::new();
     let model = tiny_model(&mut k);
     let mut opt = AdamW::new(&mut k, &model, AdamWConfig::default()).unwrap();
-    let other = Transformer::new(
+    let mut other = Transformer::new(
         &mut k,
         ModelConfig {
             num_hidden_layers: 2,
@@ -432,7 +445,7 @@ fn a_model_of_another_size_is_refused() {
     )
     .unwrap();
     assert!(matches!(
-        opt.update(&mut k, &other),
+        opt.update(&mut k, &mut other),
         Err(OptimError::SlabMismatch { .. })
     ));
 }
@@ -442,14 +455,14 @@ fn a_model_of_another_size_is_refused() {
 #[test]
 fn exported_state_rebuilds_the_optimizer() {
     let mut k = CpuBackend::new();
-    let model = tiny_model(&mut k);
+    let mut model = tiny_model(&mut k);
     let n = model.params().len;
     let mut rng = Rng(33);
     k.write(model.params(), &rng.vec(n, 1.0)).unwrap();
     let mut original = AdamW::new(&mut k, &model, config(1e-2, 0.1, Some(1.0))).unwrap();
     for _ in 0..2 {
         k.write(model.grads(), &rng.vec(n, 1.0)).unwrap();
-        original.update(&mut k, &model).unwrap();
+        original.update(&mut k, &mut model).unwrap();
     }
     let state = original.export_state(&mut k).unwrap();
     assert_eq!(state.step, 2);
@@ -464,7 +477,7 @@ fn exported_state_rebuilds_the_optimizer() {
     for opt in [&mut original, &mut rebuilt] {
         k.write(model.params(), &params).unwrap();
         k.write(model.grads(), &grads).unwrap();
-        opt.update(&mut k, &model).unwrap();
+        opt.update(&mut k, &mut model).unwrap();
         next.push(read(&mut k, model.params()));
     }
     assert_eq!(next[0], next[1]);

@@ -341,6 +341,7 @@ impl Transformer {
         // Nothing computes a gradient of the frozen parameters: their slab goes.
         let empty = k.alloc(0).map_err(backend)?;
         let released = core::mem::replace(&mut self.grads, empty);
+        self.grads_held = false;
         self.lora = Some(Lora {
             config,
             layout,

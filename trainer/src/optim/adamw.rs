@@ -189,8 +189,10 @@ impl AdamW {
     pub fn update<K: Kernels>(
         &mut self,
         k: &mut K,
-        model: &Transformer,
+        model: &mut Transformer,
     ) -> Result<StepReport, OptimError<K::Error>> {
+        // A step before any backward pass applies a zero gradient.
+        model.hold_grads(k).map_err(OptimError::Backend)?;
         let (params, grads) = model.trainable();
         if params.len != self.len {
             return Err(OptimError::SlabMismatch {

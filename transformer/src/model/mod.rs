@@ -112,29 +112,53 @@ pub struct Transformer {
     pub(crate) params_layout: ParamLayout,
     /// Parameters, laid out by `params_layout`.
     pub(crate) params: BufferId,
-    /// Gradients, same layout; accumulate until [`Transformer::zero_grads`]. Released
-    /// (an empty buffer in its place) once LoRA adapters freeze the model.
+    /// Gradients, same layout; accumulate until [`Transformer::zero_grads`]. An empty
+    /// buffer until the first backward pass allocates the slab (so a model that only
+    /// infers never holds one), and again once LoRA adapters freeze the model.
     pub(crate) grads: BufferId,
+    /// Whether `grads` holds the whole slab.
+    pub(crate) grads_held: bool,
     pub(crate) acts: Option<Activations>,
     /// LoRA adapters, when the model trains through them (`crate::lora`).
     pub(crate) lora: Option<Lora>,
 }
 
 impl Transformer {
-    /// Allocates a model of `config` with zeroed parameters and gradients.
+    /// Allocates a model of `config` with zeroed parameters; its gradients (zero) are
+    /// allocated by its first backward pass.
     pub fn new<K: Kernels>(k: &mut K, config: ModelConfig) -> Result<Transformer, K> {
         config.validate().map_err(ModelError::Config)?;
         let params_layout = ParamLayout::new(&config);
         let params = k.alloc(params_layout.total).map_err(backend)?;
-        let grads = k.alloc(params_layout.total).map_err(backend)?;
+        let grads = match k.alloc(0) {
+            Ok(grads) => grads,
+            Err(e) => {
+                k.free(params).map_err(backend)?;
+                return Err(backend(e));
+            }
+        };
         Ok(Transformer {
             config,
             params_layout,
             params,
             grads,
+            grads_held: false,
             acts: None,
             lora: None,
         })
+    }
+
+    /// Allocates the gradient slab (zero) now, unless it is held already or LoRA
+    /// adapters froze the parameters; the first backward pass and an optimizer step
+    /// call it.
+    pub fn hold_grads<K: Kernels>(&mut self, k: &mut K) -> core::result::Result<(), K::Error> {
+        if self.grads_held || self.lora.is_some() {
+            return Ok(());
+        }
+        let slab = k.alloc(self.params_layout.total)?;
+        let empty = core::mem::replace(&mut self.grads, slab);
+        self.grads_held = true;
+        k.free(empty)
     }
 
     /// The model's configuration.
@@ -152,12 +176,13 @@ impl Transformer {
         Tensor::whole(self.params, self.params_layout.total)
     }
 
-    /// The whole gradient slab (same layout as the parameters); empty with LoRA adapters
-    /// on, which freeze every parameter (their gradients: [`Transformer::adapter_grads`]).
+    /// The whole gradient slab (same layout as the parameters); empty before the first
+    /// backward pass (the gradients are zero until then) and with LoRA adapters on,
+    /// which freeze every parameter (their gradients: [`Transformer::adapter_grads`]).
     pub fn grads(&self) -> Tensor {
-        let len = match self.lora {
-            Some(_) => 0,
-            None => self.params_layout.total,
+        let len = match (self.grads_held, &self.lora) {
+            (true, None) => self.params_layout.total,
+            _ => 0,
         };
         Tensor::whole(self.grads, len)
     }
