@@ -14,7 +14,8 @@
 //! default there: bf16 GEMM operands, f32 everything else; `--bf16-inputs
 //! copies|converted`: cast bf16 copies of the operands, the default, or let cuBLAS round
 //! the f32 operands itself; `--step-graphs on|off`: decoding steps replayed from CUDA
-//! graphs, on by default in bf16, or run as ordinary launches).
+//! graphs, on by default in bf16, or run as ordinary launches; `--dkv-tile 16|32`: the
+//! queries per tile of the dk/dv attention kernel for heads of at most 64).
 #![forbid(unsafe_code)]
 
 use std::error::Error;
@@ -388,7 +389,7 @@ fn main() -> BenchResult<()> {
 /// Runs the request on the CUDA backend (GPU 0).
 #[cfg(feature = "cuda")]
 fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
-    use sage_backend_cuda::{Bf16Inputs, CudaBackend, Precision};
+    use sage_backend_cuda::{Bf16Inputs, CudaBackend, DkvTile, Precision};
     let precision = match option(args, "--precision", "bf16".to_owned())?.as_str() {
         "f32" => Precision::F32,
         "bf16" => Precision::Bf16,
@@ -405,17 +406,24 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
         "off" => Some(false),
         other => return Err(format!("unknown --step-graphs `{other}` (on, off)").into()),
     };
+    let dkv_tile = match option(args, "--dkv-tile", 16u32)? {
+        16 => DkvTile::Queries16,
+        32 => DkvTile::Queries32,
+        other => return Err(format!("unknown --dkv-tile `{other}` (16, 32)").into()),
+    };
     let mut k = CudaBackend::with_precision(precision)?;
     k.set_bf16_inputs(inputs);
+    k.set_dkv_tile(dkv_tile);
     if let Some(on) = graphs {
         k.set_step_graphs(on);
     }
     eprintln!("cuda device: {}", k.description());
-    let side = match (precision, inputs, graphs) {
-        (Precision::F32, _, _) => "sage-cuda-f32",
-        (Precision::Bf16, _, Some(false)) => "sage-cuda-bf16-no-graphs",
-        (Precision::Bf16, Bf16Inputs::Copies, _) => "sage-cuda-bf16",
-        (Precision::Bf16, Bf16Inputs::Converted, _) => "sage-cuda-bf16-converted",
+    let side = match (precision, inputs, graphs, dkv_tile) {
+        (Precision::F32, ..) => "sage-cuda-f32",
+        (Precision::Bf16, _, Some(false), _) => "sage-cuda-bf16-no-graphs",
+        (Precision::Bf16, _, _, DkvTile::Queries32) => "sage-cuda-bf16-dkv32",
+        (Precision::Bf16, Bf16Inputs::Copies, ..) => "sage-cuda-bf16",
+        (Precision::Bf16, Bf16Inputs::Converted, ..) => "sage-cuda-bf16-converted",
     };
     // The backend is needed both by the measurement and by its profiling mark: the mark
     // gets its own handle to the device's context.

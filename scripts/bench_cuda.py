@@ -27,8 +27,9 @@ On a GPU machine it:
      device memory <= 1.2x PyTorch's in training and <= generate()'s in decoding: our
      memory pool's high-water mark against torch.cuda.max_memory_allocated);
   6. runs our decoding again with `--step-graphs off` (every decoding step launched
-     kernel by kernel instead of replayed from a CUDA graph) and prints both ways side
-     by side. (`--bf16-inputs converted`, cuBLAS rounding the f32 operands itself, was
+     kernel by kernel instead of replayed from a CUDA graph) and our training with
+     `--dkv-tile 32` (the dk/dv attention kernel over tiles of 32 queries), and prints
+     each beside the default. (`--bf16-inputs converted`, cuBLAS rounding the f32 operands itself, was
      measured this way on 2026-11-28: 0.81x the training speed; BENCHMARKS.md.)
 
     python3 scripts/bench_cuda.py [--steps 5] [--batch 8] [--seq 1024] [--no-install] [--skip-checks]
@@ -277,9 +278,12 @@ def main():
     ours_prefill = run_rust(env, *decode_args, "--new", "1")
     theirs_decode = run_torch("torch_decode", args.seqs, args.prompt, args.new)
     # The decoding run again with every step launched kernel by kernel, not replayed
-    # from a CUDA graph, to say what the graphs are worth.
+    # from a CUDA graph, to say what the graphs are worth; the training run again with
+    # the dk/dv attention kernel over tiles of 32 queries, to say which tile to keep.
     ours_decode_eager = run_rust(env, *decode_args, "--new", str(args.new),
                                  "--step-graphs", "off")
+    ours_train_dkv32 = run_rust(env, "train", "qwen0.5b", "--batch", shape[0], "--seq",
+                                shape[1], "--steps", shape[2], "--dkv-tile", "32")
 
     def mfu(record):
         return record["tokens_per_s"] * flops / peak
@@ -331,6 +335,15 @@ def main():
     print(f"| decoding peak device memory | {ours_decode['peak_gpu_mib']:.0f} MiB | "
           f"{ours_decode_eager['peak_gpu_mib']:.0f} MiB | "
           f"{ours_decode['peak_gpu_mib'] / ours_decode_eager['peak_gpu_mib']:.2f}x |")
+
+    print("\nThe dk/dv attention kernel over tiles of 32 queries (`--dkv-tile 32`) against "
+          "16 (the default):\n")
+    print("| measurement | 16 queries (default) | 32 queries | 32 / 16 |")
+    print("| --- | --- | --- | --- |")
+    print(f"| training tok/s | {ours_train['tokens_per_s']:.0f} | "
+          f"{ours_train_dkv32['tokens_per_s']:.0f} | "
+          f"{ours_train_dkv32['tokens_per_s'] / ours_train['tokens_per_s']:.2f}x |")
+
 
 if __name__ == "__main__":
     main()

@@ -60,7 +60,7 @@ step nvrtc "$BIN/nvrtc" || grep -E "panicked" -A1 "$OUT_DIR/nvrtc.log" | head -2
 step parity "$BIN/parity_cuda" --test-threads=1 || grep -E "panicked" -A1 "$OUT_DIR/parity.log" | head -20
 grep -E "test result" "$OUT_DIR/parity.log"
 step bench python3 scripts/bench_cuda.py --no-install --skip-checks
-grep -E "^\||^device|^Decoding steps" "$OUT_DIR/bench.log"
+grep -E "^\||^device|^Decoding steps|^The dk/dv" "$OUT_DIR/bench.log"
 for precision in f32 bf16; do
     step "demo-$precision" "$BIN/sage" demo --backend cuda --precision "$precision" \
         --run-dir "target/gpu-check-runs/demo-$precision"

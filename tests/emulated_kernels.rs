@@ -254,8 +254,10 @@ impl Case {
         [out, lse, dq, dk, dv].map(|t| download(&mut cpu, t))
     }
 
-    /// [out, lse, dq, dk, dv] from the emulated CUDA kernels.
-    fn emulated(&self, library: &Library, tensor_cores: bool) -> [Vec<f32>; 5] {
+    /// [out, lse, dq, dk, dv] from the emulated CUDA kernels: the exact ones
+    /// (`kernels` 0), the tensor-core ones (1), or those with dk/dv over tiles of 32
+    /// queries (2).
+    fn emulated(&self, library: &Library, kernels: i32) -> [Vec<f32>; 5] {
         let n = self.rows();
         let AttentionShape {
             heads,
@@ -286,7 +288,7 @@ impl Case {
         // launch runs meanwhile (the lock above).
         unsafe {
             forward(
-                tensor_cores.into(),
+                kernels.min(1),
                 out.as_mut_ptr(),
                 lse.as_mut_ptr(),
                 self.q.as_ptr(),
@@ -300,7 +302,7 @@ impl Case {
                 scale,
             );
             backward(
-                tensor_cores.into(),
+                kernels,
                 dq.as_mut_ptr(),
                 dk.as_mut_ptr(),
                 dv.as_mut_ptr(),
@@ -324,9 +326,9 @@ impl Case {
 
     /// Fails unless the emulated kernels agree with the CPU within `tolerances` (relative
     /// to the largest reference value) for [out, lse, dq, dk, dv].
-    fn check(&self, what: &str, library: &Library, tensor_cores: bool, tolerances: [f32; 5]) {
+    fn check(&self, what: &str, library: &Library, kernels: i32, tolerances: [f32; 5]) {
         let want = self.on_cpu();
-        let got = self.emulated(library, tensor_cores);
+        let got = self.emulated(library, kernels);
         for (((name, got), want), tol) in ["out", "lse", "dq", "dk", "dv"]
             .iter()
             .zip(&got)
@@ -352,7 +354,7 @@ fn the_emulator_runs_the_exact_kernels_as_the_gpu_did() {
         head_dim: 8,
     };
     let case = Case::new(8, &[70, 1, 9], shape, false);
-    case.check("exact", emulator, false, [1e-5, 1e-5, 1e-4, 1e-4, 1e-4]);
+    case.check("exact", emulator, 0, [1e-5, 1e-5, 1e-4, 1e-4, 1e-4]);
 }
 
 /// The tensor-core kernels (flash.cu) on inputs that bf16 holds exactly, so what is
@@ -362,15 +364,16 @@ fn the_emulator_runs_the_exact_kernels_as_the_gpu_did() {
 /// mask, tile or fragment gives errors of the order of the values). Sequences of 150,
 /// 1, 37 and 9 cross the 64-row blocks and the 64-, 32- and 16-row tiles at lengths that
 /// are not multiples of them; head widths 40 (padded to 48: 12 threads a row, so 8 of
-/// the block's 128 idle while staging), 64, and 30 (not a multiple of 4: staged without
-/// 16-byte loads); GQA 4 on 2 (dk, dv summed over each group's per-head shares) and 4 on
-/// 4 (written directly).
+/// the block's 128 idle while staging), 64, 30 (not a multiple of 4: staged without
+/// 16-byte loads), all through the kernels for heads of at most 64, and 96 through those
+/// for heads of up to 128; GQA 4 on 2 (dk, dv summed over each group's per-head shares)
+/// and 4 on 4 (written directly).
 #[test]
 fn the_tensor_core_kernels_match_the_cpu_to_bf16_precision() {
     let Some(emulator) = available(library(&ATTENTION, "attention")) else {
         return;
     };
-    for (head_dim, kv_heads) in [(40, 2), (64, 2), (40, 4), (30, 2)] {
+    for (head_dim, kv_heads) in [(40, 2), (64, 2), (40, 4), (30, 2), (96, 2)] {
         let shape = AttentionShape {
             heads: 4,
             kv_heads,
@@ -380,7 +383,31 @@ fn the_tensor_core_kernels_match_the_cpu_to_bf16_precision() {
         case.check(
             &format!("tensor cores, hd {head_dim}, {kv_heads} key/value heads"),
             emulator,
-            true,
+            1,
+            [1e-2, 1e-5, 1e-2, 1e-2, 1e-2],
+        );
+    }
+}
+
+/// The dk/dv kernel over tiles of 32 queries (`DkvTile::Queries32`, heads of at most
+/// 64) on the cases above and to the same bounds: the tile size changes only which
+/// queries share a barrier.
+#[test]
+fn the_wide_dkv_tile_matches_the_cpu_to_bf16_precision() {
+    let Some(emulator) = available(library(&ATTENTION, "attention")) else {
+        return;
+    };
+    for (head_dim, kv_heads) in [(64, 2), (40, 4)] {
+        let shape = AttentionShape {
+            heads: 4,
+            kv_heads,
+            head_dim,
+        };
+        let case = Case::new(21, &[150, 1, 37, 9], shape, true);
+        case.check(
+            &format!("dk/dv over 32 queries, hd {head_dim}, {kv_heads} key/value heads"),
+            emulator,
+            2,
             [1e-2, 1e-5, 1e-2, 1e-2, 1e-2],
         );
     }
@@ -403,7 +430,7 @@ fn the_tensor_core_kernels_round_f32_inputs_within_one_percent() {
     case.check(
         "tensor cores, f32 inputs",
         emulator,
-        true,
+        1,
         [1e-2, 1e-2, 1e-2, 1e-2, 1e-2],
     );
 }

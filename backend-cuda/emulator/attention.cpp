@@ -28,7 +28,11 @@ extern "C" void emulate_attention_forward(int tensor_cores, float* out, float* l
                                           float scale) {
     if (tensor_cores) {
         emulator::launch(blocks(rows, FLASH_ROWS), heads, FLASH_THREADS, [&] {
-            flash_forward(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
+            if (head_dim <= 64) {
+                flash_forward64(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
+            } else {
+                flash_forward(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
+            }
         });
     } else {
         emulator::launch(blocks(rows, FORWARD_ROWS), heads, ATTN_THREADS, [&] {
@@ -38,6 +42,8 @@ extern "C" void emulate_attention_forward(int tensor_cores, float* out, float* l
 }
 
 // dq, dk, dv of the forward above, given dout, out and lse; delta[N, H] is scratch.
+// The tensor-core kernels are picked as attention.rs picks them: the `64` ones for heads
+// of at most 64; `tensor_cores` 2 runs dk/dv over tiles of 32 queries there.
 extern "C" void emulate_attention_backward(int tensor_cores, float* dq, float* dk, float* dv,
                                            float* delta, const float* q, const float* k,
                                            const float* v, const float* dout,
@@ -49,7 +55,10 @@ extern "C" void emulate_attention_backward(int tensor_cores, float* dq, float* d
                      [&] { attention_delta(delta, dout, out, rows, heads, head_dim); });
     const unsigned per_block = tensor_cores ? FLASH_ROWS : BACKWARD_ROWS;
     emulator::launch(blocks(rows, per_block), heads, ATTN_THREADS, [&] {
-        if (tensor_cores) {
+        if (tensor_cores && head_dim <= 64) {
+            flash_backward_dq64(dq, q, k, v, dout, lse, delta, spans, rows, heads, group,
+                                head_dim, scale);
+        } else if (tensor_cores) {
             flash_backward_dq(dq, q, k, v, dout, lse, delta, spans, rows, heads, group,
                               head_dim, scale);
         } else {
@@ -71,8 +80,16 @@ extern "C" void emulate_attention_backward(int tensor_cores, float* dq, float* d
     float* dk_out = group == 1 ? dk : dk_heads.data();
     float* dv_out = group == 1 ? dv : dv_heads.data();
     emulator::launch(blocks(rows, per_block), heads, ATTN_THREADS, [&] {
-        flash_backward_dkv(dk_out, dv_out, q, k, v, dout, lse, delta, spans, rows, heads, group,
-                           head_dim, scale);
+        if (head_dim > 64) {
+            flash_backward_dkv(dk_out, dv_out, q, k, v, dout, lse, delta, spans, rows, heads,
+                               group, head_dim, scale);
+        } else if (tensor_cores == 2) {
+            flash_backward_dkv64_wide(dk_out, dv_out, q, k, v, dout, lse, delta, spans, rows,
+                                      heads, group, head_dim, scale);
+        } else {
+            flash_backward_dkv64(dk_out, dv_out, q, k, v, dout, lse, delta, spans, rows, heads,
+                                 group, head_dim, scale);
+        }
     });
     if (group > 1) {
         const unsigned elements = rows * (heads / group) * head_dim;

@@ -68,11 +68,44 @@ const TENSOR_CORE: AttentionKernels = AttentionKernels {
     dkv_group_sum: Some("flash_dkv_group_sum"),
 };
 
-/// The kernel set the backend's precision runs.
-fn kernels(b: &CudaBackend) -> &'static AttentionKernels {
-    match b.precision {
-        Precision::F32 => &EXACT,
-        Precision::Bf16 => &TENSOR_CORE,
+/// flash.cu's kernels for heads of at most [`NARROW_HEAD_DIM`]: the same arithmetic in
+/// the same order, with half the accumulators and staged tiles of [`TENSOR_CORE`].
+const TENSOR_CORE_NARROW: AttentionKernels = AttentionKernels {
+    forward: "flash_forward64",
+    backward_dq: "flash_backward_dq64",
+    backward_dkv: "flash_backward_dkv64",
+    ..TENSOR_CORE
+};
+
+/// [`TENSOR_CORE_NARROW`] with its dk/dv kernel over tiles of 32 queries instead of 16.
+const TENSOR_CORE_NARROW_WIDE_DKV: AttentionKernels = AttentionKernels {
+    backward_dkv: "flash_backward_dkv64_wide",
+    ..TENSOR_CORE_NARROW
+};
+
+/// Widest head of the narrow tensor-core kernels.
+const NARROW_HEAD_DIM: usize = 64;
+
+/// The queries per tile of the tensor-core dk/dv kernel (`flash_dkv` in flash.cu).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DkvTile {
+    /// 16 queries per tile.
+    #[default]
+    Queries16,
+    /// 32 queries per tile where heads are at most 64 wide (16 elsewhere): twice the
+    /// products per barrier, for 16 more registers of scores.
+    Queries32,
+}
+
+/// The kernel set the backend's precision runs on heads `head_dim` wide: in bf16 the
+/// narrow kernels where the heads fit them.
+fn kernels(b: &CudaBackend, head_dim: usize) -> &'static AttentionKernels {
+    let narrow = head_dim <= NARROW_HEAD_DIM;
+    match (b.precision, narrow, b.dkv_tile) {
+        (Precision::F32, _, _) => &EXACT,
+        (Precision::Bf16, true, DkvTile::Queries32) => &TENSOR_CORE_NARROW_WIDE_DKV,
+        (Precision::Bf16, true, DkvTile::Queries16) => &TENSOR_CORE_NARROW,
+        (Precision::Bf16, false, _) => &TENSOR_CORE,
     }
 }
 
@@ -156,7 +189,7 @@ pub(crate) fn attention_forward(
     let mut args = pointers.to_vec();
     args.push(Arg::Ptr(spans));
     args.extend(kernel_args(op, &dims, n)?);
-    let set = kernels(b);
+    let set = kernels(b, dims.head_dim);
     let grid = (row_blocks(op, n, set.forward_rows)?, dims.heads as u32);
     b.launch(set.forward, grid, ATTENTION_THREADS, &args)
 }
@@ -225,7 +258,7 @@ pub(crate) fn attention_backward(
         Arg::Ptr(spans),
     ];
     args.extend(sizes);
-    let set = kernels(b);
+    let set = kernels(b, dims.head_dim);
     let blocks = row_blocks(op, n, set.backward_rows)?;
     b.launch(
         set.backward_dq,

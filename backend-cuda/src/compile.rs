@@ -104,8 +104,12 @@ impl Family {
             ],
             Family::Flash => &[
                 "flash_forward",
+                "flash_forward64",
                 "flash_backward_dq",
+                "flash_backward_dq64",
                 "flash_backward_dkv",
+                "flash_backward_dkv64",
+                "flash_backward_dkv64_wide",
                 "flash_dkv_group_sum",
             ],
             Family::Decode => &[

@@ -55,7 +55,8 @@
 //! accumulation and f32 output (a weight's bf16 copy is kept and cast again only after
 //! the weight is written: `shadow`), and runs training attention on tensor cores
 //! (`kernels/flash.cu`: `mma.sync` m16n8k16, tiles rounded to bf16 as they are staged,
-//! softmax statistics and accumulators in f32); everything else (weights, activations,
+//! softmax statistics and accumulators in f32; kernels specialised to heads of at most
+//! 64 where the model's fit, with half the registers and shared memory); everything else (weights, activations,
 //! gradients, AdamW's master weights and moments) stays f32 in memory. With
 //! [`Bf16Inputs::Converted`] (`set_bf16_inputs`) the GEMMs skip the casts and the kept
 //! copies and let cuBLAS round the f32 operands to bf16 itself. Decoding
@@ -107,6 +108,7 @@ mod shadow;
 mod store;
 mod swiglu;
 
+pub use attention::DkvTile;
 pub use compile::{
     assemble_kernels, compile_kernels, nvrtc_available, AssembledFamily, CompiledFamily,
 };
@@ -142,6 +144,7 @@ pub struct CudaBackend {
     scratch: ScratchBuffers,
     precision: Precision,
     bf16_inputs: Bf16Inputs,
+    dkv_tile: DkvTile,
     graphs: StepGraphs,
 }
 
@@ -181,6 +184,7 @@ impl CudaBackend {
             scratch: ScratchBuffers::default(),
             precision,
             bf16_inputs: Bf16Inputs::default(),
+            dkv_tile: DkvTile::default(),
             graphs: StepGraphs::new(precision == Precision::Bf16),
         })
     }
@@ -254,6 +258,13 @@ impl CudaBackend {
             drop(self.store.shadows.get_mut().clear());
         }
         self.bf16_inputs = inputs;
+    }
+
+    /// Sets the queries per tile of the bf16 mode's dk/dv attention kernel for heads of
+    /// at most 64 (a tuning choice for a benchmark to make: the results are the same to
+    /// f32 rounding).
+    pub fn set_dkv_tile(&mut self, tile: DkvTile) {
+        self.dkv_tile = tile;
     }
 
     /// Turns on or off the recording of repeated steps (decoding steps) as CUDA graphs,

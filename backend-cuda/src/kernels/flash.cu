@@ -26,17 +26,16 @@
 #define WARP_ROWS 16
 // Query rows per block of the forward and dq kernels, key rows per block of dk/dv.
 #define FLASH_ROWS (FLASH_WARPS * WARP_ROWS)
-// Keys per tile of the forward pass and of the dq kernel; queries per tile of dk/dv.
+// Keys per tile of the forward pass and of the dq kernel (dk/dv's queries per tile are
+// flash_dkv's template argument).
 #define FORWARD_KEYS 64
 #define DQ_KEYS 32
-#define DKV_QUERIES 16
+// Widest head of every kernel. Each kernel body is a template over the widest head
+// MAX_HEAD it holds (128, or 64 for narrower models), which sets the row stride of its
+// staged bf16 tiles, STRIDE = MAX_HEAD + 8 (8 elements of padding put the 8 rows one
+// fragment load touches in different banks), and its k-steps of 16 (STEPS) and n-tiles
+// of 8 (TILES) across a head; the staging and fragment loaders take STRIDE.
 #define FLASH_MAX_HEAD_DIM 128
-// Row stride of a staged bf16 tile: 8 elements of padding put the 8 rows one fragment
-// load touches in different banks.
-#define FLASH_STRIDE (FLASH_MAX_HEAD_DIM + 8)
-// Most k-steps of 16 over a head, and most n-tiles of 8 across one.
-#define HEAD_STEPS (FLASH_MAX_HEAD_DIM / 16)
-#define HEAD_TILES (FLASH_MAX_HEAD_DIM / 8)
 
 typedef unsigned short bf16;
 
@@ -51,11 +50,12 @@ __device__ __forceinline__ u32 pack_f32(float low, float high) {
 __device__ __forceinline__ u32 pair_at(const bf16* at) { return *(const u32*)at; }
 
 // Stages rows first .. first + count of the `width`-strided f32 matrix `src`, columns
-// col .. col + head_dim, as bf16 into tile[count][FLASH_STRIDE]; rows at or past
+// col .. col + head_dim, as bf16 into tile[count][STRIDE]; rows at or past
 // `limit` and columns head_dim .. padded are zero. Each thread converts 4 adjacent
 // columns of one row per pass, with one 16-byte load where every row of the head is
 // 16-byte aligned, and the block covers FLASH_THREADS / (padded / 4) rows a pass: the
 // loop has no division and a quarter of the loads of one element per thread.
+template <u32 STRIDE>
 __device__ __forceinline__ void stage_rows(bf16* tile, const float* src, u32 first, u32 count,
                                            u32 limit, u64 width, u32 col, u32 head_dim,
                                            u32 padded) {
@@ -83,38 +83,41 @@ __device__ __forceinline__ void stage_rows(bf16* tile, const float* src, u32 fir
                 }
             }
         }
-        u32* out = (u32*)(tile + r * FLASH_STRIDE + d);
+        u32* out = (u32*)(tile + r * STRIDE + d);
         out[0] = pack_f32(x[0], x[1]);
         out[1] = pack_f32(x[2], x[3]);
     }
 }
 
 // The A fragment of the 16 x 16 block at (row0, k0) of a staged tile T[m][k].
+template <u32 STRIDE>
 __device__ __forceinline__ void load_a(u32 a[4], const bf16* tile, u32 row0, u32 k0) {
     const u32 lane = threadIdx.x % WARP_SIZE;
-    const bf16* at = tile + (row0 + lane / 4) * FLASH_STRIDE + k0 + 2 * (lane % 4);
+    const bf16* at = tile + (row0 + lane / 4) * STRIDE + k0 + 2 * (lane % 4);
     a[0] = pair_at(at);
-    a[1] = pair_at(at + 8 * FLASH_STRIDE);
+    a[1] = pair_at(at + 8 * STRIDE);
     a[2] = pair_at(at + 8);
-    a[3] = pair_at(at + 8 * FLASH_STRIDE + 8);
+    a[3] = pair_at(at + 8 * STRIDE + 8);
 }
 
 // The B fragment of the 16 x 8 block at (k0, n0) of B = T^T, for a staged tile T[n][k]
 // (B's columns are the tile's rows: keys against a query's dimensions).
+template <u32 STRIDE>
 __device__ __forceinline__ void load_b_transposed(u32 b[2], const bf16* tile, u32 k0, u32 n0) {
     const u32 lane = threadIdx.x % WARP_SIZE;
-    const bf16* at = tile + (n0 + lane / 4) * FLASH_STRIDE + k0 + 2 * (lane % 4);
+    const bf16* at = tile + (n0 + lane / 4) * STRIDE + k0 + 2 * (lane % 4);
     b[0] = pair_at(at);
     b[1] = pair_at(at + 8);
 }
 
 // The B fragment of the 16 x 8 block at (k0, n0) of B = T, for a staged tile T[k][n]
 // (values against the output's dimensions): two 16-bit reads per register.
+template <u32 STRIDE>
 __device__ __forceinline__ void load_b(u32 b[2], const bf16* tile, u32 k0, u32 n0) {
     const u32 lane = threadIdx.x % WARP_SIZE;
-    const bf16* at = tile + (k0 + 2 * (lane % 4)) * FLASH_STRIDE + n0 + lane / 4;
-    b[0] = pack_bf16(at[0], at[FLASH_STRIDE]);
-    b[1] = pack_bf16(at[8 * FLASH_STRIDE], at[9 * FLASH_STRIDE]);
+    const bf16* at = tile + (k0 + 2 * (lane % 4)) * STRIDE + n0 + lane / 4;
+    b[0] = pack_bf16(at[0], at[STRIDE]);
+    b[1] = pack_bf16(at[8 * STRIDE], at[9 * STRIDE]);
 }
 
 // The A fragment of k-step `step` (columns 16 step .. 16 step + 15) of a 16-row matrix
@@ -154,14 +157,14 @@ __device__ __forceinline__ FlashShape flash_shape(u32 heads, u32 group, u32 head
 
 // This warp's 16 rows of a staged tile as A fragments, one per k-step of the head (zero
 // past `steps`).
-__device__ __forceinline__ void load_warp_rows(u32 frags[HEAD_STEPS][4], const bf16* tile,
-                                               u32 steps) {
+template <u32 STEPS, u32 STRIDE>
+__device__ __forceinline__ void load_warp_rows(u32 frags[STEPS][4], const bf16* tile, u32 steps) {
     const u32 warp = threadIdx.x / WARP_SIZE;
 #pragma unroll
-    for (u32 s = 0; s < HEAD_STEPS; s++) {
+    for (u32 s = 0; s < STEPS; s++) {
         frags[s][0] = frags[s][1] = frags[s][2] = frags[s][3] = 0;
         if (s < steps) {
-            load_a(frags[s], tile, warp * WARP_ROWS, 16 * s);
+            load_a<STRIDE>(frags[s], tile, warp * WARP_ROWS, 16 * s);
         }
     }
 }
@@ -197,11 +200,16 @@ __device__ __forceinline__ void visible_keys(u32 row, u32 end, const u32* spans,
 // out[n, h] = softmax_j(scale q[n, h] . k[j, g]) . v[j, g] over the visible keys j,
 // lse[n, h] = the log-sum-exp of those scaled scores. Each lane holds two rows of the
 // warp (r and r + 8) and, of every 8 keys or dimensions, columns c and c + 1.
-extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
-flash_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-              const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
-    __shared__ __align__(16) bf16 ks[FORWARD_KEYS * FLASH_STRIDE];
-    __shared__ __align__(16) bf16 vs[FORWARD_KEYS * FLASH_STRIDE];
+template <u32 MAX_HEAD>
+__device__ __forceinline__ void flash_forward_body(float* out, float* lse, const float* q,
+                                                   const float* k, const float* v,
+                                                   const u32* spans, u32 rows, u32 heads,
+                                                   u32 group, u32 head_dim, float scale) {
+    constexpr u32 STRIDE = MAX_HEAD + 8;
+    constexpr u32 STEPS = MAX_HEAD / 16;
+    constexpr u32 TILES = MAX_HEAD / 8;
+    __shared__ __align__(16) bf16 ks[FORWARD_KEYS * STRIDE];
+    __shared__ __align__(16) bf16 vs[FORWARD_KEYS * STRIDE];
     const u32 head = blockIdx.y;
     const u32 first = blockIdx.x * FLASH_ROWS;
     if (first >= rows) {
@@ -215,11 +223,11 @@ flash_forward(float* out, float* lse, const float* q, const float* k, const floa
     const u32 c = 2 * (lane % 4);
 
     // This warp's query rows as A fragments, staged through the key buffer.
-    stage_rows(ks, q, first, FLASH_ROWS, end, shape.q_width, head * head_dim, head_dim,
+    stage_rows<STRIDE>(ks, q, first, FLASH_ROWS, end, shape.q_width, head * head_dim, head_dim,
                shape.padded);
     __syncthreads();
-    u32 qa[HEAD_STEPS][4];
-    load_warp_rows(qa, ks, shape.steps);
+    u32 qa[STEPS][4];
+    load_warp_rows<STEPS, STRIDE>(qa, ks, shape.steps);
 
     // The lane's two rows.
     const u32 warp_first = first + warp * WARP_ROWS;
@@ -233,18 +241,18 @@ flash_forward(float* out, float* lse, const float* q, const float* k, const floa
         l[half] = 0.0f;
     }
     const KeyWindow window = key_window(warp_first, end, spans);
-    float o[HEAD_TILES][4];
+    float o[TILES][4];
 #pragma unroll
-    for (u32 t = 0; t < HEAD_TILES; t++) {
+    for (u32 t = 0; t < TILES; t++) {
         o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
     }
 
     // Keys from the first row's sequence start to the last row (inclusive).
     for (u32 tile = spans[2 * first]; tile < end; tile += FORWARD_KEYS) {
         __syncthreads();
-        stage_rows(ks, k, tile, FORWARD_KEYS, end, shape.kv_width, kv_col, head_dim,
+        stage_rows<STRIDE>(ks, k, tile, FORWARD_KEYS, end, shape.kv_width, kv_col, head_dim,
                    shape.padded);
-        stage_rows(vs, v, tile, FORWARD_KEYS, end, shape.kv_width, kv_col, head_dim,
+        stage_rows<STRIDE>(vs, v, tile, FORWARD_KEYS, end, shape.kv_width, kv_col, head_dim,
                    shape.padded);
         __syncthreads();
         // Warp-uniform: skip a tile no row of the warp sees a key of.
@@ -257,10 +265,10 @@ flash_forward(float* out, float* lse, const float* q, const float* k, const floa
         for (u32 j = 0; j < FORWARD_KEYS / 8; j++) {
             s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
-            for (u32 st = 0; st < HEAD_STEPS; st++) {
+            for (u32 st = 0; st < STEPS; st++) {
                 if (st < shape.steps) {
                     u32 b[2];
-                    load_b_transposed(b, ks, 16 * st, 8 * j);
+                    load_b_transposed<STRIDE>(b, ks, 16 * st, 8 * j);
                     mma_bf16(s[j], qa[st], b);
                 }
             }
@@ -302,7 +310,7 @@ flash_forward(float* out, float* lse, const float* q, const float* k, const floa
             m[half] = m_new[half];
         }
 #pragma unroll
-        for (u32 t = 0; t < HEAD_TILES; t++) {
+        for (u32 t = 0; t < TILES; t++) {
             o[t][0] *= correction[0];
             o[t][1] *= correction[0];
             o[t][2] *= correction[1];
@@ -314,10 +322,10 @@ flash_forward(float* out, float* lse, const float* q, const float* k, const floa
             u32 pa[4];
             c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
-            for (u32 t = 0; t < HEAD_TILES; t++) {
+            for (u32 t = 0; t < TILES; t++) {
                 if (t < shape.tiles) {
                     u32 b[2];
-                    load_b(b, vs, 16 * kk, 8 * t);
+                    load_b<STRIDE>(b, vs, 16 * kk, 8 * t);
                     mma_bf16(o[t], pa, b);
                 }
             }
@@ -332,7 +340,7 @@ flash_forward(float* out, float* lse, const float* q, const float* k, const floa
         const float inverse = 1.0f / l[half];
         float* out_row = out + (u64)row[half] * shape.q_width + head * head_dim;
 #pragma unroll
-        for (u32 t = 0; t < HEAD_TILES; t++) {
+        for (u32 t = 0; t < TILES; t++) {
             const u32 d = 8 * t + c;
             if (d < head_dim) {
                 out_row[d] = o[t][2 * half] * inverse;
@@ -350,13 +358,17 @@ flash_forward(float* out, float* lse, const float* q, const float* k, const floa
 // Query gradient. Grid (ceil(N / 64), H); block 4 warps, each owning 16 query rows. With
 // P = exp(scale q.k - lse) and dS = P (dout.v - delta): dq = scale * sum_j dS_j k_j.
 // dq[N, H*hd] (overwritten).
-extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
-flash_backward_dq(float* dq, const float* q, const float* k, const float* v, const float* dout,
-                  const float* lse, const float* delta, const u32* spans, u32 rows, u32 heads,
-                  u32 group, u32 head_dim, float scale) {
-    __shared__ __align__(16) bf16 rows_tile[FLASH_ROWS * FLASH_STRIDE];
-    __shared__ __align__(16) bf16 ks[DQ_KEYS * FLASH_STRIDE];
-    __shared__ __align__(16) bf16 vs[DQ_KEYS * FLASH_STRIDE];
+template <u32 MAX_HEAD>
+__device__ __forceinline__ void flash_dq(float* dq, const float* q, const float* k,
+                                         const float* v, const float* dout, const float* lse,
+                                         const float* delta, const u32* spans, u32 rows,
+                                         u32 heads, u32 group, u32 head_dim, float scale) {
+    constexpr u32 STRIDE = MAX_HEAD + 8;
+    constexpr u32 STEPS = MAX_HEAD / 16;
+    constexpr u32 TILES = MAX_HEAD / 8;
+    __shared__ __align__(16) bf16 rows_tile[FLASH_ROWS * STRIDE];
+    __shared__ __align__(16) bf16 ks[DQ_KEYS * STRIDE];
+    __shared__ __align__(16) bf16 vs[DQ_KEYS * STRIDE];
     const u32 head = blockIdx.y;
     const u32 first = blockIdx.x * FLASH_ROWS;
     if (first >= rows) {
@@ -370,17 +382,17 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
     const u32 c = 2 * (lane % 4);
 
     // This warp's rows of q and of dout as A fragments.
-    u32 qa[HEAD_STEPS][4];
-    u32 da[HEAD_STEPS][4];
-    stage_rows(rows_tile, q, first, FLASH_ROWS, end, shape.q_width, head * head_dim, head_dim,
+    u32 qa[STEPS][4];
+    u32 da[STEPS][4];
+    stage_rows<STRIDE>(rows_tile, q, first, FLASH_ROWS, end, shape.q_width, head * head_dim, head_dim,
                shape.padded);
     __syncthreads();
-    load_warp_rows(qa, rows_tile, shape.steps);
+    load_warp_rows<STEPS, STRIDE>(qa, rows_tile, shape.steps);
     __syncthreads();
-    stage_rows(rows_tile, dout, first, FLASH_ROWS, end, shape.q_width, head * head_dim,
+    stage_rows<STRIDE>(rows_tile, dout, first, FLASH_ROWS, end, shape.q_width, head * head_dim,
                head_dim, shape.padded);
     __syncthreads();
-    load_warp_rows(da, rows_tile, shape.steps);
+    load_warp_rows<STEPS, STRIDE>(da, rows_tile, shape.steps);
 
     const u32 warp_first = first + warp * WARP_ROWS;
     u32 lo[2], hi[2];
@@ -394,16 +406,16 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
         row_delta[half] = valid ? delta[(u64)row * heads + head] : 0.0f;
     }
     const KeyWindow window = key_window(warp_first, end, spans);
-    float acc[HEAD_TILES][4];
+    float acc[TILES][4];
 #pragma unroll
-    for (u32 t = 0; t < HEAD_TILES; t++) {
+    for (u32 t = 0; t < TILES; t++) {
         acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
     }
 
     for (u32 tile = spans[2 * first]; tile < end; tile += DQ_KEYS) {
         __syncthreads();
-        stage_rows(ks, k, tile, DQ_KEYS, end, shape.kv_width, kv_col, head_dim, shape.padded);
-        stage_rows(vs, v, tile, DQ_KEYS, end, shape.kv_width, kv_col, head_dim, shape.padded);
+        stage_rows<STRIDE>(ks, k, tile, DQ_KEYS, end, shape.kv_width, kv_col, head_dim, shape.padded);
+        stage_rows<STRIDE>(vs, v, tile, DQ_KEYS, end, shape.kv_width, kv_col, head_dim, shape.padded);
         __syncthreads();
         if (outside(window, tile, DQ_KEYS)) {
             continue;
@@ -419,12 +431,12 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
                 dp[j][e] = 0.0f;
             }
 #pragma unroll
-            for (u32 st = 0; st < HEAD_STEPS; st++) {
+            for (u32 st = 0; st < STEPS; st++) {
                 if (st < shape.steps) {
                     u32 b[2];
-                    load_b_transposed(b, ks, 16 * st, 8 * j);
+                    load_b_transposed<STRIDE>(b, ks, 16 * st, 8 * j);
                     mma_bf16(s[j], qa[st], b);
-                    load_b_transposed(b, vs, 16 * st, 8 * j);
+                    load_b_transposed<STRIDE>(b, vs, 16 * st, 8 * j);
                     mma_bf16(dp[j], da[st], b);
                 }
             }
@@ -447,10 +459,10 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
             u32 dsa[4];
             c_to_a(dsa, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
-            for (u32 t = 0; t < HEAD_TILES; t++) {
+            for (u32 t = 0; t < TILES; t++) {
                 if (t < shape.tiles) {
                     u32 b[2];
-                    load_b(b, ks, 16 * kk, 8 * t);
+                    load_b<STRIDE>(b, ks, 16 * kk, 8 * t);
                     mma_bf16(acc[t], dsa, b);
                 }
             }
@@ -465,7 +477,7 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
         }
         float* dq_row = dq + (u64)row * shape.q_width + head * head_dim;
 #pragma unroll
-        for (u32 t = 0; t < HEAD_TILES; t++) {
+        for (u32 t = 0; t < TILES; t++) {
             const u32 d = 8 * t + c;
             if (d < head_dim) {
                 dq_row[d] = acc[t][2 * half] * scale;
@@ -477,26 +489,32 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
     }
 }
 
-// Key and value gradients of one query head. Grid (ceil(N / 64), H); block 4 warps, each
-// owning 16 key rows of key/value head g = h / group, walking 16 queries of head h at a
-// time over those that see them: dv_h = sum_i P_i dout_i, dk_h = scale * sum_i dS_i q_i.
-// Here the C fragments are transposed scores: rows are keys, columns queries. One block
-// per query head (not per key/value head) gives the grid H blocks per row block, as the
-// forward and dq kernels have, instead of serialising the group's heads in each block.
-// dk_heads, dv_heads [N, H*hd] (overwritten): head h's share at columns h*hd. With
-// group 1 these are dk and dv themselves; otherwise flash_dkv_group_sum adds the
+// Key and value gradients of one query head, for heads of at most MAX_HEAD. Grid
+// (ceil(N / 64), H); block 4 warps, each owning 16 key rows of key/value head
+// g = h / group, walking QUERIES queries of head h at a time (16 or 32: a wider tile
+// does twice the products per barrier and per staging, for 16 more registers of
+// scores) over those that see them: dv_h = sum_i P_i dout_i, dk_h = scale * sum_i dS_i
+// q_i. Here the C fragments are transposed scores: rows are keys, columns queries. One
+// block per query head (not per key/value head) gives the grid H blocks per row block,
+// as the forward and dq kernels have, instead of serialising the group's heads in each
+// block. dk_heads, dv_heads [N, H*hd] (overwritten): head h's share at columns h*hd.
+// With group 1 these are dk and dv themselves; otherwise flash_dkv_group_sum adds the
 // group's shares into dk, dv [N, KV*hd].
-extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
-flash_backward_dkv(float* dk_heads, float* dv_heads, const float* q, const float* k,
-                   const float* v, const float* dout, const float* lse, const float* delta,
-                   const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim,
-                   float scale) {
-    __shared__ __align__(16) bf16 ks[FLASH_ROWS * FLASH_STRIDE];
-    __shared__ __align__(16) bf16 vs[FLASH_ROWS * FLASH_STRIDE];
-    __shared__ __align__(16) bf16 qs[DKV_QUERIES * FLASH_STRIDE];
-    __shared__ __align__(16) bf16 dos[DKV_QUERIES * FLASH_STRIDE];
-    __shared__ float tile_lse[DKV_QUERIES];
-    __shared__ float tile_delta[DKV_QUERIES];
+template <u32 QUERIES, u32 MAX_HEAD>
+__device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, const float* q,
+                                          const float* k, const float* v, const float* dout,
+                                          const float* lse, const float* delta,
+                                          const u32* spans, u32 rows, u32 heads, u32 group,
+                                          u32 head_dim, float scale) {
+    constexpr u32 STRIDE = MAX_HEAD + 8;
+    constexpr u32 STEPS = MAX_HEAD / 16;
+    constexpr u32 TILES = MAX_HEAD / 8;
+    __shared__ __align__(16) bf16 ks[FLASH_ROWS * STRIDE];
+    __shared__ __align__(16) bf16 vs[FLASH_ROWS * STRIDE];
+    __shared__ __align__(16) bf16 qs[QUERIES * STRIDE];
+    __shared__ __align__(16) bf16 dos[QUERIES * STRIDE];
+    __shared__ float tile_lse[QUERIES];
+    __shared__ float tile_delta[QUERIES];
     const u32 head = blockIdx.y;
     const u32 g = head / group;
     const u32 first = blockIdx.x * FLASH_ROWS;
@@ -509,8 +527,8 @@ flash_backward_dkv(float* dk_heads, float* dv_heads, const float* q, const float
     const u32 warp = threadIdx.x / WARP_SIZE;
     const u32 lane = threadIdx.x % WARP_SIZE;
     const u32 c = 2 * (lane % 4);
-    stage_rows(ks, k, first, FLASH_ROWS, end, shape.kv_width, kv_col, head_dim, shape.padded);
-    stage_rows(vs, v, first, FLASH_ROWS, end, shape.kv_width, kv_col, head_dim, shape.padded);
+    stage_rows<STRIDE>(ks, k, first, FLASH_ROWS, end, shape.kv_width, kv_col, head_dim, shape.padded);
+    stage_rows<STRIDE>(vs, v, first, FLASH_ROWS, end, shape.kv_width, kv_col, head_dim, shape.padded);
 
     // The lane's two key rows and the end of each one's sequence; a key outside the
     // batch is seen by no query.
@@ -523,10 +541,10 @@ flash_backward_dkv(float* dk_heads, float* dv_heads, const float* q, const float
     }
     const bool warp_has_rows = warp_first < end;
     const u32 warp_stop = warp_has_rows ? spans[2 * (min(warp_first + WARP_ROWS, end) - 1) + 1] : 0;
-    float dk_acc[HEAD_TILES][4];
-    float dv_acc[HEAD_TILES][4];
+    float dk_acc[TILES][4];
+    float dv_acc[TILES][4];
 #pragma unroll
-    for (u32 t = 0; t < HEAD_TILES; t++) {
+    for (u32 t = 0; t < TILES; t++) {
 #pragma unroll
         for (u32 e = 0; e < 4; e++) {
             dk_acc[t][e] = 0.0f;
@@ -536,13 +554,13 @@ flash_backward_dkv(float* dk_heads, float* dv_heads, const float* q, const float
     // Queries from the first key row to the end of the last key row's sequence.
     const u32 query_end = spans[2 * (end - 1) + 1];
 
-    for (u32 tile = first; tile < query_end; tile += DKV_QUERIES) {
+    for (u32 tile = first; tile < query_end; tile += QUERIES) {
         __syncthreads();
-        stage_rows(qs, q, tile, DKV_QUERIES, query_end, shape.q_width, head * head_dim,
+        stage_rows<STRIDE>(qs, q, tile, QUERIES, query_end, shape.q_width, head * head_dim,
                    head_dim, shape.padded);
-        stage_rows(dos, dout, tile, DKV_QUERIES, query_end, shape.q_width, head * head_dim,
+        stage_rows<STRIDE>(dos, dout, tile, QUERIES, query_end, shape.q_width, head * head_dim,
                    head_dim, shape.padded);
-        if (threadIdx.x < DKV_QUERIES) {
+        if (threadIdx.x < QUERIES) {
             const u32 query = tile + threadIdx.x;
             const bool inside = query < query_end;
             tile_lse[threadIdx.x] = inside ? lse[(u64)query * heads + head] : 0.0f;
@@ -550,14 +568,14 @@ flash_backward_dkv(float* dk_heads, float* dv_heads, const float* q, const float
         }
         __syncthreads();
         // Warp-uniform: some key of the warp is seen by some query of the tile.
-        if (!warp_has_rows || tile >= warp_stop || tile + DKV_QUERIES <= warp_first) {
+        if (!warp_has_rows || tile >= warp_stop || tile + QUERIES <= warp_first) {
             continue;
         }
         // s = k . q^T and dp = v . dout^T, [16 keys][16 queries] each.
-        float s[DKV_QUERIES / 8][4];
-        float dp[DKV_QUERIES / 8][4];
+        float s[QUERIES / 8][4];
+        float dp[QUERIES / 8][4];
 #pragma unroll
-        for (u32 j = 0; j < DKV_QUERIES / 8; j++) {
+        for (u32 j = 0; j < QUERIES / 8; j++) {
 #pragma unroll
             for (u32 e = 0; e < 4; e++) {
                 s[j][e] = 0.0f;
@@ -565,25 +583,25 @@ flash_backward_dkv(float* dk_heads, float* dv_heads, const float* q, const float
             }
         }
 #pragma unroll
-        for (u32 st = 0; st < HEAD_STEPS; st++) {
+        for (u32 st = 0; st < STEPS; st++) {
             if (st < shape.steps) {
                 u32 ka[4];
                 u32 va[4];
-                load_a(ka, ks, warp * WARP_ROWS, 16 * st);
-                load_a(va, vs, warp * WARP_ROWS, 16 * st);
+                load_a<STRIDE>(ka, ks, warp * WARP_ROWS, 16 * st);
+                load_a<STRIDE>(va, vs, warp * WARP_ROWS, 16 * st);
 #pragma unroll
-                for (u32 j = 0; j < DKV_QUERIES / 8; j++) {
+                for (u32 j = 0; j < QUERIES / 8; j++) {
                     u32 b[2];
-                    load_b_transposed(b, qs, 16 * st, 8 * j);
+                    load_b_transposed<STRIDE>(b, qs, 16 * st, 8 * j);
                     mma_bf16(s[j], ka, b);
-                    load_b_transposed(b, dos, 16 * st, 8 * j);
+                    load_b_transposed<STRIDE>(b, dos, 16 * st, 8 * j);
                     mma_bf16(dp[j], va, b);
                 }
             }
         }
         // s becomes P and dp becomes dS = P (dp - delta).
 #pragma unroll
-        for (u32 j = 0; j < DKV_QUERIES / 8; j++) {
+        for (u32 j = 0; j < QUERIES / 8; j++) {
 #pragma unroll
             for (u32 e = 0; e < 4; e++) {
                 const u32 half = e / 2;
@@ -596,19 +614,22 @@ flash_backward_dkv(float* dk_heads, float* dv_heads, const float* q, const float
                 dp[j][e] = p * (dp[j][e] - tile_delta[column]);
             }
         }
-        // dv += P . dout and dk += dS . q over the tile's 16 queries (one k-step).
-        u32 pa[4];
-        u32 dsa[4];
-        c_to_a(pa, s[0], s[1]);
-        c_to_a(dsa, dp[0], dp[1]);
+        // dv += P . dout and dk += dS . q over the tile's queries, 16 per k-step.
 #pragma unroll
-        for (u32 t = 0; t < HEAD_TILES; t++) {
-            if (t < shape.tiles) {
-                u32 b[2];
-                load_b(b, dos, 0, 8 * t);
-                mma_bf16(dv_acc[t], pa, b);
-                load_b(b, qs, 0, 8 * t);
-                mma_bf16(dk_acc[t], dsa, b);
+        for (u32 kk = 0; kk < QUERIES / 16; kk++) {
+            u32 pa[4];
+            u32 dsa[4];
+            c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+            c_to_a(dsa, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+            for (u32 t = 0; t < TILES; t++) {
+                if (t < shape.tiles) {
+                    u32 b[2];
+                    load_b<STRIDE>(b, dos, 16 * kk, 8 * t);
+                    mma_bf16(dv_acc[t], pa, b);
+                    load_b<STRIDE>(b, qs, 16 * kk, 8 * t);
+                    mma_bf16(dk_acc[t], dsa, b);
+                }
             }
         }
     }
@@ -620,7 +641,7 @@ flash_backward_dkv(float* dk_heads, float* dv_heads, const float* q, const float
         }
         const u64 at = (u64)key[half] * shape.q_width + (u64)head * head_dim;
 #pragma unroll
-        for (u32 t = 0; t < HEAD_TILES; t++) {
+        for (u32 t = 0; t < TILES; t++) {
             const u32 d = 8 * t + c;
             if (d < head_dim) {
                 dk_heads[at + d] = dk_acc[t][2 * half] * scale;
@@ -632,6 +653,52 @@ flash_backward_dkv(float* dk_heads, float* dv_heads, const float* q, const float
             }
         }
     }
+}
+
+
+// The entry points: each body for heads of up to 128 (the plain names) and, with the
+// same arithmetic in the same order, for heads of at most 64 (`...64`): half the
+// accumulator registers and shared memory, so more blocks share a multiprocessor; and
+// dk/dv over tiles of 32 queries for heads of at most 64 (`flash_backward_dkv64_wide`).
+extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
+flash_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+    const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
+    flash_forward_body<FLASH_MAX_HEAD_DIM>(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
+}
+extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
+flash_forward64(float* out, float* lse, const float* q, const float* k, const float* v,
+    const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
+    flash_forward_body<64>(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
+}
+extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
+flash_backward_dq(float* dq, const float* q, const float* k, const float* v, const float* dout,
+    const float* lse, const float* delta, const u32* spans, u32 rows, u32 heads, u32 group,
+    u32 head_dim, float scale) {
+    flash_dq<FLASH_MAX_HEAD_DIM>(dq, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
+}
+extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
+flash_backward_dq64(float* dq, const float* q, const float* k, const float* v, const float* dout,
+    const float* lse, const float* delta, const u32* spans, u32 rows, u32 heads, u32 group,
+    u32 head_dim, float scale) {
+    flash_dq<64>(dq, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
+}
+extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
+flash_backward_dkv(float* dk_heads, float* dv_heads, const float* q, const float* k, const float* v,
+    const float* dout, const float* lse, const float* delta, const u32* spans, u32 rows,
+    u32 heads, u32 group, u32 head_dim, float scale) {
+    flash_dkv<16, FLASH_MAX_HEAD_DIM>(dk_heads, dv_heads, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
+}
+extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
+flash_backward_dkv64(float* dk_heads, float* dv_heads, const float* q, const float* k, const float* v,
+    const float* dout, const float* lse, const float* delta, const u32* spans, u32 rows,
+    u32 heads, u32 group, u32 head_dim, float scale) {
+    flash_dkv<16, 64>(dk_heads, dv_heads, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
+}
+extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
+flash_backward_dkv64_wide(float* dk_heads, float* dv_heads, const float* q, const float* k, const float* v,
+    const float* dout, const float* lse, const float* delta, const u32* spans, u32 rows,
+    u32 heads, u32 group, u32 head_dim, float scale) {
+    flash_dkv<32, 64>(dk_heads, dv_heads, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
 }
 
 // Threads per block of flash_dkv_group_sum.
