@@ -1,4 +1,5 @@
-//! The CUDA backend's training-attention and token-choice kernels, run without a GPU:
+//! The CUDA backend's training-attention, decoding, token-choice and bf16-cast kernels,
+//! run without a GPU:
 //! their `.cu` sources compiled by the host's C++ compiler against
 //! `backend-cuda/emulator` (each CUDA thread an OS thread, `__syncthreads` and the warp
 //! shuffles collective barriers, the tensor-core mma rebuilt from every lane's registers
@@ -83,6 +84,7 @@ static LAUNCH: Mutex<()> = Mutex::new(());
 static ATTENTION: OnceLock<Result<Library, String>> = OnceLock::new();
 static CHOOSE: OnceLock<Result<Library, String>> = OnceLock::new();
 static DECODE: OnceLock<Result<Library, String>> = OnceLock::new();
+static ELEMENTWISE: OnceLock<Result<Library, String>> = OnceLock::new();
 
 /// Builds `backend-cuda/emulator/{name}.cpp` into a shared library and loads it; `Err`
 /// says why it could not.
@@ -556,5 +558,77 @@ fn the_decoding_kernels_match_the_cpu() {
                 1e-5,
             );
         }
+    }
+}
+
+/// `emulate_cast_bf16` of emulator/elementwise.cpp.
+type CastFn = unsafe extern "C" fn(*mut u16, *const f32, u64, u32);
+
+/// The bf16 cast (elementwise.cu) rounds every element as the host does (to nearest,
+/// ties to even; `half`), on the grid the backend launches (a thread per 4 elements):
+/// where source and destination are aligned for its 16-byte loads and 8-byte stores,
+/// where either is not (one element off), and with lengths that leave 1 to 3 elements
+/// after the last group of 4. Inputs include ties, subnormals, infinities and a NaN
+/// (which must stay a NaN).
+#[test]
+fn the_bf16_cast_rounds_as_the_host_does() {
+    let Some(emulated) = available(library(&ELEMENTWISE, "elementwise")) else {
+        return;
+    };
+    let cast: CastFn = function(emulated, "emulate_cast_bf16");
+    let mut source = Rng::new(0xca57).vec(1100, 3.0);
+    // A tie that rounds down to even, one that rounds up, the smallest subnormal,
+    // infinities, a NaN.
+    source[..6].copy_from_slice(&[
+        f32::from_bits(0x3f80_8000),
+        f32::from_bits(0x3f81_8000),
+        f32::from_bits(1),
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ]);
+    for (src_offset, dst_offset, n) in [
+        (0, 0, 1031),
+        (1, 0, 517),
+        (0, 1, 1026),
+        (4, 4, 1),
+        (0, 0, 0),
+    ] {
+        let mut dst = vec![0xdead_u16; n + 8];
+        let src = &source[src_offset..src_offset + n];
+        let blocks = (n as u64).div_ceil(4).div_ceil(256).max(1) as u32;
+        let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: `src` holds n elements and `dst` n from `dst_offset`, both outlive
+        // the call, which returns after the kernel finishes.
+        unsafe {
+            cast(
+                dst[dst_offset..].as_mut_ptr(),
+                src.as_ptr(),
+                n as u64,
+                blocks,
+            )
+        };
+        for (i, (&x, &got)) in src.iter().zip(&dst[dst_offset..]).enumerate() {
+            let want = half::bf16::from_f32(x);
+            if x.is_nan() {
+                assert!(
+                    half::bf16::from_bits(got).is_nan(),
+                    "element {i}: NaN became {got:#x}"
+                );
+            } else {
+                assert_eq!(
+                    got,
+                    want.to_bits(),
+                    "offsets ({src_offset}, {dst_offset}), n {n}, element {i}: {x:e}"
+                );
+            }
+        }
+        assert!(
+            dst[..dst_offset]
+                .iter()
+                .chain(&dst[dst_offset + n..])
+                .all(|&d| d == 0xdead),
+            "offsets ({src_offset}, {dst_offset}), n {n}: wrote outside its range"
+        );
     }
 }

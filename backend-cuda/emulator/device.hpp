@@ -34,9 +34,12 @@ inline Dim3 gridDim;
 #define __shared__ static
 #define __align__(bytes) __attribute__((aligned(bytes)))
 
-// CUDA's built-in 16-byte vector of four floats.
+// CUDA's built-in vectors: four floats (16 bytes), two unsigned ints (8 bytes).
 struct alignas(16) float4 {
     float x, y, z, w;
+};
+struct alignas(8) uint2 {
+    unsigned x, y;
 };
 
 inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }

@@ -107,7 +107,8 @@ pub(crate) fn sum_squares(b: &mut CudaBackend, src: Tensor) -> Result<f32, CudaE
     Ok(sum[0])
 }
 
-/// dst[n] = bf16(src[n]) for `n` elements at device addresses (a bf16 GEMM operand).
+/// dst[n] = bf16(src[n]) for `n` elements at device addresses (a bf16 GEMM operand);
+/// a thread per 4 elements.
 pub(crate) fn cast_bf16(b: &CudaBackend, dst: u64, src: u64, n: usize) -> Result<(), CudaError> {
     if n == 0 {
         return Ok(());
@@ -115,7 +116,7 @@ pub(crate) fn cast_bf16(b: &CudaBackend, dst: u64, src: u64, n: usize) -> Result
     let n = n as u64;
     b.launch(
         "cast_bf16",
-        (blocks_for(n), 1),
+        (blocks_for(n.div_ceil(4)), 1),
         THREADS,
         &[Arg::Ptr(dst), Arg::Ptr(src), Arg::U64(n)],
     )

@@ -69,9 +69,24 @@ sum_squares_finish(float* out, const double* partial, u32 blocks) {
     }
 }
 
-// dst[n] = bf16(src[n]): the GEMM operands of the bf16 mode.
+// dst[n] = bf16(src[n]): the GEMM operands of the bf16 mode. Where src is 16-byte and
+// dst 8-byte aligned, each thread converts 4 elements a pass (one 16-byte load, one
+// 8-byte store) and the last n % 4 follow one by one; elsewhere every element goes one
+// by one. The host launches a thread per 4 elements.
 extern "C" __global__ void cast_bf16(unsigned short* dst, const float* src, u64 n) {
-    for (u64 i = global_index(); i < n; i += grid_stride()) {
+    u64 done = 0;
+    if (((u64)src & 15) == 0 && ((u64)dst & 7) == 0) {
+        const u64 quads = n / 4;
+        for (u64 i = global_index(); i < quads; i += grid_stride()) {
+            const float4 x = ((const float4*)src)[i];
+            uint2 packed;
+            packed.x = (u32)to_bf16(x.x) | ((u32)to_bf16(x.y) << 16);
+            packed.y = (u32)to_bf16(x.z) | ((u32)to_bf16(x.w) << 16);
+            ((uint2*)dst)[i] = packed;
+        }
+        done = 4 * quads;
+    }
+    for (u64 i = done + global_index(); i < n; i += grid_stride()) {
         dst[i] = to_bf16(src[i]);
     }
 }
