@@ -265,18 +265,26 @@ impl CudaBackend {
             return Ok(step(self));
         }
         if traced.is_err() {
-            // The step's own error (a contract check): nothing was queued but uploads.
+            // The step's own error (a contract check): nothing was queued but uploads,
+            // so no kept copy the trace counted as cast was.
+            self.store.shadows.get_mut().restore(&flags);
             return Ok(traced);
         }
         if let Some(graph) = self.graphs.find(&trace.calls) {
-            graph.launch()?;
+            if let Err(e) = graph.launch() {
+                self.store.shadows.get_mut().restore(&flags);
+                return Err(e.into());
+            }
             self.graphs.stats.replayed += 1;
             return Ok(Ok(()));
         }
         self.store.shadows.get_mut().restore(&flags);
         match self.capture(step) {
             Ok((calls, graph)) => {
-                graph.launch()?;
+                if let Err(e) = graph.launch() {
+                    self.store.shadows.get_mut().restore(&flags);
+                    return Err(e.into());
+                }
                 self.graphs.keep(calls, graph);
                 self.graphs.stats.captured += 1;
                 self.graphs.failures_in_row = 0;
