@@ -372,23 +372,8 @@ fn the_emulator_runs_the_exact_kernels_as_the_gpu_did() {
 /// and 4 on 4 (written directly).
 #[test]
 fn the_tensor_core_kernels_match_the_cpu_to_bf16_precision() {
-    let Some(emulator) = available(library(&ATTENTION, "attention")) else {
-        return;
-    };
-    for (head_dim, kv_heads) in [(40, 2), (64, 2), (40, 4), (30, 2), (96, 2)] {
-        let shape = AttentionShape {
-            heads: 4,
-            kv_heads,
-            head_dim,
-        };
-        let case = Case::new(21, &[150, 1, 37, 9], shape, true);
-        case.check(
-            &format!("tensor cores, hd {head_dim}, {kv_heads} key/value heads"),
-            emulator,
-            1,
-            [1e-2, 1e-5, 1e-2, 1e-2, 1e-2],
-        );
-    }
+    let shapes = [(40, 2), (64, 2), (40, 4), (30, 2), (96, 2)];
+    check_tensor_cores("tensor cores", 1, &shapes);
 }
 
 /// The dk/dv kernel over tiles of 32 queries (`DkvTile::Queries32`, heads of at most
@@ -396,10 +381,16 @@ fn the_tensor_core_kernels_match_the_cpu_to_bf16_precision() {
 /// queries share a barrier.
 #[test]
 fn the_wide_dkv_tile_matches_the_cpu_to_bf16_precision() {
+    check_tensor_cores("dk/dv over 32 queries", 2, &[(64, 2), (40, 4)]);
+}
+
+/// The tensor-core `kernels` (as [`Case::emulated`] numbers them) against the CPU on
+/// bf16-exact inputs, 4 query heads of each (head width, key/value heads) in `shapes`.
+fn check_tensor_cores(what: &str, kernels: i32, shapes: &[(usize, usize)]) {
     let Some(emulator) = available(library(&ATTENTION, "attention")) else {
         return;
     };
-    for (head_dim, kv_heads) in [(64, 2), (40, 4)] {
+    for &(head_dim, kv_heads) in shapes {
         let shape = AttentionShape {
             heads: 4,
             kv_heads,
@@ -407,9 +398,9 @@ fn the_wide_dkv_tile_matches_the_cpu_to_bf16_precision() {
         };
         let case = Case::new(21, &[150, 1, 37, 9], shape, true);
         case.check(
-            &format!("dk/dv over 32 queries, hd {head_dim}, {kv_heads} key/value heads"),
+            &format!("{what}, hd {head_dim}, {kv_heads} key/value heads"),
             emulator,
-            2,
+            kernels,
             [1e-2, 1e-5, 1e-2, 1e-2, 1e-2],
         );
     }
