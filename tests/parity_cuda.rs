@@ -335,32 +335,22 @@ fn token_choice_on_the_device() {
 
 /// Decoding steps replayed from CUDA graphs (the bf16 mode's default, `record` in the
 /// backend) give the logits of the same steps run as ordinary launches, step by step,
-/// over 270 steps of 4 sequences: across the 256-row boundary where the split-KV
-/// attention takes a second split (a new graph). The graphs hold the very kernels and
-/// GEMMs the eager steps queue, on the same addresses, so the only difference allowed
-/// is cuBLAS picking another algorithm inside a capture: 1e-5 relative to the largest
-/// logit, f32 accumulation over widths of at most 256.
+/// over 270 steps of 4 sequences of the tiny model: across the 256-row boundary where
+/// the split-KV attention takes a second split (a new graph). The graphs hold the very
+/// kernels and GEMMs the eager steps queue, on the same addresses, so the only
+/// difference allowed is cuBLAS picking another algorithm inside a capture: 1e-5
+/// relative to the largest logit, f32 accumulation over widths of at most 768.
 #[test]
 fn decoding_steps_replayed_from_graphs_match_eager_steps() {
     use sage_backend_cuda::Precision;
+    use sage_e2e::backend_parity::Rng;
+    use sage_transformer::sampling::argmax;
     use sage_transformer::{Kernels, KvCache, ModelConfig, Transformer};
 
     if cuda_backend().is_none() {
         return;
     }
-    let config = ModelConfig {
-        vocab_size: 300,
-        hidden_size: 128,
-        intermediate_size: 256,
-        num_hidden_layers: 3,
-        num_attention_heads: 4,
-        num_key_value_heads: 2,
-        rope_theta: 10_000.0,
-        rms_norm_eps: 1e-6,
-        max_position_embeddings: 512,
-        tie_word_embeddings: true,
-        qkv_bias: true,
-    };
+    let config = ModelConfig::tiny();
     let prompts: Vec<Vec<u32>> = (0..4u32)
         .map(|b| (0..5 + 3 * b).map(|i| (i * 37 + b * 11) % 300).collect())
         .collect();
@@ -371,15 +361,7 @@ fn decoding_steps_replayed_from_graphs_match_eager_steps() {
         let mut k = CudaBackend::with_precision(Precision::Bf16).expect("bf16 backend");
         k.set_step_graphs(graphs);
         let mut model = Transformer::new(&mut k, config.clone()).expect("model");
-        let mut state = 0x9e37_79b9_u64;
-        let params: Vec<f32> = (0..model.params().len)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                0.2 * ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5)
-            })
-            .collect();
+        let params = Rng::new(0x9e37_79b9).vec(model.params().len, 0.1);
         k.write(model.params(), &params).expect("params");
         let mut cache = KvCache::new(&mut k, &model, prompts.len(), 320).expect("cache");
         let refs: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
@@ -390,10 +372,7 @@ fn decoding_steps_replayed_from_graphs_match_eager_steps() {
                 fed.push(
                     logits
                         .chunks_exact(config.vocab_size)
-                        .map(|row| {
-                            let best = row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1));
-                            best.map(|(token, _)| token as u32).expect("a row")
-                        })
+                        .map(|row| argmax(row) as u32)
                         .collect(),
                 );
             }

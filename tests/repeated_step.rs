@@ -4,11 +4,13 @@
 //! (the CPU backend underneath) must decode exactly what the CPU backend decodes alone.
 
 use sage_backend_cpu::{CpuBackend, CpuError};
+use sage_e2e::backend_parity::Rng;
 use sage_transformer::contract::{
     AdamWScalars, AttentionSizes, CacheSizes, ChoiceSizes, DecodeSizes, EmbeddingSizes, HeadDims,
     RopeSizes, Rows,
 };
 use sage_transformer::device::{AttentionGrads, AttentionSaved, HeadOperands};
+use sage_transformer::sampling::argmax;
 use sage_transformer::{
     BufferId, Device, IndexBufferId, Indices, KvCache, MatmulShape, ModelConfig, Tensor,
     Transformer,
@@ -79,40 +81,13 @@ impl Device for Twice {
     }
 }
 
-fn config() -> ModelConfig {
-    ModelConfig {
-        vocab_size: 41,
-        hidden_size: 16,
-        intermediate_size: 24,
-        num_hidden_layers: 2,
-        num_attention_heads: 4,
-        num_key_value_heads: 2,
-        rope_theta: 10_000.0,
-        rms_norm_eps: 1e-6,
-        max_position_embeddings: 64,
-        tie_word_embeddings: true,
-        qkv_bias: true,
-    }
-}
-
-/// Parameters from a fixed xorshift stream in [-0.5, 0.5).
-fn parameters(len: usize) -> Vec<f32> {
-    let mut state = 0x5eed_u64;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        })
-        .collect()
-}
-
-/// Greedy decoding of `steps` tokens after two prompts: every step's logits, and the
-/// cache lengths at the end.
+/// Greedy decoding of `steps` tokens after two prompts by the tiny model with fixed
+/// random weights: every step's logits, and the cache lengths at the end.
 fn decode<K: Device>(k: &mut K, steps: usize) -> (Vec<Vec<f32>>, Vec<u32>) {
-    let mut model = Transformer::new(k, config()).unwrap();
-    let params = parameters(model.params().len);
+    let config = ModelConfig::tiny();
+    let vocab = config.vocab_size;
+    let mut model = Transformer::new(k, config).unwrap();
+    let params = Rng::new(0x5eed).vec(model.params().len, 0.1);
     sage_transformer::Kernels::write(k, model.params(), &params).unwrap();
     let mut cache = KvCache::new(k, &model, 2, 16).unwrap();
     let prompts: [&[u32]; 2] = [&[3, 17, 5, 40], &[9, 1]];
@@ -120,11 +95,8 @@ fn decode<K: Device>(k: &mut K, steps: usize) -> (Vec<Vec<f32>>, Vec<u32>) {
     let mut all = vec![logits.clone()];
     for _ in 0..steps {
         let next: Vec<u32> = logits
-            .chunks_exact(config().vocab_size)
-            .map(|row| {
-                let best = row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1));
-                best.map(|(token, _)| token as u32).unwrap()
-            })
+            .chunks_exact(vocab)
+            .map(|row| argmax(row) as u32)
             .collect();
         logits = model.decode_step(k, &mut cache, &next).unwrap();
         all.push(logits.clone());

@@ -113,11 +113,7 @@ impl CudaBackend {
         // SAFETY: the argument list matches the kernel's parameters (each op passes
         // them in the order of its `.cu` signature); every pointer is a live device
         // address whose range was checked against the sizes the kernel is given.
-        unsafe { builder.launch(config) }.map_err(|e| {
-            let e = CudaError::from(e);
-            self.gpu.recorder.failed(entry, &e);
-            e
-        })?;
+        unsafe { builder.launch(config) }.map_err(|e| self.gpu.recorder.failed(entry, e))?;
         Ok(())
     }
 }

@@ -249,9 +249,5 @@ pub(crate) fn gemm(
             }
         }
     };
-    ran.map_err(|e| {
-        let e = CudaError::from(e);
-        b.gpu.recorder.failed("matmul", &e);
-        e
-    })
+    ran.map_err(|e| b.gpu.recorder.failed("matmul", e))
 }

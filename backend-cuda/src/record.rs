@@ -138,11 +138,13 @@ impl Recorder {
     }
 
     /// Notes a failed call while capturing (the capture is then abandoned), so that
-    /// its reason is what the statistics report.
-    pub(crate) fn failed(&self, what: &str, error: &CudaError) {
+    /// its reason is what the statistics report; returns the error.
+    pub(crate) fn failed(&self, what: &str, error: impl Into<CudaError>) -> CudaError {
+        let error = error.into();
         if self.mode.get() == Mode::Capturing {
             self.refuse(format!("{what} failed while capturing: {error}"));
         }
+        error
     }
 
     fn refuse(&self, reason: String) -> CudaError {
@@ -259,18 +261,12 @@ impl CudaBackend {
         self.gpu.recorder.start(Mode::Tracing);
         let traced = step(self);
         let trace = self.gpu.recorder.finish();
-        if trace.refusal.is_some() {
-            self.store.shadows.get_mut().restore(&flags);
-            self.graphs.ran_eagerly(trace.refusal);
-            return Ok(step(self));
-        }
-        if traced.is_err() {
-            // The step's own error (a contract check): nothing was queued but uploads,
-            // so no kept copy the trace counted as cast was.
-            self.store.shadows.get_mut().restore(&flags);
-            return Ok(traced);
-        }
-        if let Some(graph) = self.graphs.find(&trace.calls) {
+        let matched = match (&trace.refusal, &traced) {
+            (None, Ok(())) => self.graphs.find(&trace.calls),
+            _ => None,
+        };
+        if let Some(graph) = matched {
+            // The trace left the shadows' flags as the graph's casts leave them.
             if let Err(e) = graph.launch() {
                 self.store.shadows.get_mut().restore(&flags);
                 return Err(e.into());
@@ -278,13 +274,24 @@ impl CudaBackend {
             self.graphs.stats.replayed += 1;
             return Ok(Ok(()));
         }
+        // Nothing the trace counted as cast was: its flags go back before any retry.
         self.store.shadows.get_mut().restore(&flags);
-        match self.capture(step) {
+        if trace.refusal.is_some() {
+            self.graphs.ran_eagerly(trace.refusal);
+            return Ok(step(self));
+        }
+        if traced.is_err() {
+            // The step's own error (a contract check).
+            return Ok(traced);
+        }
+        let outcome = self.capture(step).and_then(|(calls, graph)| {
+            graph
+                .launch()
+                .map(|()| (calls, graph))
+                .map_err(|e| format!("launching the captured graph: {e}"))
+        });
+        match outcome {
             Ok((calls, graph)) => {
-                if let Err(e) = graph.launch() {
-                    self.store.shadows.get_mut().restore(&flags);
-                    return Err(e.into());
-                }
                 self.graphs.keep(calls, graph);
                 self.graphs.stats.captured += 1;
                 self.graphs.failures_in_row = 0;
@@ -395,18 +402,18 @@ mod tests {
         );
         recorder.start(Mode::Capturing);
         assert!(recorder.allow_upload(0x1000, 64).is_err());
-        recorder.failed("matmul", &CudaError::Blas("not supported".into()));
+        recorder.failed("matmul", CudaError::Blas("not supported".into()));
         assert_eq!(
             recorder.finish().refusal.as_deref(),
             Some("an upload from the host while capturing")
         );
         recorder.start(Mode::Capturing);
-        recorder.failed("matmul", &CudaError::Blas("not supported".into()));
+        recorder.failed("matmul", CudaError::Blas("not supported".into()));
         assert_eq!(
             recorder.finish().refusal.as_deref(),
             Some("matmul failed while capturing: cuda backend: cuBLAS error: not supported")
         );
-        recorder.failed("matmul", &CudaError::Blas("eager".into()));
+        recorder.failed("matmul", CudaError::Blas("eager".into()));
         assert_eq!(
             *recorder.refusal.borrow(),
             None,

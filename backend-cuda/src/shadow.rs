@@ -169,24 +169,20 @@ impl<M> Shadows<M> {
     }
 
     /// Puts back the flags of [`Shadows::flags`] and drops the records made since
-    /// (looked up for the first time): a traced or abandoned step leaves the record as
-    /// it found it. Records holding a copy stay, so no memory is lost; a copy is only
-    /// kept by a step that ran, never by one traced.
+    /// (appended when a tensor was looked up for the first time): a traced or abandoned
+    /// step leaves the record as it found it. Those records hold no copy: a copy is
+    /// only kept by a step that ran, never by one traced or captured, whose
+    /// allocations are refused.
     pub(crate) fn restore(&mut self, flags: &ShadowFlags) {
         self.by_buffer.retain(|buffer, shadows| {
             let before = flags.0.get(buffer).map(Vec::as_slice).unwrap_or(&[]);
-            let mut index = 0;
-            shadows.retain_mut(|(_, shadow)| {
-                let at = index;
-                index += 1;
-                match before.get(at) {
-                    Some(&unchanged) => {
-                        shadow.unchanged = unchanged;
-                        true
-                    }
-                    None => shadow.kept.is_some(),
-                }
-            });
+            debug_assert!(shadows[before.len().min(shadows.len())..]
+                .iter()
+                .all(|(_, shadow)| shadow.kept.is_none()));
+            shadows.truncate(before.len());
+            for ((_, shadow), &unchanged) in shadows.iter_mut().zip(before) {
+                shadow.unchanged = unchanged;
+            }
             !shadows.is_empty()
         });
     }

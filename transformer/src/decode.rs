@@ -346,9 +346,6 @@ impl Transformer {
             }));
         }
         self.check_tokens(tokens)?;
-        if cache.scratch_layout.layers.is_empty() {
-            return Err(input(InputError::Empty));
-        }
         k.write_indices(cache.ids(0), tokens).map_err(backend)?;
         k.write_indices(cache.ids(1), &cache.lengths)
             .map_err(backend)?;

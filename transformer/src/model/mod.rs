@@ -180,9 +180,11 @@ impl Transformer {
     /// backward pass (the gradients are zero until then) and with LoRA adapters on,
     /// which freeze every parameter (their gradients: [`Transformer::adapter_grads`]).
     pub fn grads(&self) -> Tensor {
-        let len = match (self.grads_held, &self.lora) {
-            (true, None) => self.params_layout.total,
-            _ => 0,
+        // Adapters release a held slab: held means no adapters.
+        let len = if self.grads_held {
+            self.params_layout.total
+        } else {
+            0
         };
         Tensor::whole(self.grads, len)
     }
