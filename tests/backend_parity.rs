@@ -24,7 +24,8 @@ macro_rules! backend_parity_tests {
     ($make:expr) => {
         $crate::backend_parity_tests!(@tests $make;
             elementwise_ops, sum_squares, embedding, rmsnorm, matmul_all_layouts,
-            bias, rope, attention_training, attention_decoding, swiglu, output_head,
+            bias, rope, attention_training, attention_decoding, kv_cache_buffers, swiglu,
+            output_head,
             token_choice, adamw, errors_are_returned, freed_buffers_come_back_zeroed,
             model_forward_backward, lora_forward_backward, decoding_matches_cpu,
             ten_training_steps);
@@ -490,6 +491,80 @@ pub fn attention_decoding<K: Kernels>(make: impl FnOnce() -> Option<K>) {
         out[i], q[i], k_cache[i], v_cache[i], &lengths, capacity, shape
     ));
     b.check("attention_decode out", out, 1e-5);
+}
+
+/// KV-cache buffers (`alloc_kv_cache`) as decoding uses them, with caches the backend
+/// holds in f32: see [`kv_cache_rounded`].
+pub fn kv_cache_buffers<K: Kernels>(make: impl FnOnce() -> Option<K>) {
+    kv_cache_rounded(make, |x| x);
+}
+
+/// KV-cache buffers (`alloc_kv_cache`) used as decoding uses them: prompt rows copied in
+/// from ordinary buffers (a prefill), one row appended per sequence (a decoding step),
+/// then attention over caches filled to 2, 71 and 301 rows (past one split of 256 rows)
+/// for 7 query heads per key/value head at width 64 and for 18 heads on one at width
+/// 16 (a group wider than the split kernel holds). The backend under test may hold a
+/// cache's elements at lower precision: `round` maps a value to the one it holds (the
+/// identity for an f32 cache), and the CPU attends over the rounded values. 1e-5: the
+/// same numbers and f32 arithmetic, sums in another order.
+pub fn kv_cache_rounded<K: Kernels>(make: impl FnOnce() -> Option<K>, round: fn(f32) -> f32) {
+    let Some(mut b) = Both::new(make) else { return };
+    let mut rng = Rng::new(31);
+    let (batch, capacity) = (3, 320);
+    let prompt_rows = [1usize, 70, 300];
+    for shape in [
+        AttentionShape {
+            heads: 14,
+            kv_heads: 2,
+            head_dim: 64,
+        },
+        AttentionShape {
+            heads: 18,
+            kv_heads: 1,
+            head_dim: 16,
+        },
+    ] {
+        let kvw = shape.kv_heads * shape.head_dim;
+        let caches = [(); 2].map(|_| {
+            let len = batch * capacity * kvw;
+            let cpu = b.cpu.alloc_kv_cache(len).expect("cpu cache");
+            let other = b.other.alloc_kv_cache(len).expect("cache");
+            [Tensor::whole(cpu, len), Tensor::whole(other, len)]
+        });
+        let rounded = |data: &[f32]| data.iter().map(|&x| round(x)).collect::<Vec<f32>>();
+        // The CPU gets the rounded rows, the backend under test the rows themselves.
+        let pair = |b: &mut Both<K>, data: &[f32]| {
+            [
+                upload(&mut b.cpu, &rounded(data)),
+                upload(&mut b.other, data),
+            ]
+        };
+        for (seq, &rows) in prompt_rows.iter().enumerate() {
+            for cache in caches {
+                let fresh = pair(&mut b, &rng.vec(rows * kvw, 1.0));
+                let at = seq * capacity * kvw;
+                on_both!(b, |k, i| k.copy(cache[i].slice(at, rows * kvw), fresh[i]));
+            }
+        }
+        let k_new = pair(&mut b, &rng.vec(batch * kvw, 1.0));
+        let v_new = pair(&mut b, &rng.vec(batch * kvw, 1.0));
+        let filled = prompt_rows.map(|r| r as u32);
+        let [k_cache, v_cache] = caches;
+        on_both!(b, |k, i| k.kv_cache_append(
+            k_cache[i], v_cache[i], k_new[i], v_new[i], &filled, capacity, kvw
+        ));
+        let q = b.random(&mut rng, batch * shape.heads * shape.head_dim, 1.5);
+        let out = b.random(&mut rng, batch * shape.heads * shape.head_dim, 1.0);
+        let lengths = filled.map(|l| l + 1);
+        on_both!(b, |k, i| k.attention_decode(
+            out[i], q[i], k_cache[i], v_cache[i], &lengths, capacity, shape
+        ));
+        b.check(
+            &format!("attention_decode over KV-cache buffers, {shape:?}"),
+            out,
+            1e-5,
+        );
+    }
 }
 
 /// SwiGLU forward and backward: elementwise with exp, whose GPU implementations may

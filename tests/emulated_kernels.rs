@@ -1,5 +1,5 @@
-//! The CUDA backend's training-attention, decoding, token-choice and bf16-cast kernels,
-//! run without a GPU:
+//! The CUDA backend's training-attention, decoding (f32 and bf16 KV caches),
+//! token-choice and bf16-cast kernels, run without a GPU:
 //! their `.cu` sources compiled by the host's C++ compiler against
 //! `backend-cuda/emulator` (each CUDA thread an OS thread, `__syncthreads` and the warp
 //! shuffles collective barriers, the tensor-core mma rebuilt from every lane's registers
@@ -62,11 +62,12 @@ type BackwardFn = unsafe extern "C" fn(
 type ChooseFn = unsafe extern "C" fn(*mut f32, *const f32, *const u32, u32, u32, f32, u32);
 type DecodeFn = unsafe extern "C" fn(
     i32,
+    i32,
     *mut f32,
     *mut f32,
     *const f32,
-    *const f32,
-    *const f32,
+    *const u8,
+    *const u8,
     *const u32,
     u32,
     u32,
@@ -476,12 +477,95 @@ fn the_token_choice_kernel_picks_as_the_host_does() {
     }
 }
 
+/// The caches handed to the emulated decoding kernels: key and value caches
+/// [B, capacity, KV*hd] in f32, or in the bf16 mode's bf16 bits.
+#[derive(Clone, Copy)]
+enum Caches<'a> {
+    F32(&'a [f32], &'a [f32]),
+    Bf16(&'a [u16], &'a [u16]),
+}
+
+/// Decoding attention on the emulator: out[B, H*hd] for queries `q` over `caches` filled
+/// to `lengths`, by the one-warp kernel or (`split`) the split-KV kernels and their merge.
+fn emulate_decode(
+    emulated: &Library,
+    split: bool,
+    caches: Caches,
+    q: &[f32],
+    lengths: &[u32],
+    capacity: usize,
+    shape: AttentionShape,
+) -> Vec<f32> {
+    let batch = lengths.len();
+    let mut got = vec![f32::NAN; batch * shape.heads * shape.head_dim];
+    let splits = capacity.div_ceil(256);
+    let mut partials = vec![f32::NAN; batch * shape.heads * splits * (shape.head_dim + 2)];
+    let (bf16, k_cache, v_cache) = match caches {
+        Caches::F32(k, v) => (0, k.as_ptr().cast::<u8>(), v.as_ptr().cast::<u8>()),
+        Caches::Bf16(k, v) => (1, k.as_ptr().cast::<u8>(), v.as_ptr().cast::<u8>()),
+    };
+    let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: every buffer holds the extents decode.cu documents for these sizes
+    // (partials for the most splits `capacity` needs), the caches hold elements of the
+    // kind the flag names, and the call returns after its kernels finish.
+    unsafe {
+        function::<DecodeFn>(emulated, "emulate_attention_decode")(
+            split.into(),
+            bf16,
+            got.as_mut_ptr(),
+            partials.as_mut_ptr(),
+            q.as_ptr(),
+            k_cache,
+            v_cache,
+            lengths.as_ptr(),
+            batch as u32,
+            capacity as u32,
+            shape.heads as u32,
+            (shape.heads / shape.kv_heads) as u32,
+            shape.head_dim as u32,
+            1.0 / (shape.head_dim as f32).sqrt(),
+        );
+    }
+    got
+}
+
+/// The CPU's decoding attention of `q` over f32 caches filled to `lengths`.
+fn cpu_decode(
+    k_cache: &[f32],
+    v_cache: &[f32],
+    q: &[f32],
+    lengths: &[u32],
+    capacity: usize,
+    shape: AttentionShape,
+) -> Vec<f32> {
+    let mut cpu = CpuBackend::new();
+    let [kc, vc, qt] = [k_cache, v_cache, q].map(|x| upload(&mut cpu, x));
+    let out = upload(&mut cpu, &vec![0.0; q.len()]);
+    cpu.attention_decode(out, qt, kc, vc, lengths, capacity, shape)
+        .expect("cpu decode");
+    download(&mut cpu, out)
+}
+
+/// Qwen2.5-0.5B's group of 7 query heads per key/value head at width 64, and 16 heads on
+/// one (the widest group the split kernel holds, 4 heads per warp) at width 40.
+const DECODE_SHAPES: [AttentionShape; 2] = [
+    AttentionShape {
+        heads: 14,
+        kv_heads: 2,
+        head_dim: 64,
+    },
+    AttentionShape {
+        heads: 16,
+        kv_heads: 1,
+        head_dim: 40,
+    },
+];
+
 /// Decoding attention against KV caches filled to 1, 300 and 600 rows: the f32 mode's
 /// one-warp kernel and the fast path (split-KV in splits of 256 rows, one to three of
 /// them, the last ones partial, then the merge), which share their tile code, both agree
-/// with the CPU to 1e-5 (f32 sums over up to 600 keys in another order), for
-/// Qwen2.5-0.5B's group of 7 query heads per key/value head at width 64, and for 16
-/// heads on one (the widest group the split kernel holds, 4 heads per warp) at width 40.
+/// with the CPU to 1e-5 (f32 sums over up to 600 keys in another order) for each of
+/// [`DECODE_SHAPES`].
 #[test]
 fn the_decoding_kernels_match_the_cpu() {
     let Some(emulated) = available(library(&DECODE, "decode")) else {
@@ -490,60 +574,104 @@ fn the_decoding_kernels_match_the_cpu() {
     let mut rng = Rng::new(17);
     let (batch, capacity) = (3, 600);
     let lengths = [1u32, 300, 600];
-    for shape in [
-        AttentionShape {
-            heads: 14,
-            kv_heads: 2,
-            head_dim: 64,
-        },
-        AttentionShape {
-            heads: 16,
-            kv_heads: 1,
-            head_dim: 40,
-        },
-    ] {
-        let (qw, kvw) = (
-            shape.heads * shape.head_dim,
-            shape.kv_heads * shape.head_dim,
-        );
-        let k_cache = rng.vec(batch * capacity * kvw, 1.0);
-        let v_cache = rng.vec(batch * capacity * kvw, 1.0);
-        let q = rng.vec(batch * qw, 1.5);
-        let mut cpu = CpuBackend::new();
-        let [kc, vc, qt] = [&k_cache, &v_cache, &q].map(|x| upload(&mut cpu, x));
-        let out = upload(&mut cpu, &vec![0.0; batch * qw]);
-        cpu.attention_decode(out, qt, kc, vc, &lengths, capacity, shape)
-            .expect("cpu decode");
-        let want = download(&mut cpu, out);
+    for shape in DECODE_SHAPES {
+        let kv_len = batch * capacity * shape.kv_heads * shape.head_dim;
+        let k_cache = rng.vec(kv_len, 1.0);
+        let v_cache = rng.vec(kv_len, 1.0);
+        let q = rng.vec(batch * shape.heads * shape.head_dim, 1.5);
+        let want = cpu_decode(&k_cache, &v_cache, &q, &lengths, capacity, shape);
         for split in [false, true] {
-            let mut got = vec![f32::NAN; batch * qw];
-            let splits = 3;
-            let mut partials = vec![f32::NAN; batch * shape.heads * splits * (shape.head_dim + 2)];
-            {
-                let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
-                // SAFETY: every buffer holds the extents decode.cu documents for these
-                // sizes (partials for 3 splits, the most these lengths need); the call
-                // returns after its kernels finish.
-                unsafe {
-                    function::<DecodeFn>(emulated, "emulate_attention_decode")(
-                        split.into(),
-                        got.as_mut_ptr(),
-                        partials.as_mut_ptr(),
-                        q.as_ptr(),
-                        k_cache.as_ptr(),
-                        v_cache.as_ptr(),
-                        lengths.as_ptr(),
-                        batch as u32,
-                        capacity as u32,
-                        shape.heads as u32,
-                        (shape.heads / shape.kv_heads) as u32,
-                        shape.head_dim as u32,
-                        1.0 / (shape.head_dim as f32).sqrt(),
-                    );
-                }
-            }
+            let caches = Caches::F32(&k_cache, &v_cache);
+            let got = emulate_decode(emulated, split, caches, &q, &lengths, capacity, shape);
             assert_close(
                 &format!("decode {shape:?}, split {split}"),
+                &got,
+                &want,
+                1e-5,
+            );
+        }
+    }
+}
+
+/// `emulate_kv_cache_append` of emulator/decode.cpp.
+type AppendFn =
+    unsafe extern "C" fn(i32, *mut u8, *mut u8, *const f32, *const f32, *const u32, u32, u32, u32);
+
+/// The bf16 mode's KV cache (`alloc_kv_cache`). Appending rows at 0, 299 and 599 of
+/// three sequences rounds each new key and value to bf16 as the host does (to the bit)
+/// and changes no other element. Decoding attention over the bf16 caches then, by both
+/// kernels and for each of [`DECODE_SHAPES`], agrees to 1e-5 with the CPU's f32
+/// attention over the same bf16 values widened to f32: the same numbers and arithmetic,
+/// only the order of the sums differs.
+#[test]
+fn the_bf16_cache_rounds_what_it_appends_and_decodes_what_it_holds() {
+    let Some(emulated) = available(library(&DECODE, "decode")) else {
+        return;
+    };
+    let append: AppendFn = function(emulated, "emulate_kv_cache_append");
+    let to_bits = |x: &[f32]| -> Vec<u16> {
+        x.iter()
+            .map(|&v| half::bf16::from_f32(v).to_bits())
+            .collect()
+    };
+    let widen = |x: &[u16]| -> Vec<f32> {
+        x.iter()
+            .map(|&b| half::bf16::from_bits(b).to_f32())
+            .collect()
+    };
+    let mut rng = Rng::new(29);
+    let (batch, capacity) = (3, 600);
+    let filled = [0u32, 299, 599];
+    for shape in DECODE_SHAPES {
+        let width = shape.kv_heads * shape.head_dim;
+        let before = [(); 2].map(|_| to_bits(&rng.vec(batch * capacity * width, 1.0)));
+        let (k, v) = (rng.vec(batch * width, 1.0), rng.vec(batch * width, 1.0));
+        let [mut k_cache, mut v_cache] = before.clone();
+        {
+            let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: the caches hold batch * capacity * width bf16 elements, k and v
+            // batch * width f32, every row in `filled` is below capacity; the call
+            // returns after the kernel finishes.
+            unsafe {
+                append(
+                    1,
+                    k_cache.as_mut_ptr().cast(),
+                    v_cache.as_mut_ptr().cast(),
+                    k.as_ptr(),
+                    v.as_ptr(),
+                    filled.as_ptr(),
+                    batch as u32,
+                    width as u32,
+                    capacity as u32,
+                )
+            };
+        }
+        for (name, got, old, new) in [
+            ("k", &k_cache, &before[0], &k),
+            ("v", &v_cache, &before[1], &v),
+        ] {
+            let mut want = old.clone();
+            for (b, &row) in filled.iter().enumerate() {
+                let at = (b * capacity + row as usize) * width;
+                want[at..at + width].copy_from_slice(&to_bits(&new[b * width..(b + 1) * width]));
+            }
+            assert!(got == &want, "{shape:?}: the {name} cache after the append");
+        }
+        let attended = filled.map(|l| l + 1);
+        let q = rng.vec(batch * shape.heads * shape.head_dim, 1.5);
+        let want = cpu_decode(
+            &widen(&k_cache),
+            &widen(&v_cache),
+            &q,
+            &attended,
+            capacity,
+            shape,
+        );
+        for split in [false, true] {
+            let caches = Caches::Bf16(&k_cache, &v_cache);
+            let got = emulate_decode(emulated, split, caches, &q, &attended, capacity, shape);
+            assert_close(
+                &format!("bf16 cache {shape:?}, split {split}"),
                 &got,
                 &want,
                 1e-5,

@@ -322,6 +322,38 @@ fn split_kv_decoding_matches_the_cpu() {
     b.check("split-KV attention_decode out", out, 1e-5);
 }
 
+/// The bf16 mode's KV cache holds bf16 keys and values: rows copied in and appended
+/// are rounded to bf16 (to nearest even, as `half` rounds), and attention over them
+/// agrees with the CPU's over the rounded values to 1e-5 (the parity body
+/// `kv_cache_rounded`). Every other kernel refuses the cache with an error naming it.
+#[test]
+fn bf16_kv_cache_holds_bf16() {
+    use sage_backend_cuda::Precision;
+    use sage_transformer::{Kernels, Tensor};
+
+    let bf16 = || {
+        cuda_backend()?;
+        Some(CudaBackend::with_precision(Precision::Bf16).expect("bf16 backend"))
+    };
+    sage_e2e::backend_parity::kv_cache_rounded(bf16, |x| half::bf16::from_f32(x).to_f32());
+    let Some(mut k) = bf16() else {
+        return;
+    };
+    let cache = Tensor::whole(k.alloc_kv_cache(64).expect("cache"), 64);
+    let refused = k
+        .read(cache, &mut [0.0; 64])
+        .expect_err("an f32 read of a bf16 cache");
+    assert!(
+        refused.to_string().contains("KV cache held in bf16"),
+        "{refused}"
+    );
+    let refused = k.fill(cache, 1.0).expect_err("an f32 fill of a bf16 cache");
+    assert!(
+        refused.to_string().contains("KV cache held in bf16"),
+        "{refused}"
+    );
+}
+
 /// Token choice on the device (`choose.cu`, the bf16 mode's fast path; the f32 mode
 /// picks on the host) against the host's rule: the parity body `token_choice`.
 #[test]

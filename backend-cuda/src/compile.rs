@@ -114,8 +114,11 @@ impl Family {
             ],
             Family::Decode => &[
                 "kv_cache_append",
+                "kv_cache_append_bf16",
                 "attention_decode",
+                "attention_decode_bf16",
                 "attention_decode_split",
+                "attention_decode_split_bf16",
                 "attention_decode_combine",
             ],
             Family::Swiglu => &["swiglu_forward", "swiglu_backward"],

@@ -5,18 +5,21 @@
 //! (sequence, key/value head, split of 256 rows) that stage each tile once for the
 //! whole group of query heads, then a merge of the splits. The host's cache lengths go
 //! to small device tables, uploaded only when they change (once per decoding step, not
-//! once per layer).
+//! once per layer). A cache allocated in the bf16 mode holds bf16 keys and values
+//! (`Kernels::alloc_kv_cache`): each kernel has a `_bf16` form that rounds the new rows
+//! as it appends them and reads the cached ones as bf16; the arithmetic stays f32.
 //!
 //! Layouts: caches [B, T, KV*hd] (T = capacity), new k, v [B, KV*hd], q, out [B, H*hd].
 
 use sage_transformer::contract::{CacheSizes, DecodeSizes};
-use sage_transformer::Tensor;
+use sage_transformer::{ContractError, Tensor};
 
 use crate::attention::check_head_limits;
 use crate::error::CudaError;
 use crate::launch::{blocks_for, Arg, THREADS};
 use crate::matmul::Precision;
 use crate::scratch::{IndexScratch, Scratch};
+use crate::store::Element;
 use crate::CudaBackend;
 
 /// Cached rows per split of the split-KV kernel (SPLIT_KEYS in decode.cu).
@@ -43,9 +46,10 @@ pub(crate) fn kv_cache_append(
         capacity,
         width: kv_dim,
     } = sizes;
+    let ([k_cache, v_cache], element) = cache_pair(b, op, [k_cache, v_cache])?;
     let pointers = [
-        Arg::Ptr(b.store.address(k_cache)?),
-        Arg::Ptr(b.store.address(v_cache)?),
+        Arg::Ptr(k_cache),
+        Arg::Ptr(v_cache),
         Arg::Ptr(b.store.address(k)?),
         Arg::Ptr(b.store.address(v)?),
     ];
@@ -62,7 +66,35 @@ pub(crate) fn kv_cache_append(
         Arg::U32(to_u32(op, "KV*hd", kv_dim)?),
         Arg::U32(to_u32(op, "T", capacity)?),
     ]);
-    b.launch(op, (blocks_for(k.len as u64), 1), THREADS, &args)
+    let name = by_element(element, op, "kv_cache_append_bf16");
+    b.launch(name, (blocks_for(k.len as u64), 1), THREADS, &args)
+}
+
+/// The addresses of a key and a value cache, and how both hold their elements (the same
+/// way, or the call is refused).
+fn cache_pair(
+    b: &CudaBackend,
+    op: &str,
+    caches: [Tensor; 2],
+) -> Result<([u64; 2], Element), CudaError> {
+    let (k_at, k_element) = b.store.cache_address(caches[0])?;
+    let (v_at, v_element) = b.store.cache_address(caches[1])?;
+    if k_element != v_element {
+        return Err(ContractError::BadArgument(format!(
+            "{op}: the key cache holds {k_element:?} elements and the value cache \
+             {v_element:?}; both must come from one `alloc_kv_cache`"
+        ))
+        .into());
+    }
+    Ok(([k_at, v_at], k_element))
+}
+
+/// The kernel for caches holding `element`: `f32_form` or `bf16_form`.
+fn by_element(element: Element, f32_form: &'static str, bf16_form: &'static str) -> &'static str {
+    match element {
+        Element::F32 => f32_form,
+        Element::Bf16 => bf16_form,
+    }
 }
 
 /// out[B, H*hd]: query q[B, H*hd] of sequence b attends to rows 0..lengths[b] (at least
@@ -80,11 +112,12 @@ pub(crate) fn attention_decode(
     let CacheSizes {
         batch, capacity, ..
     } = cache;
+    let ([k_cache, v_cache], element) = cache_pair(b, op, [k_cache, v_cache])?;
     let pointers = [
         Arg::Ptr(b.store.address(out)?),
         Arg::Ptr(b.store.address(q)?),
-        Arg::Ptr(b.store.address(k_cache)?),
-        Arg::Ptr(b.store.address(v_cache)?),
+        Arg::Ptr(k_cache),
+        Arg::Ptr(v_cache),
     ];
     if batch == 0 {
         return Ok(());
@@ -94,7 +127,8 @@ pub(crate) fn attention_decode(
         .upload_indices_once(&b.gpu, IndexScratch::AttendedRows, lengths)?;
     if b.precision == Precision::Bf16 && dims.group <= SPLIT_MAX_GROUP {
         let longest = lengths.iter().copied().max().unwrap_or(1) as usize;
-        return split_kv(b, pointers, rows, longest.div_ceil(SPLIT_KEYS), sizes);
+        let splits = longest.div_ceil(SPLIT_KEYS);
+        return split_kv(b, (pointers, element), rows, splits, sizes);
     }
     let mut args = pointers.to_vec();
     args.extend([
@@ -106,15 +140,20 @@ pub(crate) fn attention_decode(
         Arg::F32(dims.scale()),
     ]);
     let grid = (to_u32(op, "B", batch)?, dims.heads as u32);
-    b.launch(op, grid, 32, &args)
+    b.launch(
+        by_element(element, op, "attention_decode_bf16"),
+        grid,
+        32,
+        &args,
+    )
 }
 
 /// The split-KV form of [`attention_decode`]: partial results per split of
 /// [`SPLIT_KEYS`] rows into scratch, then their merge into `out`. `pointers` are out, q,
-/// k_cache and v_cache; `rows` the device lengths.
+/// k_cache and v_cache, with how the caches hold elements; `rows` the device lengths.
 fn split_kv(
     b: &mut CudaBackend,
-    [out, q, k_cache, v_cache]: [Arg; 4],
+    ([out, q, k_cache, v_cache], element): ([Arg; 4], Element),
     rows: u64,
     splits: usize,
     sizes: DecodeSizes,
@@ -130,7 +169,7 @@ fn split_kv(
         Arg::U32(to_u32(op, "splits", splits)?),
     );
     b.launch(
-        op,
+        by_element(element, op, "attention_decode_split_bf16"),
         (
             to_u32(op, "B * splits", cache.batch * splits)?,
             to_u32(op, "KV", dims.kv_heads)?,

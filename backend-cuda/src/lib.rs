@@ -59,8 +59,10 @@
 //! 64 where the model's fit, with half the registers and shared memory); everything else (weights, activations,
 //! gradients, AdamW's master weights and moments) stays f32 in memory. With
 //! [`Bf16Inputs::Converted`] (`set_bf16_inputs`) the GEMMs skip the casts and the kept
-//! copies and let cuBLAS round the f32 operands to bf16 itself. Decoding
-//! attention is f32 in both modes. Storing weights and
+//! copies and let cuBLAS round the f32 operands to bf16 itself. A KV cache
+//! holds bf16 keys and values in [`Precision::Bf16`] (the contract lets a backend choose
+//! how `alloc_kv_cache` buffers hold elements, since only the cache's kernels touch
+//! them); decoding attention computes in f32 in both modes. Storing weights and
 //! activations in bf16 is not done: the `Kernels` contract addresses f32 elements, so it
 //! needs either a dtype in the contract or a backend-side shadow copy of the weights.
 //!
@@ -315,6 +317,16 @@ impl Device for CudaBackend {
 
     fn alloc_indices(&mut self, len: usize) -> Result<IndexBufferId, CudaError> {
         self.store.alloc_indices(&self.gpu, len)
+    }
+
+    /// In [`Precision::Bf16`] the cache holds bf16 keys and values (half the memory and
+    /// half the reads of a decoding step), as PyTorch's bf16 models do; in
+    /// [`Precision::F32`] f32.
+    fn alloc_kv_cache(&mut self, len: usize) -> Result<BufferId, CudaError> {
+        match self.precision {
+            Precision::F32 => self.store.alloc(&self.gpu, len),
+            Precision::Bf16 => self.store.alloc_bf16_cache(&self.gpu, len),
+        }
     }
 
     fn free(&mut self, buffer: BufferId) -> Result<(), CudaError> {

@@ -40,9 +40,10 @@ pub enum Precision {
     /// bf16 copies of both GEMM operands, and attention's products of tiles on tensor
     /// cores with bf16 operands (`kernels/flash.cu`), all with f32 accumulation and f32
     /// output; weights, activations, gradients and optimizer state stay f32 in memory.
-    /// It is also the mode of the fast decoding path (split-KV decoding attention in
-    /// f32, token choice on the device), while [`Precision::F32`] keeps every path the
-    /// parity tests first passed on a GPU.
+    /// It is also the mode of the fast decoding path (a KV cache of bf16 keys and
+    /// values, split-KV decoding attention computing in f32, token choice on the
+    /// device), while [`Precision::F32`] keeps every path the parity tests first passed
+    /// on a GPU.
     Bf16,
 }
 

@@ -1,7 +1,9 @@
 //! The buffer store: device buffers indexed by [`BufferId`] / [`IndexBufferId`] (the
 //! contract's [`Slots`]), and the one place that turns a tensor handle into a checked
 //! device pointer, where it also learns which tensors may be written (for the bf16
-//! shadows of `shadow`). Buffers come
+//! shadows of `shadow`). A [`BufferId`] holds `f32` elements, or bf16 ones for a KV
+//! cache allocated in the bf16 mode (`Kernels::alloc_kv_cache`), which only the cache's
+//! own kernels take ([`Store::cache_address`]). Buffers come
 //! from cudarc's stream-ordered allocator (the driver's memory pool recycles freed
 //! memory) and are zeroed on allocation; freeing is ordered after the work already
 //! queued, so kernels that still read a freed buffer finish first.
@@ -10,7 +12,7 @@ use std::cell::RefCell;
 
 use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, ValidAsZeroBits};
 use sage_transformer::device::{BufferKind, Slots};
-use sage_transformer::{BufferId, IndexBufferId, Indices, Tensor};
+use sage_transformer::{BufferId, ContractError, IndexBufferId, Indices, Tensor};
 
 use crate::device::Gpu;
 use crate::error::CudaError;
@@ -20,11 +22,32 @@ use crate::shadow::{Shadows, Span};
 /// several times over; tensors past it are cast into scratch for each GEMM.
 const SHADOW_BUDGET_ELEMENTS: usize = 1 << 31;
 
-/// A live buffer: the allocation (freed when dropped), its device address and length.
+/// A live buffer: the allocation (freed when dropped), its device address, length and
+/// how it holds elements.
 struct Entry<T> {
     _memory: CudaSlice<T>,
     address: u64,
     len: usize,
+    element: Element,
+}
+
+/// How a buffer holds its elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Element {
+    /// 4-byte `f32` (or `u32`): every buffer but a bf16 KV cache.
+    F32,
+    /// 2-byte bf16 bits: a KV cache allocated in the bf16 mode.
+    Bf16,
+}
+
+impl Element {
+    /// Bytes per element.
+    pub(crate) fn bytes(self) -> u64 {
+        match self {
+            Element::F32 => 4,
+            Element::Bf16 => 2,
+        }
+    }
 }
 
 /// A zero-filled device allocation of `len` elements (at least one) and its address;
@@ -42,10 +65,10 @@ pub(crate) fn allocate<T: DeviceRepr + ValidAsZeroBits>(
     Ok((memory, address))
 }
 
-/// `f32` and `u32` device buffers, by id (see [`Slots`]), and the bf16 shadows of
-/// their tensors.
+/// `f32` (or bf16 KV-cache) and `u32` device buffers, by id (see [`Slots`]), and the
+/// bf16 shadows of their tensors.
 pub(crate) struct Store {
-    f32s: Slots<Entry<f32>>,
+    f32s: Slots<Entry<u8>>,
     u32s: Slots<Entry<u32>>,
     /// Marked stale through `address`, which takes `&self` as every kernel's operand
     /// lookup does.
@@ -65,11 +88,26 @@ impl Default for Store {
 impl Store {
     /// A new zero-filled `f32` buffer of `len` elements.
     pub(crate) fn alloc(&mut self, gpu: &Gpu, len: usize) -> Result<BufferId, CudaError> {
-        let (memory, address) = allocate(gpu, len)?;
+        self.insert(gpu, len, Element::F32)
+    }
+
+    /// A new zero-filled KV-cache buffer of `len` bf16 elements.
+    pub(crate) fn alloc_bf16_cache(
+        &mut self,
+        gpu: &Gpu,
+        len: usize,
+    ) -> Result<BufferId, CudaError> {
+        self.insert(gpu, len, Element::Bf16)
+    }
+
+    /// A new zero-filled buffer of `len` elements held as `element`.
+    fn insert(&mut self, gpu: &Gpu, len: usize, element: Element) -> Result<BufferId, CudaError> {
+        let (memory, address) = allocate::<u8>(gpu, len * element.bytes() as usize)?;
         let id = self.f32s.insert(Entry {
             _memory: memory,
             address,
             len,
+            element,
         })?;
         Ok(BufferId(id))
     }
@@ -85,6 +123,7 @@ impl Store {
             _memory: memory,
             address,
             len,
+            element: Element::F32,
         })?;
         Ok(IndexBufferId(id))
     }
@@ -114,9 +153,35 @@ impl Store {
 
     /// [`Store::address`] for a tensor the caller only reads (a GEMM's operands, the
     /// output head's weights, the embedding table), which leaves its shadows current.
+    /// Refuses a bf16 KV cache: f32 kernels cannot read it.
     pub(crate) fn address_read(&self, t: Tensor) -> Result<u64, CudaError> {
+        match self.lookup(t)? {
+            (address, Element::F32) => Ok(address),
+            (_, Element::Bf16) => Err(ContractError::BadArgument(format!(
+                "buffer {} is a KV cache held in bf16: only `copy` into it, \
+                 `kv_cache_append` and `attention_decode` take it",
+                t.buffer.0
+            ))
+            .into()),
+        }
+    }
+
+    /// The device address of a tensor of a KV cache (or of any buffer a cache kernel
+    /// writes) and how its buffer holds elements, checked likewise. An `f32` tensor
+    /// counts as written, as with [`Store::address`]; a bf16 cache has no shadows.
+    pub(crate) fn cache_address(&self, t: Tensor) -> Result<(u64, Element), CudaError> {
+        let (address, element) = self.lookup(t)?;
+        if element == Element::F32 {
+            self.shadows.borrow_mut().written(span(t));
+        }
+        Ok((address, element))
+    }
+
+    /// A tensor's address and element, checked, with no effect on the shadows.
+    fn lookup(&self, t: Tensor) -> Result<(u64, Element), CudaError> {
         let entry = self.f32s.range(t.buffer.0, t.offset, t.len, |e| e.len)?;
-        Ok(entry.address + t.offset as u64 * 4)
+        let element = entry.element;
+        Ok((entry.address + t.offset as u64 * element.bytes(), element))
     }
 
     /// The device address of an index range's first element, checked likewise.

@@ -55,7 +55,9 @@ impl KvCache {
         }
         let c = model.config();
         let per_layer = 2 * batch * capacity * c.kv_dim();
-        let cache = k.alloc(per_layer * c.num_hidden_layers).map_err(backend)?;
+        let cache = k
+            .alloc_kv_cache(per_layer * c.num_hidden_layers)
+            .map_err(backend)?;
         let scratch_layout = ActLayout::for_decoding(c, batch);
         let last_hidden = Slot {
             offset: scratch_layout.total,

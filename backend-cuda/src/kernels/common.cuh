@@ -15,6 +15,9 @@ typedef unsigned long long u64;
 // A quiet NaN, for results that have no value (a target outside the vocabulary).
 __device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fffffff); }
 
+// A bf16 value as its 16 bits.
+typedef unsigned short bf16;
+
 // bf16 bits of x, rounded to nearest even (NaN stays NaN).
 __device__ __forceinline__ unsigned short to_bf16(float x) {
     u32 bits = __float_as_uint(x);
@@ -24,6 +27,9 @@ __device__ __forceinline__ unsigned short to_bf16(float x) {
     bits += 0x7fffu + ((bits >> 16) & 1u);
     return (unsigned short)(bits >> 16);
 }
+
+// The f32 value of bf16 bits (exact).
+__device__ __forceinline__ float from_bf16(bf16 x) { return __uint_as_float((u32)x << 16); }
 
 // The index of this thread in a one-dimensional grid, and the grid's width, in 64 bits
 // (tensors may exceed 2^32 elements).

@@ -2,30 +2,54 @@
 // query per sequence attending to its cached rows with an online softmax over tiles of
 // 32 keys. Layouts: caches [B, T, KV*hd] (T = capacity), new k, v [B, KV*hd],
 // q, out [B, H*hd]; lengths [B] on the device. Heads are at most 128 wide.
+//
+// Each kernel is a template over how the cache holds an element (`Cache`): f32, or the
+// bf16 mode's bf16 bits, rounded to nearest even as a row is appended and widened
+// exactly as a tile is staged. The entries without a suffix take f32 caches, the
+// `_bf16` ones bf16 caches; everything after staging is the same f32 arithmetic.
 
 #define DECODE_TILE 32
 #define DECODE_MAX_HEAD_DIM 128
 #define DECODE_DIMS_PER_LANE (DECODE_MAX_HEAD_DIM / WARP_SIZE)
 
+// A cache element as f32, and an f32 value as a cache element.
+__device__ __forceinline__ float cache_load(float x) { return x; }
+__device__ __forceinline__ float cache_load(bf16 x) { return from_bf16(x); }
+__device__ __forceinline__ void cache_store(float* at, float x) { *at = x; }
+__device__ __forceinline__ void cache_store(bf16* at, float x) { *at = to_bf16(x); }
+
 // k_cache[b, lengths[b], :] = k[b, :] and the same for v, one thread per element.
-extern "C" __global__ void kv_cache_append(float* k_cache, float* v_cache, const float* k,
-                                           const float* v, const u32* lengths, u32 batch,
-                                           u32 width, u32 capacity) {
+template <typename Cache>
+__device__ __forceinline__ void append_rows(Cache* k_cache, Cache* v_cache, const float* k,
+                                            const float* v, const u32* lengths, u32 batch,
+                                            u32 width, u32 capacity) {
     const u64 total = (u64)batch * width;
     for (u64 t = global_index(); t < total; t += grid_stride()) {
         const u64 b = t / width;
         const u64 at = (b * capacity + lengths[b]) * width + t % width;
-        k_cache[at] = k[t];
-        v_cache[at] = v[t];
+        cache_store(k_cache + at, k[t]);
+        cache_store(v_cache + at, v[t]);
     }
 }
 
+extern "C" __global__ void kv_cache_append(float* k_cache, float* v_cache, const float* k,
+                                           const float* v, const u32* lengths, u32 batch,
+                                           u32 width, u32 capacity) {
+    append_rows(k_cache, v_cache, k, v, lengths, batch, width, capacity);
+}
+extern "C" __global__ void kv_cache_append_bf16(bf16* k_cache, bf16* v_cache, const float* k,
+                                                const float* v, const u32* lengths, u32 batch,
+                                                u32 width, u32 capacity) {
+    append_rows(k_cache, v_cache, k, v, lengths, batch, width, capacity);
+}
+
 // Stages rows tile .. tile + DECODE_TILE of key/value head column kv_col of sequence
-// `cache` (its first row) into ks, vs; rows at or past `limit` read as zero. All threads
-// of the block take part.
+// `cache` (its first row) into ks, vs as f32; rows at or past `limit` read as zero. All
+// threads of the block take part.
+template <typename Cache>
 __device__ __forceinline__ void stage_decode_tile(float (*ks)[DECODE_MAX_HEAD_DIM + 1],
                                                   float (*vs)[DECODE_MAX_HEAD_DIM],
-                                                  const float* k_cache, const float* v_cache,
+                                                  const Cache* k_cache, const Cache* v_cache,
                                                   u64 cache, u32 tile, u32 limit, u64 kv_width,
                                                   u32 kv_col, u32 head_dim) {
     for (u32 idx = threadIdx.x; idx < DECODE_TILE * head_dim; idx += blockDim.x) {
@@ -33,8 +57,8 @@ __device__ __forceinline__ void stage_decode_tile(float (*ks)[DECODE_MAX_HEAD_DI
         const u32 d = idx % head_dim;
         const bool inside = tile + j < limit;
         const u64 at = (cache + tile + j) * kv_width + kv_col + d;
-        ks[j][d] = inside ? k_cache[at] : 0.0f;
-        vs[j][d] = inside ? v_cache[at] : 0.0f;
+        ks[j][d] = inside ? cache_load(k_cache[at]) : 0.0f;
+        vs[j][d] = inside ? cache_load(v_cache[at]) : 0.0f;
     }
 }
 
@@ -78,10 +102,11 @@ __device__ __forceinline__ void attend_tile(const float* q,
 
 // One warp per (sequence b, head h): grid (B, H), block 32. The query attends to rows
 // 0 .. lengths[b] of its caches: out[b, h] = softmax(scale q . k) . v.
-extern "C" __global__ void __launch_bounds__(WARP_SIZE)
-attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
-                 const u32* lengths, u32 capacity, u32 heads, u32 group, u32 head_dim,
-                 float scale) {
+template <typename Cache>
+__device__ __forceinline__ void attend_one_warp(float* out, const float* q,
+                                                const Cache* k_cache, const Cache* v_cache,
+                                                const u32* lengths, u32 capacity, u32 heads,
+                                                u32 group, u32 head_dim, float scale) {
     __shared__ float ks[DECODE_TILE][DECODE_MAX_HEAD_DIM + 1];
     __shared__ float vs[DECODE_TILE][DECODE_MAX_HEAD_DIM];
     __shared__ float qs[DECODE_MAX_HEAD_DIM];
@@ -121,6 +146,19 @@ attention_decode(float* out, const float* q, const float* k_cache, const float* 
     }
 }
 
+extern "C" __global__ void __launch_bounds__(WARP_SIZE)
+attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
+                 const u32* lengths, u32 capacity, u32 heads, u32 group, u32 head_dim,
+                 float scale) {
+    attend_one_warp(out, q, k_cache, v_cache, lengths, capacity, heads, group, head_dim, scale);
+}
+extern "C" __global__ void __launch_bounds__(WARP_SIZE)
+attention_decode_bf16(float* out, const float* q, const bf16* k_cache, const bf16* v_cache,
+                      const u32* lengths, u32 capacity, u32 heads, u32 group, u32 head_dim,
+                      float scale) {
+    attend_one_warp(out, q, k_cache, v_cache, lengths, capacity, heads, group, head_dim, scale);
+}
+
 // Split-KV decoding for the bf16 mode's fast path, in two kernels. Each block owns one
 // (sequence b, key/value head g) and one split of up to SPLIT_KEYS cached rows: it
 // stages each tile of keys and values once for all the group's query heads (its 4
@@ -140,10 +178,12 @@ attention_decode(float* out, const float* q, const float* k_cache, const float* 
 #define SPLIT_HEADS_PER_WARP (SPLIT_MAX_GROUP / SPLIT_WARPS)
 
 // Grid (B * S, KV); block 4 warps. Block x covers sequence x / S, split x % S.
-extern "C" __global__ void __launch_bounds__(SPLIT_THREADS)
-attention_decode_split(float* part_acc, float* part_ml, const float* q, const float* k_cache,
-                       const float* v_cache, const u32* lengths, u32 capacity, u32 heads,
-                       u32 group, u32 head_dim, u32 splits, float scale) {
+template <typename Cache>
+__device__ __forceinline__ void attend_split(float* part_acc, float* part_ml, const float* q,
+                                             const Cache* k_cache, const Cache* v_cache,
+                                             const u32* lengths, u32 capacity, u32 heads,
+                                             u32 group, u32 head_dim, u32 splits,
+                                             float scale) {
     __shared__ float ks[DECODE_TILE][DECODE_MAX_HEAD_DIM + 1];
     __shared__ float vs[DECODE_TILE][DECODE_MAX_HEAD_DIM];
     __shared__ float qs[SPLIT_MAX_GROUP][DECODE_MAX_HEAD_DIM];
@@ -208,6 +248,22 @@ attention_decode_split(float* part_acc, float* part_ml, const float* q, const fl
             part_ml[2 * part + 1] = l[r];
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(SPLIT_THREADS)
+attention_decode_split(float* part_acc, float* part_ml, const float* q, const float* k_cache,
+                       const float* v_cache, const u32* lengths, u32 capacity, u32 heads,
+                       u32 group, u32 head_dim, u32 splits, float scale) {
+    attend_split(part_acc, part_ml, q, k_cache, v_cache, lengths, capacity, heads, group,
+                 head_dim, splits, scale);
+}
+extern "C" __global__ void __launch_bounds__(SPLIT_THREADS)
+attention_decode_split_bf16(float* part_acc, float* part_ml, const float* q,
+                            const bf16* k_cache, const bf16* v_cache, const u32* lengths,
+                            u32 capacity, u32 heads, u32 group, u32 head_dim, u32 splits,
+                            float scale) {
+    attend_split(part_acc, part_ml, q, k_cache, v_cache, lengths, capacity, heads, group,
+                 head_dim, splits, scale);
 }
 
 // Merges the splits: grid (B, H), one warp. With M the largest running max of the

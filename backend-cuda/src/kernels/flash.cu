@@ -37,8 +37,6 @@
 // of 8 (TILES) across a head; the staging and fragment loaders take STRIDE.
 #define FLASH_MAX_HEAD_DIM 128
 
-typedef unsigned short bf16;
-
 // Two bf16 in one register, `low` in the low half.
 __device__ __forceinline__ u32 pack_bf16(bf16 low, bf16 high) {
     return (u32)low | ((u32)high << 16);

@@ -34,6 +34,10 @@ impl<D: Device> Kernels for D {
         Device::alloc_indices(self, len)
     }
 
+    fn alloc_kv_cache(&mut self, len: usize) -> Result<BufferId, D::Error> {
+        Device::alloc_kv_cache(self, len)
+    }
+
     fn free(&mut self, buffer: BufferId) -> Result<(), D::Error> {
         Device::free(self, buffer)
     }

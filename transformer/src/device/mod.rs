@@ -100,6 +100,11 @@ pub trait Device {
     fn alloc(&mut self, len: usize) -> Result<BufferId, Self::Error>;
     /// Allocates a zero-filled `u32` buffer of `len` elements.
     fn alloc_indices(&mut self, len: usize) -> Result<IndexBufferId, Self::Error>;
+    /// [`Kernels::alloc_kv_cache`](crate::Kernels::alloc_kv_cache): by default, an
+    /// ordinary `f32` buffer.
+    fn alloc_kv_cache(&mut self, len: usize) -> Result<BufferId, Self::Error> {
+        self.alloc(len)
+    }
     /// Releases a buffer.
     fn free(&mut self, buffer: BufferId) -> Result<(), Self::Error>;
     /// Releases an index buffer.

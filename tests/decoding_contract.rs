@@ -1,7 +1,12 @@
-//! The promise of `Kernels::repeated_step` that lets the CUDA backend trace a decoding
-//! step before it replays a graph: the step may run more than once, and a run changes
-//! nothing but what its kernels write. A backend that runs every repeated step twice
-//! (the CPU backend underneath) must decode exactly what the CPU backend decodes alone.
+//! Two promises the decoding path makes to a backend, checked with the CPU backend
+//! underneath a wrapper that holds the decoding path to them:
+//! - `Kernels::repeated_step`, which lets the CUDA backend trace a decoding step before
+//!   it replays a graph: the step may run more than once, and a run changes nothing but
+//!   what its kernels write. A backend that runs every repeated step twice must decode
+//!   exactly what the CPU backend decodes alone.
+//! - `Kernels::alloc_kv_cache`, which lets the CUDA backend hold a cache in bf16: a cache
+//!   buffer is only copied into, appended to and attended to. A backend that hands out
+//!   cache handles no other call can resolve must decode exactly the same.
 
 use sage_backend_cpu::{CpuBackend, CpuError};
 use sage_e2e::backend_parity::Rng;
@@ -16,10 +21,29 @@ use sage_transformer::{
     Transformer,
 };
 
-/// The CPU backend, running each repeated step twice and counting the steps.
-struct Twice {
+/// Set in the ids of the cache buffers [`Strict`] hands out: the CPU backend knows no
+/// such buffer, so any call but the three a cache allows fails on them.
+const CACHE_TAG: u32 = 1 << 30;
+
+/// The CPU backend, holding the decoding path to its promises: each repeated step runs
+/// twice (when `twice`), counted; KV-cache buffers, counted, get tagged ids (when
+/// `tag_caches`) that only `copy` into them, `kv_cache_append`, `attention_decode` and
+/// `free` resolve.
+#[derive(Default)]
+struct Strict {
     cpu: CpuBackend,
+    twice: bool,
+    tag_caches: bool,
     steps: usize,
+    caches: usize,
+}
+
+/// `t` with its buffer's id as the CPU backend knows it.
+fn untagged(t: Tensor) -> Tensor {
+    Tensor {
+        buffer: BufferId(t.buffer.0 & !CACHE_TAG),
+        ..t
+    }
 }
 
 /// Forwards Device methods to the CPU backend.
@@ -31,19 +55,17 @@ macro_rules! forward {
     };
 }
 
-impl Device for Twice {
+impl Device for Strict {
     type Error = CpuError;
 
     forward! {
         alloc(len: usize) -> BufferId;
         alloc_indices(len: usize) -> IndexBufferId;
-        free(buffer: BufferId) -> ();
         free_indices(buffer: IndexBufferId) -> ();
         write(dst: Tensor, src: &[f32]) -> ();
         write_indices(dst: Indices, src: &[u32]) -> ();
         read(src: Tensor, dst: &mut [f32]) -> ();
         fill(dst: Tensor, value: f32) -> ();
-        copy(dst: Tensor, src: Tensor) -> ();
         add_assign(dst: Tensor, src: Tensor) -> ();
         scale(dst: Tensor, factor: f32) -> ();
         sum_squares(src: Tensor) -> f32;
@@ -58,8 +80,6 @@ impl Device for Twice {
         rope_backward(dx: Tensor, positions: Indices, sizes: RopeSizes, theta: f32) -> ();
         attention_forward(out: Tensor, lse: Tensor, q: Tensor, k: Tensor, v: Tensor, seq_starts: &[u32], sizes: AttentionSizes) -> ();
         attention_backward(grads: AttentionGrads, saved: AttentionSaved, seq_starts: &[u32], sizes: AttentionSizes) -> ();
-        kv_cache_append(caches: [Tensor; 2], k: Tensor, v: Tensor, lengths: &[u32], sizes: CacheSizes) -> ();
-        attention_decode(out: Tensor, q: Tensor, caches: [Tensor; 2], lengths: &[u32], sizes: DecodeSizes) -> ();
         swiglu_forward(out: Tensor, gate: Tensor, up: Tensor) -> ();
         swiglu_backward(dgate: Tensor, dup: Tensor, dout: Tensor, gate: Tensor, up: Tensor) -> ();
         logprob_forward(logp: Tensor, lse: Tensor, head: HeadOperands, dims: HeadDims) -> ();
@@ -69,13 +89,54 @@ impl Device for Twice {
         adamw(params: Tensor, grads: Tensor, m: Tensor, v: Tensor, scalars: AdamWScalars) -> ();
     }
 
+    fn alloc_kv_cache(&mut self, len: usize) -> Result<BufferId, CpuError> {
+        self.caches += 1;
+        let buffer = self.cpu.alloc(len)?;
+        let tag = if self.tag_caches { CACHE_TAG } else { 0 };
+        Ok(BufferId(buffer.0 | tag))
+    }
+
+    fn free(&mut self, buffer: BufferId) -> Result<(), CpuError> {
+        Device::free(&mut self.cpu, BufferId(buffer.0 & !CACHE_TAG))
+    }
+
+    fn copy(&mut self, dst: Tensor, src: Tensor) -> Result<(), CpuError> {
+        Device::copy(&mut self.cpu, untagged(dst), src)
+    }
+
+    fn kv_cache_append(
+        &mut self,
+        caches: [Tensor; 2],
+        k: Tensor,
+        v: Tensor,
+        lengths: &[u32],
+        sizes: CacheSizes,
+    ) -> Result<(), CpuError> {
+        let caches = caches.map(untagged);
+        Device::kv_cache_append(&mut self.cpu, caches, k, v, lengths, sizes)
+    }
+
+    fn attention_decode(
+        &mut self,
+        out: Tensor,
+        q: Tensor,
+        caches: [Tensor; 2],
+        lengths: &[u32],
+        sizes: DecodeSizes,
+    ) -> Result<(), CpuError> {
+        let caches = caches.map(untagged);
+        Device::attention_decode(&mut self.cpu, out, q, caches, lengths, sizes)
+    }
+
     fn repeated_step<E>(
         &mut self,
         step: &mut dyn FnMut(&mut Self) -> Result<(), E>,
     ) -> Result<Result<(), E>, CpuError> {
         self.steps += 1;
-        if let Err(e) = step(self) {
-            return Ok(Err(e));
+        if self.twice {
+            if let Err(e) = step(self) {
+                return Ok(Err(e));
+            }
         }
         Ok(step(self))
     }
@@ -108,9 +169,9 @@ fn decode<K: Device>(k: &mut K, steps: usize) -> (Vec<Vec<f32>>, Vec<u32>) {
 fn a_decoding_step_run_twice_decodes_what_one_run_does() {
     let steps = 6;
     let once = decode(&mut CpuBackend::new(), steps);
-    let mut twice = Twice {
-        cpu: CpuBackend::new(),
-        steps: 0,
+    let mut twice = Strict {
+        twice: true,
+        ..Strict::default()
     };
     let again = decode(&mut twice, steps);
     assert_eq!(
@@ -120,4 +181,41 @@ fn a_decoding_step_run_twice_decodes_what_one_run_does() {
     assert_eq!(again.1, vec![4 + steps as u32, 2 + steps as u32]);
     assert_eq!(again.1, once.1, "the lengths advance once per step");
     assert_eq!(again.0, once.0, "the same logits, to the bit");
+}
+
+/// Prefill and decoding steps, with logits read back and with tokens chosen on the
+/// backend, touch a cache only in the ways `alloc_kv_cache` allows: with handles no other
+/// call resolves they run as on the CPU alone, to the bit.
+#[test]
+fn decoding_only_copies_into_appends_to_and_attends_to_its_caches() {
+    let steps = 6;
+    let plain = decode(&mut CpuBackend::new(), steps);
+    let mut strict = Strict {
+        tag_caches: true,
+        ..Strict::default()
+    };
+    assert_eq!(decode(&mut strict, steps), plain);
+    assert_eq!(strict.caches, 1, "the cache came from `alloc_kv_cache`");
+    let choose = |k: &mut Strict| {
+        let mut model = Transformer::new(k, ModelConfig::tiny()).unwrap();
+        let params = Rng::new(0x5eed).vec(model.params().len, 0.1);
+        sage_transformer::Kernels::write(k, model.params(), &params).unwrap();
+        let mut cache = KvCache::new(k, &model, 2, 16).unwrap();
+        let prompts: [&[u32]; 2] = [&[3, 17, 5, 40], &[9, 1]];
+        let mut chosen = vec![model
+            .prefill_choosing(k, &mut cache, &prompts, 1.0, &[0.3, 0.8])
+            .unwrap()];
+        for step in 0..steps {
+            let next: Vec<u32> = chosen[step].iter().map(|c| c.unwrap().token).collect();
+            let picked = model
+                .decode_step_choosing(k, &mut cache, &next, 1.0, &[0.6, 0.1])
+                .unwrap();
+            chosen.push(picked);
+        }
+        cache.free(k).unwrap();
+        model.free(k).unwrap();
+        chosen
+    };
+    let sampled = choose(&mut Strict::default());
+    assert_eq!(choose(&mut strict), sampled, "the same sampled tokens");
 }
