@@ -9,7 +9,9 @@
 //! (`train|decode`, `tiny|small|smollm2|qwen0.5b`; optional `--steps N`, `--batch B --seq
 //! S` for training and `--lora R` to train rank-R adapters on every projection instead of
 //! every weight, `--seqs B --prompt P --new T` for decoding, with `--prefill-tokens N` the
-//! most prompt tokens the prefill runs at once), or `-- gemm` (GFLOP/s). With
+//! most prompt tokens the prefill runs at once and `--weights frozen|trainable` the
+//! model's weights frozen for inference, as `sage eval` loads them (the default), or
+//! trainable), or `-- gemm` (GFLOP/s). With
 //! `--features cuda`, `--backend cuda` runs on GPU 0 (`--precision f32|bf16`, bf16 by
 //! default there: bf16 GEMM operands, f32 everything else; `--bf16-inputs
 //! copies|converted`: cast bf16 copies of the operands, the default, or let cuBLAS round
@@ -97,12 +99,21 @@ fn tokens(len: usize, vocab: usize, seed: u64) -> Vec<u32> {
         .collect()
 }
 
-/// A model with small random weights and unit norm weights.
-fn random_model<K: Kernels>(k: &mut K, config: ModelConfig) -> BenchResult<Transformer>
+/// A model with small random weights and unit norm weights, trainable or frozen for
+/// inference.
+fn random_model<K: Kernels>(
+    k: &mut K,
+    config: ModelConfig,
+    frozen: bool,
+) -> BenchResult<Transformer>
 where
     K::Error: Error + 'static,
 {
-    let model = Transformer::new(k, config)?;
+    let model = if frozen {
+        Transformer::new_frozen(k, config)?
+    } else {
+        Transformer::new(k, config)?
+    };
     let mut params = noise(model.params().len, 1, 0.02);
     let layout = model.layout();
     let norms = layout
@@ -118,7 +129,8 @@ where
 }
 
 /// Waits for the backend's queued work: a read returns only once everything before it
-/// has run (a GPU backend queues work asynchronously).
+/// has run (a GPU backend queues work asynchronously). `probe` is any readable tensor
+/// (frozen weights are not).
 fn settle<K: Kernels>(k: &mut K, probe: Tensor) -> BenchResult<()>
 where
     K::Error: Error + 'static,
@@ -148,7 +160,7 @@ where
 {
     let (batch, seq, steps) = (r.batch, r.seq, r.steps);
     let vocab = r.config.vocab_size;
-    let mut model = random_model(k, r.config.clone())?;
+    let mut model = random_model(k, r.config.clone(), false)?;
     if r.lora_rank > 0 {
         // Adapters on every projection, as `[sft.lora]` puts them by default.
         let lora = LoraConfig {
@@ -207,12 +219,13 @@ where
 {
     let (batch, prompt, new_tokens) = (r.seqs, r.prompt, r.new_tokens);
     let vocab = r.config.vocab_size;
-    let mut model = random_model(k, r.config.clone())?;
+    let mut model = random_model(k, r.config.clone(), r.frozen)?;
+    let probe = Tensor::whole(k.alloc(1)?, 1);
     let prompts: Vec<Vec<u32>> = (0..batch)
         .map(|b| tokens(prompt, vocab, 10 + b as u64))
         .collect();
     let prompt_refs: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
-    settle(k, model.params())?;
+    settle(k, probe)?;
     let start = Instant::now();
     let mut cache = KvCache::new(k, &model, batch, prompt + new_tokens)?;
     cache.set_prefill_tokens(r.prefill_tokens);
@@ -293,6 +306,9 @@ struct Request {
     prompt: usize,
     new_tokens: usize,
     prefill_tokens: usize,
+    /// Decoding: the model's weights frozen for inference (`Transformer::new_frozen`, as
+    /// `sage eval` and `sage generate` load them) rather than trainable.
+    frozen: bool,
 }
 
 /// Called where a measurement's profiled part begins (after training's warm-up step,
@@ -326,7 +342,13 @@ where
         ),
         "decode" => (
             decode(k, &r, profiled)?,
-            format!("{} seqs, {} prompt, {} new", r.seqs, r.prompt, r.new_tokens),
+            format!(
+                "{} seqs, {} prompt, {} new, {} weights",
+                r.seqs,
+                r.prompt,
+                r.new_tokens,
+                if r.frozen { "frozen" } else { "trainable" }
+            ),
         ),
         other => return Err(format!("unknown measurement `{other}` (train, decode, gemm)").into()),
     };
@@ -366,6 +388,11 @@ fn main() -> BenchResult<()> {
         prompt: option(&args, "--prompt", prompt)?,
         new_tokens: option(&args, "--new", new_tokens)?,
         prefill_tokens: option(&args, "--prefill-tokens", DEFAULT_PREFILL_TOKENS)?,
+        frozen: match option(&args, "--weights", "frozen".to_owned())?.as_str() {
+            "frozen" => true,
+            "trainable" => false,
+            other => return Err(format!("unknown --weights `{other}` (frozen, trainable)").into()),
+        },
     };
     let threads = rayon::current_num_threads();
     let backend: String = option(&args, "--backend", "cpu".to_owned())?;

@@ -27,9 +27,10 @@ On a GPU machine it:
      device memory <= 1.2x PyTorch's in training and <= generate()'s in decoding: our
      memory pool's high-water mark against torch.cuda.max_memory_allocated);
   6. runs our decoding again with `--step-graphs off` (every decoding step launched
-     kernel by kernel instead of replayed from a CUDA graph) and our training with
-     `--dkv-tile 32` (the dk/dv attention kernel over tiles of 32 queries), and prints
-     each beside the default. (`--bf16-inputs converted`, cuBLAS rounding the f32 operands itself, was
+     kernel by kernel instead of replayed from a CUDA graph) and with `--weights
+     trainable` (f32 weights with kept bf16 copies instead of frozen bf16 ones), and our
+     training with `--dkv-tile 32` (the dk/dv attention kernel over tiles of 32
+     queries), and prints each beside the default. (`--bf16-inputs converted`, cuBLAS rounding the f32 operands itself, was
      measured this way on 2026-11-28: 0.81x the training speed; BENCHMARKS.md.)
 
     python3 scripts/bench_cuda.py [--steps 5] [--batch 8] [--seq 1024] [--no-install] [--skip-checks]
@@ -284,6 +285,10 @@ def main():
                                  "--step-graphs", "off")
     ours_train_dkv32 = run_rust(env, "train", "qwen0.5b", "--batch", shape[0], "--seq",
                                 shape[1], "--steps", shape[2], "--dkv-tile", "32")
+    # The decoding run again with trainable weights (f32, with kept bf16 copies for the
+    # GEMMs) instead of frozen bf16 ones, to say what freezing saves.
+    ours_decode_trainable = run_rust(env, *decode_args, "--new", str(args.new),
+                                     "--weights", "trainable")
 
     def mfu(record):
         return record["tokens_per_s"] * flops / peak
@@ -335,6 +340,18 @@ def main():
     print(f"| decoding peak device memory | {ours_decode['peak_gpu_mib']:.0f} MiB | "
           f"{ours_decode_eager['peak_gpu_mib']:.0f} MiB | "
           f"{ours_decode['peak_gpu_mib'] / ours_decode_eager['peak_gpu_mib']:.2f}x |")
+
+    print("\nDecoding with the weights frozen in bf16 (`Transformer::new_frozen`, as `sage "
+          "eval` loads them; the default) against trainable f32 weights with kept bf16 "
+          "copies (`--weights trainable`):\n")
+    print("| measurement | frozen (default) | trainable | frozen / trainable |")
+    print("| --- | --- | --- | --- |")
+    trainable_tokens = ours_decode_trainable["tokens_per_s"]
+    print(f"| decoding tok/s | {ours_decode['tokens_per_s']:.0f} | {trainable_tokens:.0f} | "
+          f"{ours_decode['tokens_per_s'] / trainable_tokens:.2f}x |")
+    print(f"| decoding peak device memory | {ours_decode['peak_gpu_mib']:.0f} MiB | "
+          f"{ours_decode_trainable['peak_gpu_mib']:.0f} MiB | "
+          f"{ours_decode['peak_gpu_mib'] / ours_decode_trainable['peak_gpu_mib']:.2f}x |")
 
     print("\nThe dk/dv attention kernel over tiles of 32 queries (`--dkv-tile 32`) against "
           "16 (the default):\n")

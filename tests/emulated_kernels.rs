@@ -1,5 +1,6 @@
 //! The CUDA backend's training-attention, decoding (f32 and bf16 KV caches),
-//! token-choice and bf16-cast kernels, run without a GPU:
+//! token-choice and bf16-cast kernels, and the kernels that read weights (f32 and frozen
+//! bf16), run without a GPU:
 //! their `.cu` sources compiled by the host's C++ compiler against
 //! `backend-cuda/emulator` (each CUDA thread an OS thread, `__syncthreads` and the warp
 //! shuffles collective barriers, the tensor-core mma rebuilt from every lane's registers
@@ -22,7 +23,9 @@ use std::sync::{Mutex, OnceLock};
 
 use libloading::Library;
 use sage_backend_cpu::CpuBackend;
-use sage_e2e::backend_parity::{assert_close, check_choices, choice_inputs, download, upload, Rng};
+use sage_e2e::backend_parity::{
+    assert_close, check_choices, choice_inputs, download, upload, upload_indices, Rng,
+};
 use sage_transformer::{AttentionShape, Kernels};
 
 type ForwardFn = unsafe extern "C" fn(
@@ -86,6 +89,7 @@ static ATTENTION: OnceLock<Result<Library, String>> = OnceLock::new();
 static CHOOSE: OnceLock<Result<Library, String>> = OnceLock::new();
 static DECODE: OnceLock<Result<Library, String>> = OnceLock::new();
 static ELEMENTWISE: OnceLock<Result<Library, String>> = OnceLock::new();
+static WEIGHTS: OnceLock<Result<Library, String>> = OnceLock::new();
 
 /// Builds `backend-cuda/emulator/{name}.cpp` into a shared library and loads it; `Err`
 /// says why it could not.
@@ -103,6 +107,8 @@ fn build(name: &str) -> Result<Library, String> {
             "-pthread",
             "-Wall",
             "-Wno-unknown-pragmas",
+            // As the backend defines it for NVRTC (norm.cu's column sums).
+            &format!("-DROWS_PER_BLOCK={}", sage_transformer::COLUMN_SUM_ROWS),
             "-o",
         ])
         .arg(&library)
@@ -678,6 +684,176 @@ fn the_bf16_cache_rounds_what_it_appends_and_decodes_what_it_holds() {
             );
         }
     }
+}
+
+/// `emulate_embedding_forward` of emulator/weights.cpp.
+type EmbeddingFn = unsafe extern "C" fn(i32, *mut f32, *const u8, *const u32, u32, u32, u32, u32);
+/// `emulate_rmsnorm_forward` of emulator/weights.cpp.
+type RmsnormFn =
+    unsafe extern "C" fn(i32, *mut f32, *mut f32, *const f32, *const u8, u32, u32, f32);
+/// `emulate_add_bias` of emulator/weights.cpp.
+type BiasFn = unsafe extern "C" fn(i32, *mut f32, *const u8, u64, u32, u32);
+
+/// Weights as the kernels that read them take them: f32, or frozen bf16 bits.
+#[derive(Clone, Copy)]
+enum Weights<'a> {
+    F32(&'a [f32]),
+    Bf16(&'a [u16]),
+}
+
+impl Weights<'_> {
+    /// The flag and pointer the emulator's entries take.
+    fn raw(self) -> (i32, *const u8) {
+        match self {
+            Weights::F32(w) => (0, w.as_ptr().cast()),
+            Weights::Bf16(w) => (1, w.as_ptr().cast()),
+        }
+    }
+}
+
+/// The kernels that read weights (embedding gather, RMSNorm forward, bias add), on
+/// shapes that leave partial blocks and token ids past the vocabulary. Each one's bf16
+/// form on frozen bf16 weights writes, to the bit, what its f32 form writes on the same
+/// weights widened to f32 (widening is exact and the arithmetic after it the same); the
+/// f32 form agrees with the CPU backend exactly for the gather and the bias add, and to
+/// 1e-6 for RMSNorm (its row sum of squares in another order).
+#[test]
+fn the_kernels_that_read_frozen_bf16_weights_widen_them_exactly() {
+    let Some(emulated) = available(library(&WEIGHTS, "weights")) else {
+        return;
+    };
+    let mut rng = Rng::new(0xf0);
+    let rounded = |x: Vec<f32>| -> (Vec<u16>, Vec<f32>) {
+        let bits: Vec<u16> = x
+            .iter()
+            .map(|&v| half::bf16::from_f32(v).to_bits())
+            .collect();
+        let widened = bits
+            .iter()
+            .map(|&b| half::bf16::from_bits(b).to_f32())
+            .collect();
+        (bits, widened)
+    };
+    let blocks = |n: usize| n.div_ceil(256).max(1) as u32;
+    let on_both =
+        |run: &dyn Fn(Weights<'_>) -> Vec<f32>, bits: &[u16], widened: &[f32], what: &str| {
+            let (from_bf16, from_f32) = (run(Weights::Bf16(bits)), run(Weights::F32(widened)));
+            let same = from_bf16
+                .iter()
+                .zip(&from_f32)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{what}: the bf16 form differs from the f32 form");
+            from_f32
+        };
+    let mut cpu = CpuBackend::new();
+
+    // Embedding: V 300, D 96, 37 tokens, two of them outside the vocabulary.
+    let (vocab, dim) = (300usize, 96usize);
+    let (table_bits, table) = rounded(rng.vec(vocab * dim, 1.0));
+    let mut tokens = rng.ints(37, vocab);
+    tokens[5] = vocab as u32;
+    tokens[20] = u32::MAX;
+    let gather = |table: Weights<'_>| {
+        let mut out = vec![f32::NAN; tokens.len() * dim];
+        let (bf16, table) = table.raw();
+        let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: `table` holds V x D elements of the kind the flag names, `tokens` N ids
+        // and `out` N x D floats; the call returns after the kernel finishes.
+        unsafe {
+            function::<EmbeddingFn>(emulated, "emulate_embedding_forward")(
+                bf16,
+                out.as_mut_ptr(),
+                table,
+                tokens.as_ptr(),
+                tokens.len() as u32,
+                dim as u32,
+                vocab as u32,
+                blocks(out.len()),
+            )
+        };
+        out
+    };
+    let got = on_both(&gather, &table_bits, &table, "embedding_forward");
+    // The CPU refuses ids past the vocabulary, which the kernel gathers as zeros.
+    let valid: Vec<u32> = tokens
+        .iter()
+        .copied()
+        .filter(|&t| (t as usize) < vocab)
+        .collect();
+    let (t, ids) = (upload(&mut cpu, &table), upload_indices(&mut cpu, &valid));
+    let out = upload(&mut cpu, &vec![0.0; valid.len() * dim]);
+    cpu.embedding_forward(out, t, ids, dim)
+        .expect("cpu embedding");
+    let mut valid_rows = download(&mut cpu, out).into_iter();
+    let want: Vec<f32> = tokens
+        .iter()
+        .flat_map(|&t| match (t as usize) < vocab {
+            true => valid_rows.by_ref().take(dim).collect::<Vec<f32>>(),
+            false => vec![0.0; dim],
+        })
+        .collect();
+    assert_close("embedding_forward", &got, &want, 0.0);
+
+    // RMSNorm: 5 rows of 300 (more than a block's 256 threads).
+    let (rows, width) = (5usize, 300usize);
+    let x = rng.vec(rows * width, 2.0);
+    let (weight_bits, weight) = rounded(rng.vec(width, 1.5));
+    let norm = |weight: Weights<'_>| {
+        let (mut out, mut rstd) = (vec![f32::NAN; rows * width], vec![f32::NAN; rows]);
+        let (bf16, weight) = weight.raw();
+        let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: x and out hold rows x width floats, rstd rows, `weight` width
+        // elements of the kind the flag names; the call returns after the kernel.
+        unsafe {
+            function::<RmsnormFn>(emulated, "emulate_rmsnorm_forward")(
+                bf16,
+                out.as_mut_ptr(),
+                rstd.as_mut_ptr(),
+                x.as_ptr(),
+                weight,
+                rows as u32,
+                width as u32,
+                1e-6,
+            )
+        };
+        out
+    };
+    let got = on_both(&norm, &weight_bits, &weight, "rmsnorm_forward");
+    let [xt, wt] = [&x, &weight].map(|v| upload(&mut cpu, v));
+    let (out, rstd) = (
+        upload(&mut cpu, &vec![0.0; rows * width]),
+        upload(&mut cpu, &vec![0.0; rows]),
+    );
+    cpu.rmsnorm_forward(out, rstd, xt, wt, width, 1e-6)
+        .expect("cpu rmsnorm");
+    assert_close("rmsnorm_forward", &got, &download(&mut cpu, out), 1e-6);
+
+    // Bias: 7 rows of 130.
+    let (rows, width) = (7usize, 130usize);
+    let start = rng.vec(rows * width, 1.0);
+    let (bias_bits, bias) = rounded(rng.vec(width, 1.0));
+    let add = |bias: Weights<'_>| {
+        let mut out = start.clone();
+        let (bf16, bias) = bias.raw();
+        let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: `out` holds rows x width floats and `bias` width elements of the kind
+        // the flag names; the call returns after the kernel finishes.
+        unsafe {
+            function::<BiasFn>(emulated, "emulate_add_bias")(
+                bf16,
+                out.as_mut_ptr(),
+                bias,
+                out.len() as u64,
+                width as u32,
+                blocks(out.len()),
+            )
+        };
+        out
+    };
+    let got = on_both(&add, &bias_bits, &bias, "add_bias");
+    let (out, b) = (upload(&mut cpu, &start), upload(&mut cpu, &bias));
+    cpu.add_bias(out, b).expect("cpu bias");
+    assert_close("add_bias", &got, &download(&mut cpu, out), 0.0);
 }
 
 /// `emulate_cast_bf16` of emulator/elementwise.cpp.

@@ -354,6 +354,85 @@ fn bf16_kv_cache_holds_bf16() {
     );
 }
 
+/// A frozen model in the bf16 mode (`Transformer::new_frozen`: bf16 weights alone)
+/// scores and decodes what a trainable model does whose f32 weights were rounded to bf16
+/// first: the GEMMs multiply the same bf16 weights (one as held, the other through its
+/// kept copy) and the embedding, norm weights and biases widen to the same f32 values,
+/// so the arithmetic is the same; 1e-5 of the largest logit allows cuBLAS another
+/// algorithm. Reading the frozen weights back is refused, naming them.
+#[test]
+fn frozen_bf16_weights_run_as_rounded_trainable_weights() {
+    use sage_backend_cuda::Precision;
+    use sage_e2e::backend_parity::{assert_close, Rng};
+    use sage_transformer::sampling::argmax;
+    use sage_transformer::{Kernels, KvCache, ModelConfig, Transformer};
+
+    if cuda_backend().is_none() {
+        return;
+    }
+    let config = ModelConfig::tiny();
+    let prompts: [&[u32]; 3] = [&[5, 9, 300, 41, 7], &[11, 2], &[400, 3, 3, 18]];
+    let steps = 12;
+    let mut fed: Vec<Vec<u32>> = Vec::new();
+    let mut run = |frozen: bool| {
+        let mut k = CudaBackend::with_precision(Precision::Bf16).expect("bf16 backend");
+        let mut model = match frozen {
+            true => Transformer::new_frozen(&mut k, config.clone()),
+            false => Transformer::new(&mut k, config.clone()),
+        }
+        .expect("model");
+        let mut params = Rng::new(0xf202).vec(model.params().len, 0.1);
+        if !frozen {
+            for p in &mut params {
+                *p = half::bf16::from_f32(*p).to_f32();
+            }
+        }
+        k.write(model.params(), &params).expect("params");
+        let mut outputs = vec![model
+            .forward(
+                &mut k,
+                &[5, 9, 300, 41, 7, 11],
+                &[9, 300, 41, 7, 2, 2],
+                &[0, 5, 6],
+            )
+            .expect("forward")];
+        let mut cache = KvCache::new(&mut k, &model, prompts.len(), 32).expect("cache");
+        let mut logits = model
+            .prefill(&mut k, &mut cache, &prompts)
+            .expect("prefill");
+        for step in 0..steps {
+            if fed.len() == step {
+                let next = logits
+                    .chunks_exact(config.vocab_size)
+                    .map(|r| argmax(r) as u32);
+                fed.push(next.collect());
+            }
+            outputs.push(logits);
+            logits = model
+                .decode_step(&mut k, &mut cache, &fed[step])
+                .expect("step");
+        }
+        if frozen {
+            let refused = k.read(model.params().slice(0, 4), &mut [0.0; 4]);
+            let why = refused
+                .expect_err("a read of frozen bf16 weights")
+                .to_string();
+            assert!(why.contains("frozen weights in bf16"), "{why}");
+        }
+        outputs
+    };
+    let rounded = run(false);
+    let frozen = run(true);
+    for (i, (got, want)) in frozen.iter().zip(&rounded).enumerate() {
+        let what = if i == 0 {
+            "log-probabilities".to_owned()
+        } else {
+            format!("logits {i}")
+        };
+        assert_close(&what, got, want, 1e-5);
+    }
+}
+
 /// Token choice on the device (`choose.cu`, the bf16 mode's fast path; the f32 mode
 /// picks on the host) against the host's rule: the parity body `token_choice`.
 #[test]

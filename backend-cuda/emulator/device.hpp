@@ -2,13 +2,15 @@
 // kernels in ../src/kernels can be compiled by a host C++ compiler and run against the
 // CPU backend without a GPU. One std::thread per CUDA thread; a block's threads run
 // together and blocks run one after another, so `__shared__` (a function-local static)
-// is the running block's shared memory. Barriers, warp shuffles and the tensor-core
-// mma are collective operations over std::barrier; the mma reassembles its operands
+// is the running block's shared memory. Barriers (with `__syncthreads_or`'s vote), warp
+// shuffles and the tensor-core mma are collective operations over std::barrier, and
+// `atomicMin` a compare-and-swap loop; the mma reassembles its operands
 // from every lane's registers by the fragment layouts the PTX ISA documents for
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, independently of the kernels'
 // own loaders.
 #pragma once
 
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -74,6 +76,7 @@ struct Block {
     }
     std::barrier<> all;
     std::vector<std::unique_ptr<std::barrier<>>> warps;
+    std::atomic<int> vote{0};
     float shuffled[kMaxWarps][kWarp];
     unsigned a[kMaxWarps][kWarp][4];
     unsigned b[kMaxWarps][kWarp][2];
@@ -119,6 +122,33 @@ inline float bf16_half(unsigned reg, bool high) {
 
 inline void __syncthreads() { emulator::running->all.arrive_and_wait(); }
 inline void __syncwarp() { emulator::warp_sync(); }
+
+// A block barrier that returns nonzero to every thread when any thread's `predicate` is
+// nonzero: votes in, a barrier, every thread reads, a barrier, the vote cleared, a
+// barrier (so that the next call starts from zero).
+inline int __syncthreads_or(int predicate) {
+    auto* block = emulator::running;
+    if (predicate) {
+        block->vote.store(1);
+    }
+    block->all.arrive_and_wait();
+    const int any = block->vote.load();
+    block->all.arrive_and_wait();
+    if (threadIdx.x == 0) {
+        block->vote.store(0);
+    }
+    block->all.arrive_and_wait();
+    return any;
+}
+
+// *address = min(*address, value) as one atomic step; returns the old value.
+inline unsigned atomicMin(unsigned* address, unsigned value) {
+    std::atomic_ref<unsigned> cell(*address);
+    unsigned old = cell.load();
+    while (value < old && !cell.compare_exchange_weak(old, value)) {
+    }
+    return old;
+}
 
 inline float shuffle(float v, unsigned source) {
     using namespace emulator;

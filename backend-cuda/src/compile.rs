@@ -87,13 +87,20 @@ impl Family {
                 "sum_squares_finish",
                 "cast_bf16",
             ],
-            Family::Embedding => &["embedding_forward", "embedding_links", "embedding_backward"],
+            Family::Embedding => &[
+                "embedding_forward",
+                "embedding_forward_bf16",
+                "embedding_links",
+                "embedding_backward",
+            ],
             Family::Norm => &[
                 "rmsnorm_forward",
+                "rmsnorm_forward_bf16",
                 "rmsnorm_backward_dx",
                 "column_partials",
                 "column_finish",
                 "add_bias",
+                "add_bias_bf16",
             ],
             Family::Rope => &["rope"],
             Family::Attention => &[

@@ -16,10 +16,9 @@ use sage_transformer::{ContractError, Tensor};
 
 use crate::attention::check_head_limits;
 use crate::error::CudaError;
-use crate::launch::{blocks_for, Arg, THREADS};
+use crate::launch::{blocks_for, kernel_for, Arg, THREADS};
 use crate::matmul::Precision;
 use crate::scratch::{IndexScratch, Scratch};
-use crate::store::Element;
 use crate::CudaBackend;
 
 /// Cached rows per split of the split-KV kernel (SPLIT_KEYS in decode.cu).
@@ -46,7 +45,7 @@ pub(crate) fn kv_cache_append(
         capacity,
         width: kv_dim,
     } = sizes;
-    let ([k_cache, v_cache], element) = cache_pair(b, op, [k_cache, v_cache])?;
+    let ([k_cache, v_cache], bf16) = cache_pair(b, op, [k_cache, v_cache])?;
     let pointers = [
         Arg::Ptr(k_cache),
         Arg::Ptr(v_cache),
@@ -66,35 +65,30 @@ pub(crate) fn kv_cache_append(
         Arg::U32(to_u32(op, "KV*hd", kv_dim)?),
         Arg::U32(to_u32(op, "T", capacity)?),
     ]);
-    let name = by_element(element, op, "kv_cache_append_bf16");
+    let name = kernel_for(bf16, op, "kv_cache_append_bf16");
     b.launch(name, (blocks_for(k.len as u64), 1), THREADS, &args)
 }
 
-/// The addresses of a key and a value cache, and how both hold their elements (the same
-/// way, or the call is refused).
+/// The addresses of a key and a value cache, and whether both hold bf16 (they must hold
+/// their elements the same way, or the call is refused).
 fn cache_pair(
     b: &CudaBackend,
     op: &str,
     caches: [Tensor; 2],
-) -> Result<([u64; 2], Element), CudaError> {
-    let (k_at, k_element) = b.store.cache_address(caches[0])?;
-    let (v_at, v_element) = b.store.cache_address(caches[1])?;
-    if k_element != v_element {
+) -> Result<([u64; 2], bool), CudaError> {
+    let (k_at, k_bf16) = b.store.cache_address(caches[0])?;
+    let (v_at, v_bf16) = b.store.cache_address(caches[1])?;
+    if k_bf16 != v_bf16 {
+        let held = |bf16| if bf16 { "bf16" } else { "f32" };
         return Err(ContractError::BadArgument(format!(
-            "{op}: the key cache holds {k_element:?} elements and the value cache \
-             {v_element:?}; both must come from one `alloc_kv_cache`"
+            "{op}: the key cache holds {} elements and the value cache {}; both must come \
+             from `alloc_kv_cache` on one backend",
+            held(k_bf16),
+            held(v_bf16)
         ))
         .into());
     }
-    Ok(([k_at, v_at], k_element))
-}
-
-/// The kernel for caches holding `element`: `f32_form` or `bf16_form`.
-fn by_element(element: Element, f32_form: &'static str, bf16_form: &'static str) -> &'static str {
-    match element {
-        Element::F32 => f32_form,
-        Element::Bf16 => bf16_form,
-    }
+    Ok(([k_at, v_at], k_bf16))
 }
 
 /// out[B, H*hd]: query q[B, H*hd] of sequence b attends to rows 0..lengths[b] (at least
@@ -112,7 +106,7 @@ pub(crate) fn attention_decode(
     let CacheSizes {
         batch, capacity, ..
     } = cache;
-    let ([k_cache, v_cache], element) = cache_pair(b, op, [k_cache, v_cache])?;
+    let ([k_cache, v_cache], bf16) = cache_pair(b, op, [k_cache, v_cache])?;
     let pointers = [
         Arg::Ptr(b.store.address(out)?),
         Arg::Ptr(b.store.address(q)?),
@@ -128,7 +122,7 @@ pub(crate) fn attention_decode(
     if b.precision == Precision::Bf16 && dims.group <= SPLIT_MAX_GROUP {
         let longest = lengths.iter().copied().max().unwrap_or(1) as usize;
         let splits = longest.div_ceil(SPLIT_KEYS);
-        return split_kv(b, (pointers, element), rows, splits, sizes);
+        return split_kv(b, (pointers, bf16), rows, splits, sizes);
     }
     let mut args = pointers.to_vec();
     args.extend([
@@ -141,7 +135,7 @@ pub(crate) fn attention_decode(
     ]);
     let grid = (to_u32(op, "B", batch)?, dims.heads as u32);
     b.launch(
-        by_element(element, op, "attention_decode_bf16"),
+        kernel_for(bf16, op, "attention_decode_bf16"),
         grid,
         32,
         &args,
@@ -150,10 +144,10 @@ pub(crate) fn attention_decode(
 
 /// The split-KV form of [`attention_decode`]: partial results per split of
 /// [`SPLIT_KEYS`] rows into scratch, then their merge into `out`. `pointers` are out, q,
-/// k_cache and v_cache, with how the caches hold elements; `rows` the device lengths.
+/// k_cache and v_cache, with whether the caches hold bf16; `rows` the device lengths.
 fn split_kv(
     b: &mut CudaBackend,
-    ([out, q, k_cache, v_cache], element): ([Arg; 4], Element),
+    ([out, q, k_cache, v_cache], bf16): ([Arg; 4], bool),
     rows: u64,
     splits: usize,
     sizes: DecodeSizes,
@@ -169,7 +163,7 @@ fn split_kv(
         Arg::U32(to_u32(op, "splits", splits)?),
     );
     b.launch(
-        by_element(element, op, "attention_decode_split_bf16"),
+        kernel_for(bf16, op, "attention_decode_split_bf16"),
         (
             to_u32(op, "B * splits", cache.batch * splits)?,
             to_u32(op, "KV", dims.kv_heads)?,

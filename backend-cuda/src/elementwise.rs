@@ -9,7 +9,6 @@ use sage_transformer::Tensor;
 use crate::error::CudaError;
 use crate::launch::{blocks_for, Arg, THREADS};
 use crate::scratch::{download, Scratch};
-use crate::store::Element;
 use crate::CudaBackend;
 
 /// Most blocks of the sum of squares' first stage: the partials then fit one block of
@@ -35,11 +34,11 @@ pub(crate) fn fill(b: &mut CudaBackend, dst: Tensor, value: f32) -> Result<(), C
 /// dst[n] = src[n], a device-to-device copy on the stream; into a KV cache held in bf16
 /// (`Store::cache_address`), the cast to bf16.
 pub(crate) fn copy(b: &mut CudaBackend, dst: Tensor, src: Tensor) -> Result<(), CudaError> {
-    let ((to, element), from) = (b.store.cache_address(dst)?, b.store.address(src)?);
+    let ((to, bf16), from) = (b.store.cache_address(dst)?, b.store.address(src)?);
     if dst.len == 0 {
         return Ok(());
     }
-    if element == Element::Bf16 {
+    if bf16 {
         return cast_bf16(b, to, from, dst.len);
     }
     if b.gpu

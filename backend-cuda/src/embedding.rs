@@ -7,12 +7,13 @@
 use sage_transformer::{Indices, Tensor};
 
 use crate::error::CudaError;
-use crate::launch::{blocks_for, blocks_per_task, Arg, THREADS};
+use crate::launch::{blocks_for, blocks_per_task, kernel_for, Arg, THREADS};
 use crate::scratch::IndexScratch;
 use crate::CudaBackend;
 use sage_transformer::contract::{to_u32, EmbeddingSizes};
 
-/// out[N, D] = table[tokens[n], :] with table [V, D] and tokens [N].
+/// out[N, D] = table[tokens[n], :] with table [V, D] (f32, or frozen bf16 weights) and
+/// tokens [N].
 pub(crate) fn embedding_forward(
     b: &mut CudaBackend,
     out: Tensor,
@@ -22,17 +23,17 @@ pub(crate) fn embedding_forward(
 ) -> Result<(), CudaError> {
     let op = "embedding_forward";
     let EmbeddingSizes { dim, vocab, .. } = sizes;
-    let (o, t, ids) = (
+    let (o, (t, bf16), ids) = (
         b.store.address(out)?,
         // Read only: a tied output head's kept bf16 copy stays current.
-        b.store.address_read(table)?,
+        b.store.weight_address(table)?,
         b.store.index_address(tokens)?,
     );
     if out.len == 0 {
         return Ok(());
     }
     b.launch(
-        op,
+        kernel_for(bf16, op, "embedding_forward_bf16"),
         (blocks_for(out.len as u64), 1),
         THREADS,
         &[

@@ -69,6 +69,20 @@ impl Functions {
     }
 }
 
+/// The entry that takes bf16 operands (`bf16_form`) or f32 ones (`f32_form`): a kernel
+/// with a bf16 KV cache or bf16 frozen weights has a `_bf16` form.
+pub(crate) fn kernel_for(
+    bf16: bool,
+    f32_form: &'static str,
+    bf16_form: &'static str,
+) -> &'static str {
+    if bf16 {
+        bf16_form
+    } else {
+        f32_form
+    }
+}
+
 /// Blocks of [`THREADS`] for a grid-stride loop over `n` elements (at least one).
 pub(crate) fn blocks_for(n: u64) -> u32 {
     n.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32

@@ -59,12 +59,13 @@
 //! 64 where the model's fit, with half the registers and shared memory); everything else (weights, activations,
 //! gradients, AdamW's master weights and moments) stays f32 in memory. With
 //! [`Bf16Inputs::Converted`] (`set_bf16_inputs`) the GEMMs skip the casts and the kept
-//! copies and let cuBLAS round the f32 operands to bf16 itself. A KV cache
-//! holds bf16 keys and values in [`Precision::Bf16`] (the contract lets a backend choose
-//! how `alloc_kv_cache` buffers hold elements, since only the cache's kernels touch
-//! them); decoding attention computes in f32 in both modes. Storing weights and
-//! activations in bf16 is not done: the `Kernels` contract addresses f32 elements, so it
-//! needs either a dtype in the contract or a backend-side shadow copy of the weights.
+//! copies and let cuBLAS round the f32 operands to bf16 itself. Two kinds of buffer
+//! are held in bf16 in [`Precision::Bf16`], because the contract names the only calls
+//! that touch them: a KV cache (`alloc_kv_cache`: bf16 keys and values, attended to in
+//! f32 arithmetic) and a frozen model's weights (`alloc_frozen`, `Transformer::new_frozen`:
+//! bf16 weights with no f32 copy, which GEMMs multiply as they are and the embedding,
+//! RMSNorm and bias kernels widen as they read them). Trainable weights and activations
+//! stay f32 in memory: the `Kernels` contract addresses f32 elements everywhere else.
 //!
 //! ## Testing without a GPU
 //! Three checks need no device. NVRTC compiles every kernel to PTX and assembles it for
@@ -136,7 +137,9 @@ use crate::device::Gpu;
 use crate::launch::Functions;
 use crate::record::StepGraphs;
 use crate::scratch::{download, upload, IndexScratch, Scratch, ScratchBuffers};
-use crate::store::Store;
+use crate::store::{Held, Store};
+
+use half::bf16;
 
 /// The CUDA backend: a device, its buffers, the loaded kernels and scratch space.
 pub struct CudaBackend {
@@ -325,7 +328,18 @@ impl Device for CudaBackend {
     fn alloc_kv_cache(&mut self, len: usize) -> Result<BufferId, CudaError> {
         match self.precision {
             Precision::F32 => self.store.alloc(&self.gpu, len),
-            Precision::Bf16 => self.store.alloc_bf16_cache(&self.gpu, len),
+            Precision::Bf16 => self.store.alloc_held(&self.gpu, len, Held::CacheBf16),
+        }
+    }
+
+    /// In [`Precision::Bf16`] frozen weights are held in bf16 (rounded to nearest even
+    /// as they are written), with no f32 copy beside them: half the memory of f32
+    /// weights, and GEMMs read them without a cast or a kept copy. In
+    /// [`Precision::F32`] f32.
+    fn alloc_frozen(&mut self, len: usize) -> Result<BufferId, CudaError> {
+        match self.precision {
+            Precision::F32 => self.store.alloc(&self.gpu, len),
+            Precision::Bf16 => self.store.alloc_held(&self.gpu, len, Held::WeightsBf16),
         }
     }
 
@@ -340,8 +354,13 @@ impl Device for CudaBackend {
     }
 
     fn write(&mut self, dst: Tensor, src: &[f32]) -> Result<(), CudaError> {
-        let address = self.store.address(dst)?;
-        upload(&self.gpu, address, src)
+        match self.store.host_write_address(dst)? {
+            (address, false) => upload(&self.gpu, address, src),
+            (address, true) => {
+                let bits: Vec<u16> = src.iter().map(|&x| bf16::from_f32(x).to_bits()).collect();
+                upload(&self.gpu, address, &bits)
+            }
+        }
     }
 
     fn write_indices(&mut self, dst: Indices, src: &[u32]) -> Result<(), CudaError> {

@@ -36,10 +36,11 @@ fn mm(m: usize, n: usize, k: usize, trans_a: bool, trans_b: bool, accumulate: bo
 }
 
 /// The head's device-side targets, checked; `hidden` and `lm_head` are GEMM operands,
-/// which the GEMM looks up (read only, so a kept bf16 copy of `lm_head` stays current).
+/// which the GEMM looks up (read only, so a kept bf16 copy of `lm_head` stays current;
+/// `lm_head` may be frozen bf16 weights).
 fn targets(b: &CudaBackend, head: &HeadOperands) -> Result<u64, CudaError> {
     b.store.address_read(head.hidden)?;
-    b.store.address_read(head.lm_head)?;
+    b.store.weight_address(head.lm_head)?;
     b.store.index_address(head.targets)
 }
 

@@ -5,13 +5,14 @@
 //! of both operands on tensor cores, accumulating and writing `c` in f32. A copy is cast
 //! into scratch for the GEMM, or, for a tensor met unchanged again (a weight), kept
 //! and reused until the tensor is written (`shadow`); with [`Bf16Inputs::Converted`]
-//! cuBLAS rounds the f32 operands to bf16 itself instead.
+//! cuBLAS rounds the f32 operands to bf16 itself instead. Frozen weights of the bf16 mode
+//! (`Kernels::alloc_frozen`) are bf16 already and multiply as they are.
 
 use std::ffi::c_void;
 
 use cudarc::cublas::result as blas;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
-use sage_transformer::{MatmulShape, Tensor};
+use sage_transformer::{ContractError, MatmulShape, Tensor};
 
 use crate::elementwise::cast_bf16;
 use crate::error::{to_i32, CudaError};
@@ -74,11 +75,28 @@ pub(crate) fn matmul(
     gemm(b, c, Operand::Tensor(a), Operand::Tensor(bm), shape)
 }
 
-/// The f32 address of `operand`, checked.
-fn address(b: &CudaBackend, operand: Operand) -> Result<u64, CudaError> {
+/// The address of `operand`, checked, and whether it holds bf16 (frozen weights of the
+/// bf16 mode) rather than f32.
+fn address(b: &CudaBackend, operand: Operand) -> Result<(u64, bool), CudaError> {
     match operand {
-        Operand::Tensor(t) => b.store.address_read(t),
-        Operand::Scratch(address) => Ok(address),
+        Operand::Tensor(t) => b.store.weight_address(t),
+        Operand::Scratch(address) => Ok((address, false)),
+    }
+}
+
+/// The address of a bf16 form of `operand` (`len` elements at `source`): `source` itself
+/// when it holds bf16, else a bf16 copy ([`bf16_copy`]).
+fn bf16_operand(
+    b: &mut CudaBackend,
+    operand: Operand,
+    (source, holds_bf16): (u64, bool),
+    len: usize,
+    scratch: Scratch,
+) -> Result<u64, CudaError> {
+    if holds_bf16 {
+        Ok(source)
+    } else {
+        bf16_copy(b, operand, source, len, scratch)
     }
 }
 
@@ -138,7 +156,12 @@ pub(crate) fn gemm(
         trans_b,
         accumulate,
     } = shape;
-    let (a_f32, b_f32) = (address(b, a)?, address(b, bm)?);
+    let (a_at, b_at) = (address(b, a)?, address(b, bm)?);
+    let frozen_bf16 = a_at.1 || b_at.1;
+    if frozen_bf16 && b.precision == Precision::F32 {
+        let why = "matmul: a bf16 operand in the f32 mode";
+        return Err(ContractError::BadArgument(why.into()).into());
+    }
     if m == 0 || n == 0 {
         return Ok(());
     }
@@ -169,13 +192,19 @@ pub(crate) fn gemm(
     let ld_b = to_i32(op, "ld b", if trans_b { k } else { n })?;
     let ld_a = to_i32(op, "ld a", if trans_a { m } else { k })?;
     let (alpha, beta) = (1.0f32, if accumulate { 1.0f32 } else { 0.0 });
-    let (a_in, b_in) = match (b.precision, b.bf16_inputs) {
-        (Precision::Bf16, Bf16Inputs::Copies) => (
-            bf16_copy(b, a, a_f32, m * k, Scratch::Bf16A)?,
-            bf16_copy(b, bm, b_f32, k * n, Scratch::Bf16B)?,
-        ),
-        _ => (a_f32, b_f32),
+    // bf16 operands for cuBLAS: the mode's copies, and always with a frozen bf16 operand
+    // (cuBLAS cannot round one f32 operand and take the other as it is).
+    let copies =
+        b.precision == Precision::Bf16 && (b.bf16_inputs == Bf16Inputs::Copies || frozen_bf16);
+    let (a_in, b_in) = if copies {
+        (
+            bf16_operand(b, a, a_at, m * k, Scratch::Bf16A)?,
+            bf16_operand(b, bm, b_at, k * n, Scratch::Bf16B)?,
+        )
+    } else {
+        (a_at.0, b_at.0)
     };
+    let (a_f32, b_f32) = (a_at.0, b_at.0);
     let words = [
         a_in,
         b_in,
@@ -214,15 +243,16 @@ pub(crate) fn gemm(
             }
         }
         Precision::Bf16 => {
-            let (in_type, compute) = match b.bf16_inputs {
-                Bf16Inputs::Copies => (
+            let (in_type, compute) = if copies {
+                (
                     cudaDataType::CUDA_R_16BF,
                     cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                ),
-                Bf16Inputs::Converted => (
+                )
+            } else {
+                (
                     cudaDataType::CUDA_R_32F,
                     cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_16BF,
-                ),
+                )
             };
             // SAFETY: as above, with a_in and b_in holding a and b as `in_type`.
             unsafe {

@@ -5,7 +5,7 @@
 use sage_transformer::Tensor;
 
 use crate::error::CudaError;
-use crate::launch::{blocks_for, blocks_per_task, Arg, THREADS};
+use crate::launch::{blocks_for, blocks_per_task, kernel_for, Arg, THREADS};
 use crate::scratch::Scratch;
 use crate::CudaBackend;
 use sage_transformer::contract::{to_u32, Rows};
@@ -16,7 +16,8 @@ const ROWS_PER_BLOCK: usize = sage_transformer::COLUMN_SUM_ROWS;
 /// Columns per block of the column sums (COLUMN_THREADS in norm.cu).
 const COLUMNS_PER_BLOCK: usize = 256;
 
-/// out[N, D] = x / rms(x) * weight[D]; rstd[N] = 1 / sqrt(mean(x^2) + eps).
+/// out[N, D] = x / rms(x) * weight[D]; rstd[N] = 1 / sqrt(mean(x^2) + eps). The weight
+/// may be frozen bf16 weights.
 pub(crate) fn rmsnorm_forward(
     b: &mut CudaBackend,
     out: Tensor,
@@ -28,11 +29,12 @@ pub(crate) fn rmsnorm_forward(
 ) -> Result<(), CudaError> {
     let op = "rmsnorm_forward";
     let Rows { rows, width: dim } = rows;
+    let (weight, bf16) = b.store.weight_address(weight)?;
     let args = [
         Arg::Ptr(b.store.address(out)?),
         Arg::Ptr(b.store.address(rstd)?),
         Arg::Ptr(b.store.address(x)?),
-        Arg::Ptr(b.store.address(weight)?),
+        Arg::Ptr(weight),
         Arg::U32(to_u32(op, "N", rows)?),
         Arg::U32(to_u32(op, "D", dim)?),
         Arg::F32(eps),
@@ -40,7 +42,8 @@ pub(crate) fn rmsnorm_forward(
     if rows == 0 {
         return Ok(());
     }
-    b.launch(op, (blocks_per_task(rows), 1), THREADS, &args)
+    let kernel = kernel_for(bf16, op, "rmsnorm_forward_bf16");
+    b.launch(kernel, (blocks_per_task(rows), 1), THREADS, &args)
 }
 
 /// dx[N, D] += r * w * dout - x * r^3 / D * sum(dout * w * x) and dweight[D] += column
@@ -85,19 +88,21 @@ pub(crate) fn rmsnorm_backward(
     column_sums(b, op, dw, dim, rows, d, Some((xs, r)))
 }
 
-/// out[N, C] += bias[C] on every row.
+/// out[N, C] += bias[C] on every row; the bias may be frozen bf16 weights.
 pub(crate) fn add_bias(b: &mut CudaBackend, out: Tensor, bias: Tensor) -> Result<(), CudaError> {
     let op = "add_bias";
+    let (bias_at, bf16) = b.store.weight_address(bias)?;
     let args = [
         Arg::Ptr(b.store.address(out)?),
-        Arg::Ptr(b.store.address(bias)?),
+        Arg::Ptr(bias_at),
         Arg::U64(out.len as u64),
         Arg::U32(to_u32(op, "C", bias.len)?),
     ];
     if out.len == 0 {
         return Ok(());
     }
-    b.launch(op, (blocks_for(out.len as u64), 1), THREADS, &args)
+    let kernel = kernel_for(bf16, op, "add_bias_bf16");
+    b.launch(kernel, (blocks_for(out.len as u64), 1), THREADS, &args)
 }
 
 /// dbias[C] += column sums of dout[N, C].

@@ -1,9 +1,10 @@
 //! The buffer store: device buffers indexed by [`BufferId`] / [`IndexBufferId`] (the
 //! contract's [`Slots`]), and the one place that turns a tensor handle into a checked
 //! device pointer, where it also learns which tensors may be written (for the bf16
-//! shadows of `shadow`). A [`BufferId`] holds `f32` elements, or bf16 ones for a KV
-//! cache allocated in the bf16 mode (`Kernels::alloc_kv_cache`), which only the cache's
-//! own kernels take ([`Store::cache_address`]). Buffers come
+//! shadows of `shadow`). A [`BufferId`] holds `f32` elements, or in the bf16 mode bf16
+//! ones for a KV cache (`Kernels::alloc_kv_cache`) or frozen weights
+//! (`Kernels::alloc_frozen`), which only the calls made for them take ([`Held`]).
+//! Buffers come
 //! from cudarc's stream-ordered allocator (the driver's memory pool recycles freed
 //! memory) and are zeroed on allocation; freeing is ordered after the work already
 //! queued, so kernels that still read a freed buffer finish first.
@@ -28,25 +29,47 @@ struct Entry<T> {
     _memory: CudaSlice<T>,
     address: u64,
     len: usize,
-    element: Element,
+    held: Held,
 }
 
-/// How a buffer holds its elements.
+/// How a buffer holds its elements, and so which calls take it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Element {
-    /// 4-byte `f32` (or `u32`): every buffer but a bf16 KV cache.
+pub(crate) enum Held {
+    /// 4-byte `f32` (or `u32`): every buffer but the bf16 mode's caches and frozen
+    /// weights. Every call takes it.
     F32,
-    /// 2-byte bf16 bits: a KV cache allocated in the bf16 mode.
-    Bf16,
+    /// bf16 bits of a KV cache (`Kernels::alloc_kv_cache` in the bf16 mode): taken by
+    /// `copy` into it, `kv_cache_append` and `attention_decode`.
+    CacheBf16,
+    /// bf16 bits of frozen weights (`Kernels::alloc_frozen` in the bf16 mode): taken by
+    /// `write` from the host and by the forward kernels that read weights.
+    WeightsBf16,
 }
 
-impl Element {
+impl Held {
     /// Bytes per element.
-    pub(crate) fn bytes(self) -> u64 {
+    fn bytes(self) -> u64 {
         match self {
-            Element::F32 => 4,
-            Element::Bf16 => 2,
+            Held::F32 => 4,
+            Held::CacheBf16 | Held::WeightsBf16 => 2,
         }
+    }
+
+    /// The refusal of a call that does not take buffers held this way.
+    fn refused(self, buffer: u32) -> CudaError {
+        let why = match self {
+            Held::F32 => "holds f32 elements where bf16 ones were required",
+            Held::CacheBf16 => {
+                "is a KV cache held in bf16: only `copy` into it, `kv_cache_append` and \
+                 `attention_decode` take it"
+            }
+            Held::WeightsBf16 => {
+                "holds frozen weights in bf16: only `write` from the host and the forward \
+                 kernels that read weights (`matmul`, `embedding_forward`, \
+                 `rmsnorm_forward`, `add_bias`, `logits`, `logprob_forward`) take it"
+            }
+        };
+        ContractError::BadArgument(format!("buffer {buffer} {why}")).into()
     }
 }
 
@@ -88,26 +111,26 @@ impl Default for Store {
 impl Store {
     /// A new zero-filled `f32` buffer of `len` elements.
     pub(crate) fn alloc(&mut self, gpu: &Gpu, len: usize) -> Result<BufferId, CudaError> {
-        self.insert(gpu, len, Element::F32)
+        self.insert(gpu, len, Held::F32)
     }
 
-    /// A new zero-filled KV-cache buffer of `len` bf16 elements.
-    pub(crate) fn alloc_bf16_cache(
+    /// A new zero-filled buffer of `len` elements held as `held`.
+    pub(crate) fn alloc_held(
         &mut self,
         gpu: &Gpu,
         len: usize,
+        held: Held,
     ) -> Result<BufferId, CudaError> {
-        self.insert(gpu, len, Element::Bf16)
+        self.insert(gpu, len, held)
     }
 
-    /// A new zero-filled buffer of `len` elements held as `element`.
-    fn insert(&mut self, gpu: &Gpu, len: usize, element: Element) -> Result<BufferId, CudaError> {
-        let (memory, address) = allocate::<u8>(gpu, len * element.bytes() as usize)?;
+    fn insert(&mut self, gpu: &Gpu, len: usize, held: Held) -> Result<BufferId, CudaError> {
+        let (memory, address) = allocate::<u8>(gpu, len * held.bytes() as usize)?;
         let id = self.f32s.insert(Entry {
             _memory: memory,
             address,
             len,
-            element,
+            held,
         })?;
         Ok(BufferId(id))
     }
@@ -123,7 +146,7 @@ impl Store {
             _memory: memory,
             address,
             len,
-            element: Element::F32,
+            held: Held::F32,
         })?;
         Ok(IndexBufferId(id))
     }
@@ -153,35 +176,57 @@ impl Store {
 
     /// [`Store::address`] for a tensor the caller only reads (a GEMM's operands, the
     /// output head's weights, the embedding table), which leaves its shadows current.
-    /// Refuses a bf16 KV cache: f32 kernels cannot read it.
+    /// Takes `f32` buffers only.
     pub(crate) fn address_read(&self, t: Tensor) -> Result<u64, CudaError> {
         match self.lookup(t)? {
-            (address, Element::F32) => Ok(address),
-            (_, Element::Bf16) => Err(ContractError::BadArgument(format!(
-                "buffer {} is a KV cache held in bf16: only `copy` into it, \
-                 `kv_cache_append` and `attention_decode` take it",
-                t.buffer.0
-            ))
-            .into()),
+            (address, Held::F32) => Ok(address),
+            (_, held) => Err(held.refused(t.buffer.0)),
         }
     }
 
-    /// The device address of a tensor of a KV cache (or of any buffer a cache kernel
-    /// writes) and how its buffer holds elements, checked likewise. An `f32` tensor
-    /// counts as written, as with [`Store::address`]; a bf16 cache has no shadows.
-    pub(crate) fn cache_address(&self, t: Tensor) -> Result<(u64, Element), CudaError> {
-        let (address, element) = self.lookup(t)?;
-        if element == Element::F32 {
-            self.shadows.borrow_mut().written(span(t));
-        }
-        Ok((address, element))
+    /// The device address of a tensor a KV-cache kernel writes or reads, and whether its
+    /// buffer holds bf16 (a bf16 mode cache) rather than `f32`. An `f32` tensor counts as
+    /// written, as with [`Store::address`].
+    pub(crate) fn cache_address(&self, t: Tensor) -> Result<(u64, bool), CudaError> {
+        self.address_or(t, Held::CacheBf16, true)
     }
 
-    /// A tensor's address and element, checked, with no effect on the shadows.
-    fn lookup(&self, t: Tensor) -> Result<(u64, Element), CudaError> {
+    /// The device address of weights a forward kernel reads, and whether its buffer
+    /// holds bf16 (frozen weights of the bf16 mode) rather than `f32`; shadows stay
+    /// current, as with [`Store::address_read`].
+    pub(crate) fn weight_address(&self, t: Tensor) -> Result<(u64, bool), CudaError> {
+        self.address_or(t, Held::WeightsBf16, false)
+    }
+
+    /// The device address of a tensor written from the host, and whether it holds
+    /// frozen bf16 weights; an `f32` tensor counts as written.
+    pub(crate) fn host_write_address(&self, t: Tensor) -> Result<(u64, bool), CudaError> {
+        self.address_or(t, Held::WeightsBf16, true)
+    }
+
+    /// `t`'s address for a call that takes `f32` buffers and those held as `bf16`, and
+    /// whether it is the latter; an `f32` tensor counts as written when `writes`.
+    fn address_or(&self, t: Tensor, bf16: Held, writes: bool) -> Result<(u64, bool), CudaError> {
+        match self.lookup(t)? {
+            (address, Held::F32) => {
+                if writes {
+                    self.shadows.borrow_mut().written(span(t));
+                }
+                Ok((address, false))
+            }
+            (address, held) if held == bf16 => Ok((address, true)),
+            (_, held) => Err(held.refused(t.buffer.0)),
+        }
+    }
+
+    /// A tensor's address and how its buffer holds elements, checked, with no effect on
+    /// the shadows.
+    fn lookup(&self, t: Tensor) -> Result<(u64, Held), CudaError> {
         let entry = self.f32s.range(t.buffer.0, t.offset, t.len, |e| e.len)?;
-        let element = entry.element;
-        Ok((entry.address + t.offset as u64 * element.bytes(), element))
+        Ok((
+            entry.address + t.offset as u64 * entry.held.bytes(),
+            entry.held,
+        ))
     }
 
     /// The device address of an index range's first element, checked likewise.

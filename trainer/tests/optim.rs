@@ -155,6 +155,22 @@ fn one_dimensional_tensors_are_not_decayed() {
     }
 }
 
+/// A model frozen for inference (`Transformer::new_frozen`) takes no optimizer step:
+/// the update fails by name and leaves the weights as they were.
+#[test]
+fn a_frozen_model_takes_no_step() {
+    let mut k = CpuBackend::new();
+    let shape = fresh_model(&mut k).config().clone();
+    let mut model = Transformer::new_frozen(&mut k, shape).unwrap();
+    let initial = Rng(6).vec(model.params().len, 1.0);
+    k.write(model.params(), &initial).unwrap();
+    let mut opt = AdamW::new(&mut k, &model, config(0.1, 0.5, None)).unwrap();
+    let err = opt.update(&mut k, &mut model).unwrap_err();
+    assert!(matches!(err, OptimError::Frozen), "{err}");
+    assert!(err.to_string().contains("frozen"), "{err}");
+    assert_eq!(read(&mut k, model.params()), initial);
+}
+
 /// A gradient of norm 10 with max_grad_norm 1 is scaled to norm 1 (up to the 1e-6
 /// in the clipping factor's denominator, and f32 rounding: 1e-5 relative); the
 /// report gives the norm before clipping. The clipped gradient is read back from the

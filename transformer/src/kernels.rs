@@ -147,6 +147,16 @@ pub trait Kernels {
     /// a lower precision than `f32` (the CUDA backend's bf16 mode holds bf16) and refuse
     /// it to every other kernel.
     fn alloc_kv_cache(&mut self, len: usize) -> Result<BufferId, Self::Error>;
+    /// Allocates a zero-filled buffer of `len` elements for frozen weights: written from
+    /// the host ([`Kernels::write`]), then only read by forward kernels, as a GEMM
+    /// operand ([`Kernels::matmul`], [`Kernels::logits`], the head of
+    /// [`Kernels::logprob_forward`]), an embedding table ([`Kernels::embedding_forward`]),
+    /// an RMSNorm weight ([`Kernels::rmsnorm_forward`]) or a bias ([`Kernels::add_bias`]);
+    /// never read back, written by a kernel, or handed to a backward kernel or AdamW. So
+    /// a backend may hold its elements at a lower precision than `f32` (the CUDA
+    /// backend's bf16 mode holds bf16, as a bf16 model's weights are) and refuse it to
+    /// every other call.
+    fn alloc_frozen(&mut self, len: usize) -> Result<BufferId, Self::Error>;
     /// Releases a buffer; its handles become invalid.
     fn free(&mut self, buffer: BufferId) -> Result<(), Self::Error>;
     /// Releases an index buffer.

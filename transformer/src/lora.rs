@@ -305,6 +305,9 @@ impl Transformer {
         config: LoraConfig,
         initial: &[f32],
     ) -> Result<(), K> {
+        if self.frozen {
+            return Err(ModelError::Input(InputError::Frozen));
+        }
         config
             .validate()
             .map_err(|why| ModelError::Input(InputError::Lora(why)))?;

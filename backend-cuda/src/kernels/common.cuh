@@ -31,6 +31,11 @@ __device__ __forceinline__ unsigned short to_bf16(float x) {
 // The f32 value of bf16 bits (exact).
 __device__ __forceinline__ float from_bf16(bf16 x) { return __uint_as_float((u32)x << 16); }
 
+// An operand element as f32, whether the buffer holds f32 or bf16 (the bf16 mode's KV
+// caches and frozen weights): for kernels templated over how an operand is held.
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(bf16 x) { return from_bf16(x); }
+
 // The index of this thread in a one-dimensional grid, and the grid's width, in 64 bits
 // (tensors may exceed 2^32 elements).
 __device__ __forceinline__ u64 global_index() {

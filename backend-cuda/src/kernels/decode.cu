@@ -12,9 +12,7 @@
 #define DECODE_MAX_HEAD_DIM 128
 #define DECODE_DIMS_PER_LANE (DECODE_MAX_HEAD_DIM / WARP_SIZE)
 
-// A cache element as f32, and an f32 value as a cache element.
-__device__ __forceinline__ float cache_load(float x) { return x; }
-__device__ __forceinline__ float cache_load(bf16 x) { return from_bf16(x); }
+// An f32 value as a cache element (`to_f32` reads one back).
 __device__ __forceinline__ void cache_store(float* at, float x) { *at = x; }
 __device__ __forceinline__ void cache_store(bf16* at, float x) { *at = to_bf16(x); }
 
@@ -57,8 +55,8 @@ __device__ __forceinline__ void stage_decode_tile(float (*ks)[DECODE_MAX_HEAD_DI
         const u32 d = idx % head_dim;
         const bool inside = tile + j < limit;
         const u64 at = (cache + tile + j) * kv_width + kv_col + d;
-        ks[j][d] = inside ? cache_load(k_cache[at]) : 0.0f;
-        vs[j][d] = inside ? cache_load(v_cache[at]) : 0.0f;
+        ks[j][d] = inside ? to_f32(k_cache[at]) : 0.0f;
+        vs[j][d] = inside ? to_f32(v_cache[at]) : 0.0f;
     }
 }
 

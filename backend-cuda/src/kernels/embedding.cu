@@ -9,14 +9,26 @@
 //
 // Token ids at or above V gather zeros and scatter nothing.
 
-// out[N, D] = table[tokens[n], :] with table[V, D], tokens[N].
-extern "C" __global__ void embedding_forward(float* out, const float* table, const u32* tokens,
-                                             u32 n, u32 dim, u32 vocab) {
+// out[N, D] = table[tokens[n], :] with table[V, D], tokens[N]; the table in f32 or, as
+// frozen weights of the bf16 mode, bf16 (`embedding_forward_bf16`).
+template <typename Weight>
+__device__ __forceinline__ void gather_rows(float* out, const Weight* table, const u32* tokens,
+                                            u32 n, u32 dim, u32 vocab) {
     const u64 total = (u64)n * dim;
     for (u64 i = global_index(); i < total; i += grid_stride()) {
         const u32 token = tokens[i / dim];
-        out[i] = token < vocab ? table[(u64)token * dim + i % dim] : 0.0f;
+        out[i] = token < vocab ? to_f32(table[(u64)token * dim + i % dim]) : 0.0f;
     }
+}
+
+extern "C" __global__ void embedding_forward(float* out, const float* table, const u32* tokens,
+                                             u32 n, u32 dim, u32 vocab) {
+    gather_rows(out, table, tokens, n, dim, vocab);
+}
+extern "C" __global__ void embedding_forward_bf16(float* out, const bf16* table,
+                                                  const u32* tokens, u32 n, u32 dim,
+                                                  u32 vocab) {
+    gather_rows(out, table, tokens, n, dim, vocab);
 }
 
 #define LINK_THREADS 256

@@ -7,10 +7,12 @@
 
 // One block per row (grid-stride over blocks): rstd[n] = 1 / sqrt(mean(x[n]^2) + eps),
 // out[n, :] = x[n, :] * rstd[n] * weight.
-// out[N, D], rstd[N], x[N, D], weight[D].
-extern "C" __global__ void __launch_bounds__(ROW_THREADS)
-rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, u32 rows, u32 dim,
-                float eps) {
+// out[N, D], rstd[N], x[N, D], weight[D] in f32 or, as frozen weights of the bf16 mode,
+// bf16 (`rmsnorm_forward_bf16`).
+template <typename Weight>
+__device__ __forceinline__ void rmsnorm_rows(float* out, float* rstd, const float* x,
+                                             const Weight* weight, u32 rows, u32 dim,
+                                             float eps) {
     __shared__ float scratch[32];
     for (u32 row = blockIdx.x; row < rows; row += gridDim.x) {
         const float* x_row = x + (u64)row * dim;
@@ -24,9 +26,20 @@ rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, u3
         }
         float* out_row = out + (u64)row * dim;
         for (u32 d = threadIdx.x; d < dim; d += ROW_THREADS) {
-            out_row[d] = x_row[d] * r * weight[d];
+            out_row[d] = x_row[d] * r * to_f32(weight[d]);
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(ROW_THREADS)
+rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, u32 rows, u32 dim,
+                float eps) {
+    rmsnorm_rows(out, rstd, x, weight, rows, dim, eps);
+}
+extern "C" __global__ void __launch_bounds__(ROW_THREADS)
+rmsnorm_forward_bf16(float* out, float* rstd, const float* x, const bf16* weight, u32 rows,
+                     u32 dim, float eps) {
+    rmsnorm_rows(out, rstd, x, weight, rows, dim, eps);
 }
 
 // The input gradient, one block per row: with r = rstd[n],
@@ -91,9 +104,19 @@ column_finish(float* dst, const float* partial, u32 blocks, u32 width) {
     dst[c] = acc;
 }
 
-// out[N, C] += bias[C] on every row.
-extern "C" __global__ void add_bias(float* out, const float* bias, u64 total, u32 width) {
+// out[N, C] += bias[C] on every row; the bias in f32 or, as frozen weights of the bf16
+// mode, bf16 (`add_bias_bf16`).
+template <typename Weight>
+__device__ __forceinline__ void add_bias_rows(float* out, const Weight* bias, u64 total,
+                                              u32 width) {
     for (u64 i = global_index(); i < total; i += grid_stride()) {
-        out[i] += bias[i % width];
+        out[i] += to_f32(bias[i % width]);
     }
+}
+
+extern "C" __global__ void add_bias(float* out, const float* bias, u64 total, u32 width) {
+    add_bias_rows(out, bias, total, width);
+}
+extern "C" __global__ void add_bias_bf16(float* out, const bf16* bias, u64 total, u32 width) {
+    add_bias_rows(out, bias, total, width);
 }

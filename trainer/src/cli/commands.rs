@@ -24,7 +24,7 @@ use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::settings::{self, StageRecord};
 use sage_trainer::sft::{SftState, SftStep};
 use sage_trainer::tokenizer::Tokenizer;
-use sage_trainer::weights::{load_model, Dtype};
+use sage_trainer::weights::{load_frozen_model, load_model, Dtype};
 use sage_transformer::Kernels;
 
 use super::generate::{generate, GenerateSources};
@@ -689,7 +689,7 @@ fn eval<K: Kernels>(
         format!("no checkpoint in {}: pass --checkpoint DIR", dir.display())
     })?;
     let tokenizer = Tokenizer::from_dir(&dir).map_err(failed("eval"))?;
-    let model = load_model(&mut k, &dir).map_err(failed("eval"))?;
+    let model = load_frozen_model(&mut k, &dir).map_err(failed("eval"))?;
     let template = ChatTemplate::new(&tokenizer).map_err(failed("eval"))?;
     let mut policy =
         TransformerPolicy::inference(k, model).with_max_batch_tokens(config.run.max_batch_tokens);

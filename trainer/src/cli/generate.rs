@@ -19,7 +19,7 @@ use sage_trainer::pipeline::{failed, PipelineError};
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::rollout::{run_episodes, EpisodeRequest, RolloutEpisode};
 use sage_trainer::tokenizer::Tokenizer;
-use sage_trainer::weights::load_model;
+use sage_trainer::weights::load_frozen_model;
 use sage_transformer::Kernels;
 
 use super::commands::chosen_or_latest;
@@ -50,7 +50,7 @@ pub(super) fn generate<K: Kernels>(
         format!("no checkpoint in {}: pass --checkpoint DIR", dir.display())
     })?;
     let tokenizer = Tokenizer::from_dir(&dir).map_err(failed("generate"))?;
-    let model = load_model(&mut k, &dir).map_err(failed("generate"))?;
+    let model = load_frozen_model(&mut k, &dir).map_err(failed("generate"))?;
     let mut policy =
         TransformerPolicy::inference(k, model).with_max_batch_tokens(config.run.max_batch_tokens);
     let rollout = {

@@ -192,7 +192,10 @@ impl AdamW {
         model: &mut Transformer,
     ) -> Result<StepReport, OptimError<K::Error>> {
         // A step before any backward pass applies a zero gradient.
-        model.hold_grads(k).map_err(OptimError::Backend)?;
+        model.hold_grads(k).map_err(|e| match e {
+            ModelError::Backend(e) => OptimError::Backend(e),
+            _ => OptimError::Frozen,
+        })?;
         let (params, grads) = model.trainable();
         if params.len != self.len {
             return Err(OptimError::SlabMismatch {

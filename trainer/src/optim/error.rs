@@ -52,6 +52,8 @@ pub enum OptimError<E> {
     StepLimit,
     /// Writing the merged weights of the model's LoRA adapters failed (the reason).
     Merge(String),
+    /// The model's weights are frozen for inference (`Transformer::new_frozen`).
+    Frozen,
     /// The backend failed.
     Backend(E),
 }
@@ -72,6 +74,10 @@ impl<E: fmt::Display> fmt::Display for OptimError<E> {
             ),
             OptimError::StepLimit => write!(f, "optimizer: the step counter is exhausted"),
             OptimError::Merge(why) => write!(f, "optimizer: merging the LoRA adapters: {why}"),
+            OptimError::Frozen => write!(
+                f,
+                "optimizer: the model's weights are frozen for inference and take no step"
+            ),
             OptimError::Backend(e) => write!(f, "optimizer backend: {e}"),
         }
     }

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -15,8 +16,7 @@ use serde::Deserialize;
 use super::config_json::read_config;
 use super::error::WeightsError;
 use super::params::{
-    check_shape, is_ignored_buffer, param_tensors, read_param, write_param, ParamTensor, EMBED,
-    LM_HEAD,
+    check_shape, is_ignored_buffer, param_tensors, write_param, ParamTensor, EMBED, LM_HEAD,
 };
 use super::tensor_file::{decode, parse, read_file};
 use super::{CONFIG_FILE, INDEX_FILE, SINGLE_FILE};
@@ -24,9 +24,25 @@ use super::{CONFIG_FILE, INDEX_FILE, SINGLE_FILE};
 /// Reads `dir/config.json`, allocates a [`Transformer`] of that configuration on `k`
 /// and loads its parameters from the checkpoint in `dir` (see [`load_params`]).
 pub fn load_model<K: Kernels>(k: &mut K, dir: &Path) -> Result<Transformer, WeightsError> {
+    load(k, dir, false)
+}
+
+/// [`load_model`] for inference only: the weights go to a frozen buffer
+/// ([`Transformer::new_frozen`]), which a backend may hold at lower precision (the CUDA
+/// backend's bf16 mode holds bf16 weights and no f32 copy). For evaluation, generation
+/// and the KL reference policy.
+pub fn load_frozen_model<K: Kernels>(k: &mut K, dir: &Path) -> Result<Transformer, WeightsError> {
+    load(k, dir, true)
+}
+
+fn load<K: Kernels>(k: &mut K, dir: &Path, frozen: bool) -> Result<Transformer, WeightsError> {
     let config = read_config(&dir.join(CONFIG_FILE))?;
-    let model = Transformer::new(k, config)
-        .map_err(|e| WeightsError::backend("allocating the model", e))?;
+    let model = if frozen {
+        Transformer::new_frozen(k, config)
+    } else {
+        Transformer::new(k, config)
+    }
+    .map_err(|e| WeightsError::backend("allocating the model", e))?;
     match load_params(k, &model, dir) {
         Ok(()) => Ok(model),
         Err(load_error) => {
@@ -66,8 +82,11 @@ pub fn load_params<K: Kernels>(
             })
         }
     };
-    // The tied embedding table, against which a checkpoint's `lm_head.weight` is checked.
+    // The tied embedding table, against which a checkpoint's `lm_head.weight` is checked
+    // (by the fingerprint of the values loaded: a frozen model's weights cannot be read
+    // back).
     let tied_embed = params.iter().find(|p| tied && p.name == EMBED);
+    let mut embed_print = Fingerprint::of(tied_embed);
 
     let single = dir.join(SINGLE_FILE);
     if single.is_file() {
@@ -77,10 +96,11 @@ pub fn load_params<K: Kernels>(
             check_known(name, &single)?;
         }
         for param in &params {
-            load_tensor(k, model, param, &single, &file)?;
+            let values = load_tensor(k, model, param, &single, &file)?;
+            embed_print.note(param, &values);
         }
         return match tied_embed.filter(|_| file.names().contains(&LM_HEAD)) {
-            Some(embed) => check_tied_head(k, model, embed, &single, &file),
+            Some(embed) => check_tied_head(embed, embed_print, &single, &file),
             None => Ok(()),
         };
     }
@@ -112,30 +132,63 @@ pub fn load_params<K: Kernels>(
         let bytes = read_file(&path)?;
         let file = parse(&bytes, &path)?;
         for param in wanted {
-            load_tensor(k, model, param, &path, &file)?;
+            let values = load_tensor(k, model, param, &path, &file)?;
+            embed_print.note(param, &values);
         }
     }
     // Checked once every shard is loaded, since the embedding may be in a later one.
     if let (Some(embed), Some(shard)) = (tied_embed, weight_map.get(LM_HEAD)) {
         let path = shard_path(dir, shard, &index)?;
         let bytes = read_file(&path)?;
-        check_tied_head(k, model, embed, &path, &parse(&bytes, &path)?)?;
+        check_tied_head(embed, embed_print, &path, &parse(&bytes, &path)?)?;
     }
     Ok(())
 }
 
-/// Loads `param` from `file` (the parsed contents of `path`) into `model`.
+/// Loads `param` from `file` (the parsed contents of `path`) into `model`; returns the
+/// values written.
 fn load_tensor<K: Kernels>(
     k: &mut K,
     model: &Transformer,
     param: &ParamTensor,
     path: &Path,
     file: &SafeTensors<'_>,
-) -> Result<(), WeightsError> {
+) -> Result<Vec<f32>, WeightsError> {
     let view = tensor(file, &param.name, path)?;
     check_shape(param, view.shape(), path)?;
     let values = decode(&view, &param.name, path)?;
-    write_param(k, model, param, &values)
+    write_param(k, model, param, &values)?;
+    Ok(values)
+}
+
+/// A hash of the bits of one parameter's values as loaded: the tied embedding table's,
+/// which a checkpoint's `lm_head.weight` must equal.
+struct Fingerprint<'a> {
+    param: Option<&'a ParamTensor>,
+    hash: Option<u64>,
+}
+
+impl<'a> Fingerprint<'a> {
+    /// The fingerprint of `param`'s values, once [`Fingerprint::note`] has seen them.
+    fn of(param: Option<&'a ParamTensor>) -> Fingerprint<'a> {
+        Fingerprint { param, hash: None }
+    }
+
+    /// Takes `values` in when they are the fingerprinted parameter's.
+    fn note(&mut self, param: &ParamTensor, values: &[f32]) {
+        if self.param.is_some_and(|p| p.name == param.name) {
+            self.hash = Some(hash_bits(values));
+        }
+    }
+}
+
+/// A hash of the bits of `values`.
+fn hash_bits(values: &[f32]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    for value in values {
+        value.to_bits().hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// Tensor `name` of `file` (the contents of `path`).
@@ -151,11 +204,10 @@ fn tensor<'a>(
 }
 
 /// Checks that the `lm_head.weight` of `file` (the parsed contents of `path`) equals
-/// the embedding table `embed` already loaded into `model`.
-fn check_tied_head<K: Kernels>(
-    k: &mut K,
-    model: &Transformer,
+/// the embedding table `embed` already loaded, whose fingerprint is `loaded`.
+fn check_tied_head(
     embed: &ParamTensor,
+    loaded: Fingerprint<'_>,
     path: &Path,
     file: &SafeTensors<'_>,
 ) -> Result<(), WeightsError> {
@@ -166,12 +218,7 @@ fn check_tied_head<K: Kernels>(
     };
     check_shape(&as_head, head.shape(), path)?;
     let head_values = decode(&head, LM_HEAD, path)?;
-    let embed_values = read_param(k, model, embed)?;
-    let same = head_values
-        .iter()
-        .zip(&embed_values)
-        .all(|(a, b)| a.to_bits() == b.to_bits());
-    if same {
+    if loaded.hash == Some(hash_bits(&head_values)) {
         Ok(())
     } else {
         Err(WeightsError::TiedMismatch {

@@ -35,7 +35,7 @@ pub use adapters::{
 pub use config_json::{read_config, write_config, write_config_with};
 pub use dtype::Dtype;
 pub use error::WeightsError;
-pub use load::{load_model, load_params};
+pub use load::{load_frozen_model, load_model, load_params};
 pub use save::{save_model, SaveOptions};
 pub use tensor_file::{read_safetensors, write_safetensors, HostTensor};
 

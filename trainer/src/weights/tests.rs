@@ -91,6 +91,11 @@ fn f32_round_trip_is_bit_exact_single_and_sharded() {
             assert_eq!(loaded.config(), original.config());
             let (a, b) = (params(&mut k, &original), params(&mut k, &loaded));
             assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+            // Frozen for inference: the same values (the CPU holds them in f32).
+            let frozen = load_frozen_model(&mut k, &dir).unwrap();
+            assert!(frozen.is_frozen() && !loaded.is_frozen());
+            let c = params(&mut k, &frozen);
+            assert!(a.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits()));
         }
     }
 }
@@ -159,6 +164,7 @@ fn tied_checkpoint_with_lm_head_must_match_the_embedding() {
         t.insert("lm_head.weight".into(), embed);
     });
     load_model(&mut k, &dir).unwrap();
+    load_frozen_model(&mut k, &dir).unwrap();
     edit_tensors(&dir, |t| {
         if let Some(head) = t.get_mut("lm_head.weight") {
             head.data[3] += 0.5;
@@ -167,6 +173,11 @@ fn tied_checkpoint_with_lm_head_must_match_the_embedding() {
     let err = load_err(&mut k, &dir);
     assert!(matches!(err, WeightsError::TiedMismatch { .. }), "{err}");
     assert_names(&err, &["lm_head.weight", SINGLE_FILE]);
+    // Checked without reading the weights back, which a frozen model may refuse.
+    let err = load_frozen_model(&mut k, &dir)
+        .err()
+        .expect("a mismatched head");
+    assert!(matches!(err, WeightsError::TiedMismatch { .. }), "{err}");
 }
 
 #[test]

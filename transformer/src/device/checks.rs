@@ -38,6 +38,10 @@ impl<D: Device> Kernels for D {
         Device::alloc_kv_cache(self, len)
     }
 
+    fn alloc_frozen(&mut self, len: usize) -> Result<BufferId, D::Error> {
+        Device::alloc_frozen(self, len)
+    }
+
     fn free(&mut self, buffer: BufferId) -> Result<(), D::Error> {
         Device::free(self, buffer)
     }

@@ -105,6 +105,11 @@ pub trait Device {
     fn alloc_kv_cache(&mut self, len: usize) -> Result<BufferId, Self::Error> {
         self.alloc(len)
     }
+    /// [`Kernels::alloc_frozen`](crate::Kernels::alloc_frozen): by default, an ordinary
+    /// `f32` buffer.
+    fn alloc_frozen(&mut self, len: usize) -> Result<BufferId, Self::Error> {
+        self.alloc(len)
+    }
     /// Releases a buffer.
     fn free(&mut self, buffer: BufferId) -> Result<(), Self::Error>;
     /// Releases an index buffer.

@@ -26,7 +26,7 @@ impl Transformer {
             _ => return Err(input(InputError::NoForward)),
         };
         self.prepare_lora_rows(k, rows)?;
-        self.hold_grads(k).map_err(backend)?;
+        self.hold_grads(k)?;
         let acts = match &self.acts {
             Some(acts) => acts,
             None => return Err(input(InputError::NoForward)),

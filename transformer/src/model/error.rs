@@ -54,6 +54,9 @@ pub enum InputError {
     },
     /// LoRA adapters that cannot be put on this model (the reason).
     Lora(alloc::string::String),
+    /// A backward pass, optimizer step or adapters asked of a model whose weights are
+    /// frozen ([`Transformer::new_frozen`](super::Transformer::new_frozen)).
+    Frozen,
 }
 
 impl fmt::Display for InputError {
@@ -77,6 +80,11 @@ impl fmt::Display for InputError {
             ),
             InputError::NoForward => write!(f, "no forward pass has run on this batch"),
             InputError::Lora(why) => write!(f, "LoRA adapters: {why}"),
+            InputError::Frozen => write!(
+                f,
+                "the model's weights are frozen for inference (`Transformer::new_frozen`): it \
+                 has no gradients, optimizer steps or adapters"
+            ),
             InputError::WeightOnUnscoredRow { index } => write!(
                 f,
                 "the backward weight at position {index} is not 0, but the forward pass did not score that row"

@@ -118,6 +118,8 @@ pub struct Transformer {
     pub(crate) grads: BufferId,
     /// Whether `grads` holds the whole slab.
     pub(crate) grads_held: bool,
+    /// Whether `params` came from [`Kernels::alloc_frozen`]: inference only.
+    pub(crate) frozen: bool,
     pub(crate) acts: Option<Activations>,
     /// LoRA adapters, when the model trains through them (`crate::lora`).
     pub(crate) lora: Option<Lora>,
@@ -127,9 +129,32 @@ impl Transformer {
     /// Allocates a model of `config` with zeroed parameters; its gradients (zero) are
     /// allocated by its first backward pass.
     pub fn new<K: Kernels>(k: &mut K, config: ModelConfig) -> Result<Transformer, K> {
+        Transformer::allocate(k, config, false)
+    }
+
+    /// Allocates a model of `config` for inference only, its zeroed parameters in a
+    /// frozen buffer ([`Kernels::alloc_frozen`]): written once from the host, then read
+    /// by forward passes, prefills and decoding steps. A backend may hold them at a lower
+    /// precision (the CUDA backend's bf16 mode: bf16, with no f32 copy); a backward pass,
+    /// an optimizer step, adapters or reading the weights back are refused
+    /// ([`InputError::Frozen`], or the backend's refusal of a read).
+    pub fn new_frozen<K: Kernels>(k: &mut K, config: ModelConfig) -> Result<Transformer, K> {
+        Transformer::allocate(k, config, true)
+    }
+
+    fn allocate<K: Kernels>(
+        k: &mut K,
+        config: ModelConfig,
+        frozen: bool,
+    ) -> Result<Transformer, K> {
         config.validate().map_err(ModelError::Config)?;
         let params_layout = ParamLayout::new(&config);
-        let params = k.alloc(params_layout.total).map_err(backend)?;
+        let params = if frozen {
+            k.alloc_frozen(params_layout.total)
+        } else {
+            k.alloc(params_layout.total)
+        }
+        .map_err(backend)?;
         let grads = match k.alloc(0) {
             Ok(grads) => grads,
             Err(e) => {
@@ -143,6 +168,7 @@ impl Transformer {
             params,
             grads,
             grads_held: false,
+            frozen,
             acts: None,
             lora: None,
         })
@@ -150,15 +176,24 @@ impl Transformer {
 
     /// Allocates the gradient slab (zero) now, unless it is held already or LoRA
     /// adapters froze the parameters; the first backward pass and an optimizer step
-    /// call it.
-    pub fn hold_grads<K: Kernels>(&mut self, k: &mut K) -> core::result::Result<(), K::Error> {
+    /// call it. Fails with [`InputError::Frozen`] on a model made by
+    /// [`Transformer::new_frozen`].
+    pub fn hold_grads<K: Kernels>(&mut self, k: &mut K) -> Result<(), K> {
+        if self.frozen {
+            return Err(input(InputError::Frozen));
+        }
         if self.grads_held || self.lora.is_some() {
             return Ok(());
         }
-        let slab = k.alloc(self.params_layout.total)?;
+        let slab = k.alloc(self.params_layout.total).map_err(backend)?;
         let empty = core::mem::replace(&mut self.grads, slab);
         self.grads_held = true;
-        k.free(empty)
+        k.free(empty).map_err(backend)
+    }
+
+    /// Whether the model was made for inference only ([`Transformer::new_frozen`]).
+    pub fn is_frozen(&self) -> bool {
+        self.frozen
     }
 
     /// The model's configuration.

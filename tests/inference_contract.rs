@@ -1,12 +1,17 @@
-//! Two promises the decoding path makes to a backend, checked with the CPU backend
-//! underneath a wrapper that holds the decoding path to them:
+//! The promises inference makes to a backend, checked with the CPU backend underneath a
+//! wrapper that holds the model to them:
 //! - `Kernels::repeated_step`, which lets the CUDA backend trace a decoding step before
 //!   it replays a graph: the step may run more than once, and a run changes nothing but
 //!   what its kernels write. A backend that runs every repeated step twice must decode
 //!   exactly what the CPU backend decodes alone.
 //! - `Kernels::alloc_kv_cache`, which lets the CUDA backend hold a cache in bf16: a cache
-//!   buffer is only copied into, appended to and attended to. A backend that hands out
-//!   cache handles no other call can resolve must decode exactly the same.
+//!   buffer is only copied into, appended to and attended to.
+//! - `Kernels::alloc_frozen`, which lets the CUDA backend hold a frozen model's weights
+//!   in bf16 alone: they are written from the host, then only read by the forward
+//!   kernels that take weights.
+//!
+//! For the last two, a backend that hands out handles no other call can resolve must
+//! run exactly as the CPU backend alone.
 
 use sage_backend_cpu::{CpuBackend, CpuError};
 use sage_e2e::backend_parity::Rng;
@@ -17,33 +22,48 @@ use sage_transformer::contract::{
 use sage_transformer::device::{AttentionGrads, AttentionSaved, HeadOperands};
 use sage_transformer::sampling::argmax;
 use sage_transformer::{
-    BufferId, Device, IndexBufferId, Indices, KvCache, MatmulShape, ModelConfig, Tensor,
-    Transformer,
+    BufferId, Device, IndexBufferId, Indices, InputError, KvCache, MatmulShape, ModelConfig,
+    ModelError, Tensor, Transformer,
 };
 
 /// Set in the ids of the cache buffers [`Strict`] hands out: the CPU backend knows no
 /// such buffer, so any call but the three a cache allows fails on them.
 const CACHE_TAG: u32 = 1 << 30;
+/// Set likewise in the ids of the frozen weight buffers it hands out.
+const FROZEN_TAG: u32 = 1 << 29;
 
-/// The CPU backend, holding the decoding path to its promises: each repeated step runs
-/// twice (when `twice`), counted; KV-cache buffers, counted, get tagged ids (when
+/// The CPU backend, holding inference to its promises: each repeated step runs twice
+/// (when `twice`), counted; KV-cache buffers, counted, get tagged ids (when
 /// `tag_caches`) that only `copy` into them, `kv_cache_append`, `attention_decode` and
-/// `free` resolve.
+/// `free` resolve; frozen weight buffers, counted, get tagged ids (when `tag_frozen`)
+/// that only `write`, the forward kernels that read weights and `free` resolve.
 #[derive(Default)]
 struct Strict {
     cpu: CpuBackend,
     twice: bool,
     tag_caches: bool,
+    tag_frozen: bool,
     steps: usize,
     caches: usize,
+    frozen: usize,
 }
 
-/// `t` with its buffer's id as the CPU backend knows it.
-fn untagged(t: Tensor) -> Tensor {
+/// `t` with `tag` cleared from its buffer's id.
+fn without(tag: u32, t: Tensor) -> Tensor {
     Tensor {
-        buffer: BufferId(t.buffer.0 & !CACHE_TAG),
+        buffer: BufferId(t.buffer.0 & !tag),
         ..t
     }
+}
+
+/// `t` as a cache kernel resolves it.
+fn cache(t: Tensor) -> Tensor {
+    without(CACHE_TAG, t)
+}
+
+/// `t` as a kernel that reads weights resolves it.
+fn weights(t: Tensor) -> Tensor {
+    without(FROZEN_TAG, t)
 }
 
 /// Forwards Device methods to the CPU backend.
@@ -62,19 +82,14 @@ impl Device for Strict {
         alloc(len: usize) -> BufferId;
         alloc_indices(len: usize) -> IndexBufferId;
         free_indices(buffer: IndexBufferId) -> ();
-        write(dst: Tensor, src: &[f32]) -> ();
         write_indices(dst: Indices, src: &[u32]) -> ();
         read(src: Tensor, dst: &mut [f32]) -> ();
         fill(dst: Tensor, value: f32) -> ();
         add_assign(dst: Tensor, src: Tensor) -> ();
         scale(dst: Tensor, factor: f32) -> ();
         sum_squares(src: Tensor) -> f32;
-        embedding_forward(out: Tensor, table: Tensor, tokens: Indices, sizes: EmbeddingSizes) -> ();
         embedding_backward(dtable: Tensor, dout: Tensor, tokens: Indices, sizes: EmbeddingSizes) -> ();
-        rmsnorm_forward(out: Tensor, rstd: Tensor, x: Tensor, weight: Tensor, rows: Rows, eps: f32) -> ();
         rmsnorm_backward(dx: Tensor, dweight: Tensor, dout: Tensor, x: Tensor, weight: Tensor, rstd: Tensor, rows: Rows) -> ();
-        matmul(c: Tensor, a: Tensor, b: Tensor, shape: MatmulShape) -> ();
-        add_bias(out: Tensor, bias: Tensor) -> ();
         bias_backward(dbias: Tensor, dout: Tensor, rows: Rows) -> ();
         rope_forward(x: Tensor, positions: Indices, sizes: RopeSizes, theta: f32) -> ();
         rope_backward(dx: Tensor, positions: Indices, sizes: RopeSizes, theta: f32) -> ();
@@ -82,9 +97,7 @@ impl Device for Strict {
         attention_backward(grads: AttentionGrads, saved: AttentionSaved, seq_starts: &[u32], sizes: AttentionSizes) -> ();
         swiglu_forward(out: Tensor, gate: Tensor, up: Tensor) -> ();
         swiglu_backward(dgate: Tensor, dup: Tensor, dout: Tensor, gate: Tensor, up: Tensor) -> ();
-        logprob_forward(logp: Tensor, lse: Tensor, head: HeadOperands, dims: HeadDims) -> ();
         logprob_backward(dhidden: Tensor, dlm_head: Option<Tensor>, weights: Tensor, lse: Tensor, head: HeadOperands, dims: HeadDims) -> ();
-        logits(out: Tensor, hidden: Tensor, lm_head: Tensor, dims: HeadDims) -> ();
         choose_tokens(choices: Tensor, logits: Tensor, uniforms: &[f64], sizes: ChoiceSizes) -> ();
         adamw(params: Tensor, grads: Tensor, m: Tensor, v: Tensor, scalars: AdamWScalars) -> ();
     }
@@ -96,12 +109,26 @@ impl Device for Strict {
         Ok(BufferId(buffer.0 | tag))
     }
 
+    fn alloc_frozen(&mut self, len: usize) -> Result<BufferId, CpuError> {
+        self.frozen += 1;
+        let buffer = self.cpu.alloc(len)?;
+        let tag = if self.tag_frozen { FROZEN_TAG } else { 0 };
+        Ok(BufferId(buffer.0 | tag))
+    }
+
     fn free(&mut self, buffer: BufferId) -> Result<(), CpuError> {
-        Device::free(&mut self.cpu, BufferId(buffer.0 & !CACHE_TAG))
+        Device::free(
+            &mut self.cpu,
+            BufferId(buffer.0 & !(CACHE_TAG | FROZEN_TAG)),
+        )
+    }
+
+    fn write(&mut self, dst: Tensor, src: &[f32]) -> Result<(), CpuError> {
+        Device::write(&mut self.cpu, weights(dst), src)
     }
 
     fn copy(&mut self, dst: Tensor, src: Tensor) -> Result<(), CpuError> {
-        Device::copy(&mut self.cpu, untagged(dst), src)
+        Device::copy(&mut self.cpu, cache(dst), src)
     }
 
     fn kv_cache_append(
@@ -112,7 +139,7 @@ impl Device for Strict {
         lengths: &[u32],
         sizes: CacheSizes,
     ) -> Result<(), CpuError> {
-        let caches = caches.map(untagged);
+        let caches = caches.map(cache);
         Device::kv_cache_append(&mut self.cpu, caches, k, v, lengths, sizes)
     }
 
@@ -124,8 +151,68 @@ impl Device for Strict {
         lengths: &[u32],
         sizes: DecodeSizes,
     ) -> Result<(), CpuError> {
-        let caches = caches.map(untagged);
+        let caches = caches.map(cache);
         Device::attention_decode(&mut self.cpu, out, q, caches, lengths, sizes)
+    }
+
+    fn embedding_forward(
+        &mut self,
+        out: Tensor,
+        table: Tensor,
+        tokens: Indices,
+        sizes: EmbeddingSizes,
+    ) -> Result<(), CpuError> {
+        Device::embedding_forward(&mut self.cpu, out, weights(table), tokens, sizes)
+    }
+
+    fn rmsnorm_forward(
+        &mut self,
+        out: Tensor,
+        rstd: Tensor,
+        x: Tensor,
+        weight: Tensor,
+        rows: Rows,
+        eps: f32,
+    ) -> Result<(), CpuError> {
+        Device::rmsnorm_forward(&mut self.cpu, out, rstd, x, weights(weight), rows, eps)
+    }
+
+    fn matmul(
+        &mut self,
+        c: Tensor,
+        a: Tensor,
+        b: Tensor,
+        shape: MatmulShape,
+    ) -> Result<(), CpuError> {
+        Device::matmul(&mut self.cpu, c, weights(a), weights(b), shape)
+    }
+
+    fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), CpuError> {
+        Device::add_bias(&mut self.cpu, out, weights(bias))
+    }
+
+    fn logprob_forward(
+        &mut self,
+        logp: Tensor,
+        lse: Tensor,
+        head: HeadOperands,
+        dims: HeadDims,
+    ) -> Result<(), CpuError> {
+        let head = HeadOperands {
+            lm_head: weights(head.lm_head),
+            ..head
+        };
+        Device::logprob_forward(&mut self.cpu, logp, lse, head, dims)
+    }
+
+    fn logits(
+        &mut self,
+        out: Tensor,
+        hidden: Tensor,
+        lm_head: Tensor,
+        dims: HeadDims,
+    ) -> Result<(), CpuError> {
+        Device::logits(&mut self.cpu, out, hidden, weights(lm_head), dims)
     }
 
     fn repeated_step<E>(
@@ -142,14 +229,25 @@ impl Device for Strict {
     }
 }
 
-/// Greedy decoding of `steps` tokens after two prompts by the tiny model with fixed
-/// random weights: every step's logits, and the cache lengths at the end.
-fn decode<K: Device>(k: &mut K, steps: usize) -> (Vec<Vec<f32>>, Vec<u32>) {
+/// The tiny model with fixed random weights, trainable or frozen for inference.
+fn tiny_model<K: Device>(k: &mut K, frozen: bool) -> Transformer {
     let config = ModelConfig::tiny();
-    let vocab = config.vocab_size;
-    let mut model = Transformer::new(k, config).unwrap();
+    let model = if frozen {
+        Transformer::new_frozen(k, config)
+    } else {
+        Transformer::new(k, config)
+    }
+    .unwrap();
     let params = Rng::new(0x5eed).vec(model.params().len, 0.1);
     sage_transformer::Kernels::write(k, model.params(), &params).unwrap();
+    model
+}
+
+/// Greedy decoding of `steps` tokens after two prompts by [`tiny_model`]: every step's
+/// logits, and the cache lengths at the end.
+fn decode<K: Device>(k: &mut K, steps: usize, frozen: bool) -> (Vec<Vec<f32>>, Vec<u32>) {
+    let mut model = tiny_model(k, frozen);
+    let vocab = model.config().vocab_size;
     let mut cache = KvCache::new(k, &model, 2, 16).unwrap();
     let prompts: [&[u32]; 2] = [&[3, 17, 5, 40], &[9, 1]];
     let mut logits = model.prefill(k, &mut cache, &prompts).unwrap();
@@ -168,12 +266,12 @@ fn decode<K: Device>(k: &mut K, steps: usize) -> (Vec<Vec<f32>>, Vec<u32>) {
 #[test]
 fn a_decoding_step_run_twice_decodes_what_one_run_does() {
     let steps = 6;
-    let once = decode(&mut CpuBackend::new(), steps);
+    let once = decode(&mut CpuBackend::new(), steps, false);
     let mut twice = Strict {
         twice: true,
         ..Strict::default()
     };
-    let again = decode(&mut twice, steps);
+    let again = decode(&mut twice, steps, false);
     assert_eq!(
         twice.steps, steps,
         "each decoding step is one repeated step"
@@ -189,17 +287,15 @@ fn a_decoding_step_run_twice_decodes_what_one_run_does() {
 #[test]
 fn decoding_only_copies_into_appends_to_and_attends_to_its_caches() {
     let steps = 6;
-    let plain = decode(&mut CpuBackend::new(), steps);
+    let plain = decode(&mut CpuBackend::new(), steps, false);
     let mut strict = Strict {
         tag_caches: true,
         ..Strict::default()
     };
-    assert_eq!(decode(&mut strict, steps), plain);
+    assert_eq!(decode(&mut strict, steps, false), plain);
     assert_eq!(strict.caches, 1, "the cache came from `alloc_kv_cache`");
     let choose = |k: &mut Strict| {
-        let mut model = Transformer::new(k, ModelConfig::tiny()).unwrap();
-        let params = Rng::new(0x5eed).vec(model.params().len, 0.1);
-        sage_transformer::Kernels::write(k, model.params(), &params).unwrap();
+        let mut model = tiny_model(k, false);
         let mut cache = KvCache::new(k, &model, 2, 16).unwrap();
         let prompts: [&[u32]; 2] = [&[3, 17, 5, 40], &[9, 1]];
         let mut chosen = vec![model
@@ -218,4 +314,49 @@ fn decoding_only_copies_into_appends_to_and_attends_to_its_caches() {
     };
     let sampled = choose(&mut Strict::default());
     assert_eq!(choose(&mut strict), sampled, "the same sampled tokens");
+}
+
+/// A frozen model (`Transformer::new_frozen`) has its weights written from the host and
+/// read only by the forward kernels that take weights: with handles no other call
+/// resolves, it prefills, decodes and scores tokens as a trainable model does on the CPU
+/// alone, to the bit; and it refuses a backward pass, an optimizer's gradient slab and
+/// adapters by name.
+#[test]
+fn a_frozen_model_only_has_its_weights_written_and_read_by_forward_kernels() {
+    let steps = 6;
+    let plain = decode(&mut CpuBackend::new(), steps, false);
+    let mut strict = Strict {
+        tag_caches: true,
+        tag_frozen: true,
+        ..Strict::default()
+    };
+    assert_eq!(decode(&mut strict, steps, true), plain);
+    assert_eq!(strict.frozen, 1, "the weights came from `alloc_frozen`");
+    let tokens = [3, 17, 5, 40, 9, 1];
+    let targets = [17, 5, 40, 2, 1, 7];
+    let starts = [0, 4, 6];
+    let scored = |k: &mut Strict, frozen: bool| {
+        let mut model = tiny_model(k, frozen);
+        let logp = model.forward(k, &tokens, &targets, &starts).unwrap();
+        (model, logp)
+    };
+    let (_, want) = scored(&mut Strict::default(), false);
+    let (mut model, got) = scored(&mut strict, true);
+    assert_eq!(got, want, "the same log-probabilities");
+    assert!(model.is_frozen());
+    let refused = |result: Result<(), ModelError<CpuError>>| {
+        assert!(
+            matches!(result, Err(ModelError::Input(InputError::Frozen))),
+            "{result:?}"
+        );
+    };
+    refused(model.backward(&mut strict, &[1.0; 6]));
+    refused(model.hold_grads(&mut strict));
+    let lora = sage_transformer::LoraConfig {
+        rank: 2,
+        alpha: 4.0,
+        targets: sage_transformer::Projection::ALL.to_vec(),
+    };
+    let initial = vec![0.0; sage_transformer::AdapterLayout::new(model.layout(), &lora).total];
+    refused(model.enable_lora(&mut strict, lora, &initial));
 }

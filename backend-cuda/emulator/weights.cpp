@@ -1,0 +1,49 @@
+// The C entry points that run the kernels reading weights (embedding.cu's gather,
+// norm.cu's RMSNorm forward and bias add) on the emulator of device.hpp, on the grids
+// embedding.rs and norm.rs launch (`bf16` set: the forms that read frozen bf16 weights,
+// whose pointers then hold bf16 bits). The e2e test `emulated_kernels` builds this file
+// into a shared library and compares each bf16 form with its f32 form on the same
+// values widened, and the f32 forms with the CPU backend.
+#include "device.hpp"
+
+#include "../src/kernels/common.cuh"
+#include "../src/kernels/embedding.cu"
+#include "../src/kernels/norm.cu"
+
+// out[N, D] = table[tokens[n], :] with table [V, D]; `blocks` of 256 threads.
+extern "C" void emulate_embedding_forward(int bf16_table, float* out, const void* table,
+                                          const unsigned* tokens, unsigned n, unsigned dim,
+                                          unsigned vocab, unsigned blocks) {
+    emulator::launch(blocks, 1, 256, [&] {
+        if (bf16_table) {
+            embedding_forward_bf16(out, (const bf16*)table, tokens, n, dim, vocab);
+        } else {
+            embedding_forward(out, (const float*)table, tokens, n, dim, vocab);
+        }
+    });
+}
+
+// out[N, D] = x / rms(x) * weight, rstd[N]; one block per row.
+extern "C" void emulate_rmsnorm_forward(int bf16_weight, float* out, float* rstd,
+                                        const float* x, const void* weight, unsigned rows,
+                                        unsigned dim, float eps) {
+    emulator::launch(rows, 1, ROW_THREADS, [&] {
+        if (bf16_weight) {
+            rmsnorm_forward_bf16(out, rstd, x, (const bf16*)weight, rows, dim, eps);
+        } else {
+            rmsnorm_forward(out, rstd, x, (const float*)weight, rows, dim, eps);
+        }
+    });
+}
+
+// out[N, C] += bias[C]; `blocks` of 256 threads.
+extern "C" void emulate_add_bias(int bf16_bias, float* out, const void* bias,
+                                 unsigned long long total, unsigned width, unsigned blocks) {
+    emulator::launch(blocks, 1, 256, [&] {
+        if (bf16_bias) {
+            add_bias_bf16(out, (const bf16*)bias, total, width);
+        } else {
+            add_bias(out, (const float*)bias, total, width);
+        }
+    });
+}
