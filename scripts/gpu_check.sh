@@ -17,8 +17,10 @@
 #   2. scripts/bench_cuda.py: the bf16 mode against PyTorch on the same GPU (training,
 #      decoding, the time per decoding step, peak device memory against
 #      torch.cuda.max_memory_allocated), with issue 37's targets, decoding with its
-#      steps replayed from CUDA graphs (the default) against kernel by kernel, and
-#      training with the dk/dv attention kernel over tiles of 32 queries against 16;
+#      steps replayed from CUDA graphs (the default) against kernel by kernel, decoding
+#      with frozen bf16 weights (the default, as `sage eval` loads a model) against
+#      trainable f32 ones, and training with the dk/dv attention kernel over tiles of 32
+#      queries against 16;
 #   3. `sage demo` on the CUDA backend in f32 and in bf16, timed, with their tables (run
 #      directories under target/gpu-check-runs);
 #   4. two Nsight Compute profiles, GPU time per kernel (ncu serialises kernels: read the
