@@ -89,7 +89,7 @@ static ATTENTION: OnceLock<Result<Library, String>> = OnceLock::new();
 static CHOOSE: OnceLock<Result<Library, String>> = OnceLock::new();
 static DECODE: OnceLock<Result<Library, String>> = OnceLock::new();
 static ELEMENTWISE: OnceLock<Result<Library, String>> = OnceLock::new();
-static WEIGHTS: OnceLock<Result<Library, String>> = OnceLock::new();
+static EMBEDDING_NORM: OnceLock<Result<Library, String>> = OnceLock::new();
 
 /// Builds `backend-cuda/emulator/{name}.cpp` into a shared library and loads it; `Err`
 /// says why it could not.
@@ -686,12 +686,12 @@ fn the_bf16_cache_rounds_what_it_appends_and_decodes_what_it_holds() {
     }
 }
 
-/// `emulate_embedding_forward` of emulator/weights.cpp.
+/// `emulate_embedding_forward` of emulator/embedding_norm.cpp.
 type EmbeddingFn = unsafe extern "C" fn(i32, *mut f32, *const u8, *const u32, u32, u32, u32, u32);
-/// `emulate_rmsnorm_forward` of emulator/weights.cpp.
+/// `emulate_rmsnorm_forward` of emulator/embedding_norm.cpp.
 type RmsnormFn =
     unsafe extern "C" fn(i32, *mut f32, *mut f32, *const f32, *const u8, u32, u32, f32);
-/// `emulate_add_bias` of emulator/weights.cpp.
+/// `emulate_add_bias` of emulator/embedding_norm.cpp.
 type BiasFn = unsafe extern "C" fn(i32, *mut f32, *const u8, u64, u32, u32);
 
 /// Weights as the kernels that read them take them: f32, or frozen bf16 bits.
@@ -719,7 +719,7 @@ impl Weights<'_> {
 /// 1e-6 for RMSNorm (its row sum of squares in another order).
 #[test]
 fn the_kernels_that_read_frozen_bf16_weights_widen_them_exactly() {
-    let Some(emulated) = available(library(&WEIGHTS, "weights")) else {
+    let Some(emulated) = available(library(&EMBEDDING_NORM, "embedding_norm")) else {
         return;
     };
     let mut rng = Rng::new(0xf0);
@@ -854,6 +854,63 @@ fn the_kernels_that_read_frozen_bf16_weights_widen_them_exactly() {
     let (out, b) = (upload(&mut cpu, &start), upload(&mut cpu, &bias));
     cpu.add_bias(out, b).expect("cpu bias");
     assert_close("add_bias", &got, &download(&mut cpu, out), 0.0);
+}
+
+/// `emulate_embedding_backward` of emulator/embedding_norm.cpp.
+type EmbeddingBackwardFn =
+    unsafe extern "C" fn(*mut f32, *const f32, *const u32, *mut u32, u32, u32, u32);
+
+/// The embedding's backward scatter (a links pass over the positions, with `atomicMin`
+/// and `__syncthreads_or`, then each token's first position walking its chain) adds the
+/// gradient rows of every position into its token's table row in position order, as the
+/// CPU does: equal to the bit, on 300 positions of 40 tokens (so most repeat, up to a
+/// dozen times) onto a table already holding values; rows of tokens never met are
+/// unchanged and ids past the vocabulary scatter nothing.
+#[test]
+fn the_embedding_scatter_adds_in_position_order() {
+    let Some(emulated) = available(library(&EMBEDDING_NORM, "embedding_norm")) else {
+        return;
+    };
+    let mut rng = Rng::new(0xe3b);
+    let (vocab, dim, n) = (50usize, 24usize, 300usize);
+    let mut tokens = rng.ints(n, 40);
+    tokens[7] = vocab as u32;
+    let start = rng.vec(vocab * dim, 1.0);
+    let dout = rng.vec(n * dim, 1.0);
+    let mut got = start.clone();
+    let mut links = vec![u32::MAX; 2 * n];
+    {
+        let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: dtable holds V x D floats, dout N x D, tokens N ids and links 2 N; the
+        // call returns after both kernels finish.
+        unsafe {
+            function::<EmbeddingBackwardFn>(emulated, "emulate_embedding_backward")(
+                got.as_mut_ptr(),
+                dout.as_ptr(),
+                tokens.as_ptr(),
+                links.as_mut_ptr(),
+                n as u32,
+                dim as u32,
+                vocab as u32,
+            )
+        };
+    }
+    // The CPU refuses ids past the vocabulary: its position's row is left out.
+    let kept: Vec<usize> = (0..n).filter(|&p| (tokens[p] as usize) < vocab).collect();
+    let valid: Vec<u32> = kept.iter().map(|&p| tokens[p]).collect();
+    let rows: Vec<f32> = kept
+        .iter()
+        .flat_map(|&p| dout[p * dim..(p + 1) * dim].to_vec())
+        .collect();
+    let mut cpu = CpuBackend::new();
+    let (table, grads) = (upload(&mut cpu, &start), upload(&mut cpu, &rows));
+    let ids = upload_indices(&mut cpu, &valid);
+    cpu.embedding_backward(table, grads, ids, dim)
+        .expect("cpu scatter");
+    assert_close("embedding_backward", &got, &download(&mut cpu, table), 0.0);
+    let untouched =
+        (40..vocab).all(|t| got[t * dim..(t + 1) * dim] == start[t * dim..(t + 1) * dim]);
+    assert!(untouched, "rows of tokens never met changed");
 }
 
 /// `emulate_cast_bf16` of emulator/elementwise.cpp.

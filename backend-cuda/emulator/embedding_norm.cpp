@@ -1,9 +1,10 @@
-// The C entry points that run the kernels reading weights (embedding.cu's gather,
-// norm.cu's RMSNorm forward and bias add) on the emulator of device.hpp, on the grids
-// embedding.rs and norm.rs launch (`bf16` set: the forms that read frozen bf16 weights,
-// whose pointers then hold bf16 bits). The e2e test `emulated_kernels` builds this file
-// into a shared library and compares each bf16 form with its f32 form on the same
-// values widened, and the f32 forms with the CPU backend.
+// The C entry points that run embedding.cu's and norm.cu's kernels on the emulator of
+// device.hpp, on the grids embedding.rs and norm.rs launch: the embedding gather and its
+// backward scatter (links pass, then the walk of each token's positions), and the
+// RMSNorm forward and bias add. The forward kernels that read weights take them in f32 or
+// (`bf16` set) as frozen bf16 weights, whose pointers then hold bf16 bits. The e2e test
+// `emulated_kernels` builds this file into a shared library and compares each bf16 form
+// with its f32 form on the same values widened, and the f32 forms with the CPU backend.
 #include "device.hpp"
 
 #include "../src/kernels/common.cuh"
@@ -46,4 +47,14 @@ extern "C" void emulate_add_bias(int bf16_bias, float* out, const void* bias,
             add_bias(out, (const float*)bias, total, width);
         }
     });
+}
+
+// dtable[V, D] += dout[N, D] scattered by tokens[N]; `links` holds 2 * N ids of scratch;
+// one block per position, as for every position of the batch on the GPU.
+extern "C" void emulate_embedding_backward(float* dtable, const float* dout,
+                                           const unsigned* tokens, unsigned* links,
+                                           unsigned n, unsigned dim, unsigned vocab) {
+    emulator::launch(n, 1, LINK_THREADS, [&] { embedding_links(links, tokens, n); });
+    emulator::launch(n, 1, SCATTER_THREADS,
+                     [&] { embedding_backward(dtable, dout, tokens, links, n, dim, vocab); });
 }
