@@ -88,7 +88,7 @@ pub(crate) fn allocate<T: DeviceRepr + ValidAsZeroBits>(
     Ok((memory, address))
 }
 
-/// `f32` (or bf16 KV-cache) and `u32` device buffers, by id (see [`Slots`]), and the
+/// `f32` (or bf16: [`Held`]) and `u32` device buffers, by id (see [`Slots`]), and the
 /// bf16 shadows of their tensors.
 pub(crate) struct Store {
     f32s: Slots<Entry<u8>>,
@@ -111,7 +111,7 @@ impl Default for Store {
 impl Store {
     /// A new zero-filled `f32` buffer of `len` elements.
     pub(crate) fn alloc(&mut self, gpu: &Gpu, len: usize) -> Result<BufferId, CudaError> {
-        self.insert(gpu, len, Held::F32)
+        self.alloc_held(gpu, len, Held::F32)
     }
 
     /// A new zero-filled buffer of `len` elements held as `held`.
@@ -121,10 +121,6 @@ impl Store {
         len: usize,
         held: Held,
     ) -> Result<BufferId, CudaError> {
-        self.insert(gpu, len, held)
-    }
-
-    fn insert(&mut self, gpu: &Gpu, len: usize, held: Held) -> Result<BufferId, CudaError> {
         let (memory, address) = allocate::<u8>(gpu, len * held.bytes() as usize)?;
         let id = self.f32s.insert(Entry {
             _memory: memory,
