@@ -55,7 +55,17 @@ impl Held {
         }
     }
 
-    /// The refusal of a call that does not take buffers held this way.
+    /// Whether a call that takes `f32` buffers and, if any, those held as `bf16` takes
+    /// this one (`Ok(true)` when it holds bf16), or its refusal naming `buffer`.
+    fn admitted(self, bf16: Option<Held>, buffer: u32) -> Result<bool, CudaError> {
+        match self {
+            Held::F32 => Ok(false),
+            held if Some(held) == bf16 => Ok(true),
+            held => Err(held.refused(buffer)),
+        }
+    }
+
+    /// The refusal of a call that does not take buffers held this way (a bf16 kind).
     fn refused(self, buffer: u32) -> CudaError {
         let why = match self {
             Held::F32 => "holds f32 elements where bf16 ones were required",
@@ -174,10 +184,9 @@ impl Store {
     /// output head's weights, the embedding table), which leaves its shadows current.
     /// Takes `f32` buffers only.
     pub(crate) fn address_read(&self, t: Tensor) -> Result<u64, CudaError> {
-        match self.lookup(t)? {
-            (address, Held::F32) => Ok(address),
-            (_, held) => Err(held.refused(t.buffer.0)),
-        }
+        let (address, held) = self.lookup(t)?;
+        held.admitted(None, t.buffer.0)?;
+        Ok(address)
     }
 
     /// The device address of a tensor a KV-cache kernel writes or reads, and whether its
@@ -203,16 +212,12 @@ impl Store {
     /// `t`'s address for a call that takes `f32` buffers and those held as `bf16`, and
     /// whether it is the latter; an `f32` tensor counts as written when `writes`.
     fn address_or(&self, t: Tensor, bf16: Held, writes: bool) -> Result<(u64, bool), CudaError> {
-        match self.lookup(t)? {
-            (address, Held::F32) => {
-                if writes {
-                    self.shadows.borrow_mut().written(span(t));
-                }
-                Ok((address, false))
-            }
-            (address, held) if held == bf16 => Ok((address, true)),
-            (_, held) => Err(held.refused(t.buffer.0)),
+        let (address, held) = self.lookup(t)?;
+        let is_bf16 = held.admitted(Some(bf16), t.buffer.0)?;
+        if writes && !is_bf16 {
+            self.shadows.borrow_mut().written(span(t));
         }
+        Ok((address, is_bf16))
     }
 
     /// A tensor's address and how its buffer holds elements, checked, with no effect on
@@ -238,5 +243,37 @@ pub(crate) fn span(t: Tensor) -> Span {
         buffer: t.buffer.0,
         offset: t.offset,
         len: t.len,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Held;
+
+    /// Each call takes f32 buffers and its own bf16 kind, and refuses the other bf16
+    /// kind by naming the buffer and what takes it.
+    #[test]
+    fn each_call_takes_f32_and_only_its_own_bf16_buffers() {
+        let calls = [None, Some(Held::CacheBf16), Some(Held::WeightsBf16)];
+        for bf16 in calls {
+            assert!(!Held::F32.admitted(bf16, 3).unwrap(), "{bf16:?}");
+            for held in [Held::CacheBf16, Held::WeightsBf16] {
+                let got = held.admitted(bf16, 3);
+                if Some(held) == bf16 {
+                    assert!(got.unwrap());
+                } else {
+                    let why = got.unwrap_err().to_string();
+                    let names = match held {
+                        Held::CacheBf16 => "buffer 3 is a KV cache held in bf16",
+                        _ => "buffer 3 holds frozen weights in bf16",
+                    };
+                    assert!(why.contains(names), "{why}");
+                }
+            }
+        }
+        assert_eq!(
+            [Held::F32, Held::CacheBf16, Held::WeightsBf16].map(Held::bytes),
+            [4, 2, 2]
+        );
     }
 }
