@@ -29,8 +29,8 @@ pub fn load_model<K: Kernels>(k: &mut K, dir: &Path) -> Result<Transformer, Weig
 
 /// [`load_model`] for inference only: the weights go to a frozen buffer
 /// ([`Transformer::new_frozen`]), which a backend may hold at lower precision (the CUDA
-/// backend's bf16 mode holds bf16 weights and no f32 copy). For evaluation, generation
-/// and the KL reference policy.
+/// backend's bf16 mode holds bf16 weights and no f32 copy). For evaluation and generation
+/// (`sage eval`, `sage generate`).
 pub fn load_frozen_model<K: Kernels>(k: &mut K, dir: &Path) -> Result<Transformer, WeightsError> {
     load(k, dir, true)
 }
@@ -86,7 +86,6 @@ pub fn load_params<K: Kernels>(
     // (by the fingerprint of the values loaded: a frozen model's weights cannot be read
     // back).
     let tied_embed = params.iter().find(|p| tied && p.name == EMBED);
-    let mut embed_print = Fingerprint::of(tied_embed);
 
     let single = dir.join(SINGLE_FILE);
     if single.is_file() {
@@ -95,6 +94,8 @@ pub fn load_params<K: Kernels>(
         for name in file.names() {
             check_known(name, &single)?;
         }
+        let mut embed_print =
+            Fingerprint::of(tied_embed.filter(|_| file.names().contains(&LM_HEAD)));
         for param in &params {
             let values = load_tensor(k, model, param, &single, &file)?;
             embed_print.note(param, &values);
@@ -117,6 +118,7 @@ pub fn load_params<K: Kernels>(
     for name in weight_map.keys() {
         check_known(name, &index)?;
     }
+    let mut embed_print = Fingerprint::of(tied_embed.filter(|_| weight_map.contains_key(LM_HEAD)));
     let mut by_shard: BTreeMap<&str, Vec<&ParamTensor>> = BTreeMap::new();
     for param in &params {
         let shard = weight_map
@@ -162,7 +164,8 @@ fn load_tensor<K: Kernels>(
 }
 
 /// A hash of the bits of one parameter's values as loaded: the tied embedding table's,
-/// which a checkpoint's `lm_head.weight` must equal.
+/// which a checkpoint's `lm_head.weight` must equal (none when the checkpoint has no
+/// head to check).
 struct Fingerprint<'a> {
     param: Option<&'a ParamTensor>,
     hash: Option<u64>,
@@ -184,10 +187,9 @@ impl<'a> Fingerprint<'a> {
 
 /// A hash of the bits of `values`.
 fn hash_bits(values: &[f32]) -> u64 {
+    let bits: Vec<u32> = values.iter().map(|v| v.to_bits()).collect();
     let mut hasher = DefaultHasher::new();
-    for value in values {
-        value.to_bits().hash(&mut hasher);
-    }
+    bits.hash(&mut hasher);
     hasher.finish()
 }
 
