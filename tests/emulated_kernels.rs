@@ -483,20 +483,31 @@ fn the_token_choice_kernel_picks_as_the_host_does() {
     }
 }
 
-/// The caches handed to the emulated decoding kernels: key and value caches
-/// [B, capacity, KV*hd] in f32, or in the bf16 mode's bf16 bits.
+/// Elements as the emulator's entries take them: f32, or bf16 bits (a bf16 KV cache,
+/// frozen bf16 weights), with the flag that says which.
 #[derive(Clone, Copy)]
-enum Caches<'a> {
-    F32(&'a [f32], &'a [f32]),
-    Bf16(&'a [u16], &'a [u16]),
+enum Elements<'a> {
+    F32(&'a [f32]),
+    Bf16(&'a [u16]),
 }
 
-/// Decoding attention on the emulator: out[B, H*hd] for queries `q` over `caches` filled
-/// to `lengths`, by the one-warp kernel or (`split`) the split-KV kernels and their merge.
+impl Elements<'_> {
+    /// The flag and pointer the emulator's entries take.
+    fn raw(self) -> (i32, *const u8) {
+        match self {
+            Elements::F32(x) => (0, x.as_ptr().cast()),
+            Elements::Bf16(x) => (1, x.as_ptr().cast()),
+        }
+    }
+}
+
+/// Decoding attention on the emulator: out[B, H*hd] for queries `q` over the key and value
+/// `caches` (both held alike) filled to `lengths`, by the one-warp kernel or (`split`) the
+/// split-KV kernels and their merge.
 fn emulate_decode(
     emulated: &Library,
     split: bool,
-    caches: Caches,
+    caches: [Elements; 2],
     q: &[f32],
     lengths: &[u32],
     capacity: usize,
@@ -506,10 +517,7 @@ fn emulate_decode(
     let mut got = vec![f32::NAN; batch * shape.heads * shape.head_dim];
     let splits = capacity.div_ceil(256);
     let mut partials = vec![f32::NAN; batch * shape.heads * splits * (shape.head_dim + 2)];
-    let (bf16, k_cache, v_cache) = match caches {
-        Caches::F32(k, v) => (0, k.as_ptr().cast::<u8>(), v.as_ptr().cast::<u8>()),
-        Caches::Bf16(k, v) => (1, k.as_ptr().cast::<u8>(), v.as_ptr().cast::<u8>()),
-    };
+    let [(bf16, k_cache), (_, v_cache)] = caches.map(Elements::raw);
     let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: every buffer holds the extents decode.cu documents for these sizes
     // (partials for the most splits `capacity` needs), the caches hold elements of the
@@ -587,7 +595,7 @@ fn the_decoding_kernels_match_the_cpu() {
         let q = rng.vec(batch * shape.heads * shape.head_dim, 1.5);
         let want = cpu_decode(&k_cache, &v_cache, &q, &lengths, capacity, shape);
         for split in [false, true] {
-            let caches = Caches::F32(&k_cache, &v_cache);
+            let caches = [Elements::F32(&k_cache), Elements::F32(&v_cache)];
             let got = emulate_decode(emulated, split, caches, &q, &lengths, capacity, shape);
             assert_close(
                 &format!("decode {shape:?}, split {split}"),
@@ -674,7 +682,7 @@ fn the_bf16_cache_rounds_what_it_appends_and_decodes_what_it_holds() {
             shape,
         );
         for split in [false, true] {
-            let caches = Caches::Bf16(&k_cache, &v_cache);
+            let caches = [Elements::Bf16(&k_cache), Elements::Bf16(&v_cache)];
             let got = emulate_decode(emulated, split, caches, &q, &attended, capacity, shape);
             assert_close(
                 &format!("bf16 cache {shape:?}, split {split}"),
@@ -693,23 +701,6 @@ type RmsnormFn =
     unsafe extern "C" fn(i32, *mut f32, *mut f32, *const f32, *const u8, u32, u32, f32);
 /// `emulate_add_bias` of emulator/embedding_norm.cpp.
 type BiasFn = unsafe extern "C" fn(i32, *mut f32, *const u8, u64, u32, u32);
-
-/// Weights as the kernels that read them take them: f32, or frozen bf16 bits.
-#[derive(Clone, Copy)]
-enum Weights<'a> {
-    F32(&'a [f32]),
-    Bf16(&'a [u16]),
-}
-
-impl Weights<'_> {
-    /// The flag and pointer the emulator's entries take.
-    fn raw(self) -> (i32, *const u8) {
-        match self {
-            Weights::F32(w) => (0, w.as_ptr().cast()),
-            Weights::Bf16(w) => (1, w.as_ptr().cast()),
-        }
-    }
-}
 
 /// The kernels that read weights (embedding gather, RMSNorm forward, bias add), on
 /// shapes that leave partial blocks and token ids past the vocabulary. Each one's bf16
@@ -736,8 +727,8 @@ fn the_kernels_that_read_frozen_bf16_weights_widen_them_exactly() {
     };
     let blocks = |n: usize| n.div_ceil(256).max(1) as u32;
     let on_both =
-        |run: &dyn Fn(Weights<'_>) -> Vec<f32>, bits: &[u16], widened: &[f32], what: &str| {
-            let (from_bf16, from_f32) = (run(Weights::Bf16(bits)), run(Weights::F32(widened)));
+        |run: &dyn Fn(Elements<'_>) -> Vec<f32>, bits: &[u16], widened: &[f32], what: &str| {
+            let (from_bf16, from_f32) = (run(Elements::Bf16(bits)), run(Elements::F32(widened)));
             let same = from_bf16
                 .iter()
                 .zip(&from_f32)
@@ -753,7 +744,7 @@ fn the_kernels_that_read_frozen_bf16_weights_widen_them_exactly() {
     let mut tokens = rng.ints(37, vocab);
     tokens[5] = vocab as u32;
     tokens[20] = u32::MAX;
-    let gather = |table: Weights<'_>| {
+    let gather = |table: Elements<'_>| {
         let mut out = vec![f32::NAN; tokens.len() * dim];
         let (bf16, table) = table.raw();
         let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
@@ -798,7 +789,7 @@ fn the_kernels_that_read_frozen_bf16_weights_widen_them_exactly() {
     let (rows, width) = (5usize, 300usize);
     let x = rng.vec(rows * width, 2.0);
     let (weight_bits, weight) = rounded(rng.vec(width, 1.5));
-    let norm = |weight: Weights<'_>| {
+    let norm = |weight: Elements<'_>| {
         let (mut out, mut rstd) = (vec![f32::NAN; rows * width], vec![f32::NAN; rows]);
         let (bf16, weight) = weight.raw();
         let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
@@ -832,7 +823,7 @@ fn the_kernels_that_read_frozen_bf16_weights_widen_them_exactly() {
     let (rows, width) = (7usize, 130usize);
     let start = rng.vec(rows * width, 1.0);
     let (bias_bits, bias) = rounded(rng.vec(width, 1.0));
-    let add = |bias: Weights<'_>| {
+    let add = |bias: Elements<'_>| {
         let mut out = start.clone();
         let (bf16, bias) = bias.raw();
         let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());

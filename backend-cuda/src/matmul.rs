@@ -204,7 +204,6 @@ pub(crate) fn gemm(
     } else {
         (a_at.0, b_at.0)
     };
-    let (a_f32, b_f32) = (a_at.0, b_at.0);
     let words = [
         a_in,
         b_in,
@@ -232,9 +231,9 @@ pub(crate) fn gemm(
                     cn,
                     ck,
                     &alpha,
-                    b_f32 as *const f32,
+                    b_at.0 as *const f32,
                     ld_b,
-                    a_f32 as *const f32,
+                    a_at.0 as *const f32,
                     ld_a,
                     &beta,
                     c as *mut f32,
