@@ -14,8 +14,9 @@
 //! trainable), or `-- gemm` (GFLOP/s). With
 //! `--features cuda`, `--backend cuda` runs on GPU 0 (`--precision f32|bf16`, bf16 by
 //! default there: bf16 GEMM operands, f32 everything else; `--bf16-inputs
-//! copies|converted`: cast bf16 copies of the operands, the default, or let cuBLAS round
-//! the f32 operands itself; `--step-graphs on|off`: decoding steps replayed from CUDA
+//! copies|casts|converted`: bf16 copies of the operands, written by the kernels that make
+//! them where they can (the default), or all made by cast kernels, or none, cuBLAS
+//! rounding the f32 operands itself; `--step-graphs on|off`: decoding steps replayed from CUDA
 //! graphs, on by default in bf16, or run as ordinary launches; `--dkv-tile 16|32`: the
 //! queries per tile of the dk/dv attention kernel for heads of at most 64).
 #![forbid(unsafe_code)]
@@ -424,8 +425,12 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
     };
     let inputs = match option(args, "--bf16-inputs", "copies".to_owned())?.as_str() {
         "copies" => Bf16Inputs::Copies,
+        "casts" => Bf16Inputs::Casts,
         "converted" => Bf16Inputs::Converted,
-        other => return Err(format!("unknown bf16 inputs `{other}` (copies, converted)").into()),
+        other => {
+            let known = "copies, casts, converted";
+            return Err(format!("unknown bf16 inputs `{other}` ({known})").into());
+        }
     };
     let graphs = match option(args, "--step-graphs", "default".to_owned())?.as_str() {
         "default" => None,
@@ -450,6 +455,7 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
         (Precision::Bf16, _, Some(false), _) => "sage-cuda-bf16-no-graphs",
         (Precision::Bf16, _, _, DkvTile::Queries32) => "sage-cuda-bf16-dkv32",
         (Precision::Bf16, Bf16Inputs::Copies, ..) => "sage-cuda-bf16",
+        (Precision::Bf16, Bf16Inputs::Casts, ..) => "sage-cuda-bf16-casts",
         (Precision::Bf16, Bf16Inputs::Converted, ..) => "sage-cuda-bf16-converted",
     };
     // The backend is needed both by the measurement and by its profiling mark: the mark

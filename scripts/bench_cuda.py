@@ -28,9 +28,11 @@ On a GPU machine it:
      memory pool's high-water mark against torch.cuda.max_memory_allocated);
   6. runs our decoding again with `--step-graphs off` (every decoding step launched
      kernel by kernel instead of replayed from a CUDA graph) and with `--weights
-     trainable` (f32 weights with kept bf16 copies instead of frozen bf16 ones), and our
+     trainable` (f32 weights with kept bf16 copies instead of frozen bf16 ones), our
      training with `--dkv-tile 32` (the dk/dv attention kernel over tiles of 32
-     queries), and prints each beside the default. (`--bf16-inputs converted`, cuBLAS rounding the f32 operands itself, was
+     queries), and both with `--bf16-inputs casts` (every bf16 GEMM input made by a cast
+     kernel, none by the kernel that wrote the tensor), and prints each beside the
+     default. (`--bf16-inputs converted`, cuBLAS rounding the f32 operands itself, was
      measured this way on 2026-11-28: 0.81x the training speed; BENCHMARKS.md.)
 
     python3 scripts/bench_cuda.py [--steps 5] [--batch 8] [--seq 1024] [--no-install] [--skip-checks]
@@ -289,6 +291,12 @@ def main():
     # GEMMs) instead of frozen bf16 ones, to say what freezing saves.
     ours_decode_trainable = run_rust(env, *decode_args, "--new", str(args.new),
                                      "--weights", "trainable")
+    # Both again with every bf16 GEMM input made by a cast kernel, to say what the
+    # kernels' own bf16 copies of their outputs save.
+    ours_train_casts = run_rust(env, "train", "qwen0.5b", "--batch", shape[0], "--seq",
+                                shape[1], "--steps", shape[2], "--bf16-inputs", "casts")
+    ours_decode_casts = run_rust(env, *decode_args, "--new", str(args.new),
+                                 "--bf16-inputs", "casts")
 
     def mfu(record):
         return record["tokens_per_s"] * flops / peak
@@ -352,6 +360,18 @@ def main():
     print(f"| decoding peak device memory | {ours_decode['peak_gpu_mib']:.0f} MiB | "
           f"{ours_decode_trainable['peak_gpu_mib']:.0f} MiB | "
           f"{ours_decode['peak_gpu_mib'] / ours_decode_trainable['peak_gpu_mib']:.2f}x |")
+
+    print("\nbf16 GEMM inputs written by the kernels that make them (the default) against "
+          "all made by cast kernels (`--bf16-inputs casts`):\n")
+    print("| measurement | kernels' copies (default) | casts | copies / casts |")
+    print("| --- | --- | --- | --- |")
+    for name, ours, casts in [("training", ours_train, ours_train_casts),
+                              ("decoding", ours_decode, ours_decode_casts)]:
+        print(f"| {name} tok/s | {ours['tokens_per_s']:.0f} | {casts['tokens_per_s']:.0f} | "
+              f"{ours['tokens_per_s'] / casts['tokens_per_s']:.2f}x |")
+        print(f"| {name} peak device memory | {ours['peak_gpu_mib']:.0f} MiB | "
+              f"{casts['peak_gpu_mib']:.0f} MiB | "
+              f"{ours['peak_gpu_mib'] / casts['peak_gpu_mib']:.2f}x |")
 
     print("\nThe dk/dv attention kernel over tiles of 32 queries (`--dkv-tile 32`) against "
           "16 (the default):\n")

@@ -19,8 +19,9 @@
 #      torch.cuda.max_memory_allocated), with issue 37's targets, decoding with its
 #      steps replayed from CUDA graphs (the default) against kernel by kernel, decoding
 #      with frozen bf16 weights (the default, as `sage eval` loads a model) against
-#      trainable f32 ones, and training with the dk/dv attention kernel over tiles of 32
-#      queries against 16;
+#      trainable f32 ones, training with the dk/dv attention kernel over tiles of 32
+#      queries against 16, and training and decoding with the bf16 GEMM inputs written
+#      by the kernels that make them (the default) against all made by cast kernels;
 #   3. `sage demo` on the CUDA backend in f32 and in bf16, timed, with their tables (run
 #      directories under target/gpu-check-runs);
 #   4. two Nsight Compute profiles, GPU time per kernel (ncu serialises kernels: read the

@@ -90,6 +90,7 @@ static CHOOSE: OnceLock<Result<Library, String>> = OnceLock::new();
 static DECODE: OnceLock<Result<Library, String>> = OnceLock::new();
 static ELEMENTWISE: OnceLock<Result<Library, String>> = OnceLock::new();
 static EMBEDDING_NORM: OnceLock<Result<Library, String>> = OnceLock::new();
+static SWIGLU_LOGPROB: OnceLock<Result<Library, String>> = OnceLock::new();
 
 /// Builds `backend-cuda/emulator/{name}.cpp` into a shared library and loads it; `Err`
 /// says why it could not.
@@ -169,6 +170,20 @@ fn available(emulated: Result<&'static Library, String>) -> Option<&'static Libr
 /// `x` rounded to the nearest bf16 (ties to even), as an f32.
 fn to_bf16(x: f32) -> f32 {
     half::bf16::from_f32(x).to_f32()
+}
+
+/// The bits of each of `values`, to compare results to the bit.
+fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|v| v.to_bits()).collect()
+}
+
+/// The bits of each of `values` rounded to the nearest bf16 (ties to even), as the host
+/// rounds: what a kernel's bf16 copy of them must hold.
+fn rounded_bits(values: &[f32]) -> Vec<u16> {
+    values
+        .iter()
+        .map(|&v| half::bf16::from_f32(v).to_bits())
+        .collect()
 }
 
 /// One attention problem: packed sequences, head shape, inputs.
@@ -698,7 +713,7 @@ fn the_bf16_cache_rounds_what_it_appends_and_decodes_what_it_holds() {
 type EmbeddingFn = unsafe extern "C" fn(i32, *mut f32, *const u8, *const u32, u32, u32, u32, u32);
 /// `emulate_rmsnorm_forward` of emulator/embedding_norm.cpp.
 type RmsnormFn =
-    unsafe extern "C" fn(i32, *mut f32, *mut f32, *const f32, *const u8, u32, u32, f32);
+    unsafe extern "C" fn(i32, *mut f32, *mut u16, *mut f32, *const f32, *const u8, u32, u32, f32);
 /// `emulate_add_bias` of emulator/embedding_norm.cpp.
 type BiasFn = unsafe extern "C" fn(i32, *mut f32, *const u8, u64, u32, u32);
 
@@ -707,7 +722,9 @@ type BiasFn = unsafe extern "C" fn(i32, *mut f32, *const u8, u64, u32, u32);
 /// form on frozen bf16 weights writes, to the bit, what its f32 form writes on the same
 /// weights widened to f32 (widening is exact and the arithmetic after it the same); the
 /// f32 form agrees with the CPU backend exactly for the gather and the bias add, and to
-/// 1e-6 for RMSNorm (its row sum of squares in another order).
+/// 1e-6 for RMSNorm (its row sum of squares in another order). RMSNorm's bf16 copy of its
+/// output (the bf16 mode's GEMM input) is its output rounded as the host rounds, to the
+/// bit, and asking for it changes nothing else.
 #[test]
 fn the_kernels_that_read_frozen_bf16_weights_widen_them_exactly() {
     let Some(emulated) = available(library(&EMBEDDING_NORM, "embedding_norm")) else {
@@ -790,23 +807,37 @@ fn the_kernels_that_read_frozen_bf16_weights_widen_them_exactly() {
     let x = rng.vec(rows * width, 2.0);
     let (weight_bits, weight) = rounded(rng.vec(width, 1.5));
     let norm = |weight: Elements<'_>| {
-        let (mut out, mut rstd) = (vec![f32::NAN; rows * width], vec![f32::NAN; rows]);
         let (bf16, weight) = weight.raw();
-        let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: x and out hold rows x width floats, rstd rows, `weight` width
-        // elements of the kind the flag names; the call returns after the kernel.
-        unsafe {
-            function::<RmsnormFn>(emulated, "emulate_rmsnorm_forward")(
-                bf16,
-                out.as_mut_ptr(),
-                rstd.as_mut_ptr(),
-                x.as_ptr(),
-                weight,
-                rows as u32,
-                width as u32,
-                1e-6,
-            )
+        let run = |copy: Option<&mut [u16]>| {
+            let (mut out, mut rstd) = (vec![f32::NAN; rows * width], vec![f32::NAN; rows]);
+            let copy = copy.map_or(std::ptr::null_mut(), |c| c.as_mut_ptr());
+            let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: x and out hold rows x width floats, rstd rows, `weight` width
+            // elements of the kind the flag names, `copy` (if not null) rows x width
+            // bf16 slots; the call returns after the kernel.
+            unsafe {
+                function::<RmsnormFn>(emulated, "emulate_rmsnorm_forward")(
+                    bf16,
+                    out.as_mut_ptr(),
+                    copy,
+                    rstd.as_mut_ptr(),
+                    x.as_ptr(),
+                    weight,
+                    rows as u32,
+                    width as u32,
+                    1e-6,
+                )
+            };
+            out
         };
+        let mut copy = vec![0xdead_u16; rows * width];
+        let (plain, out) = (run(None), run(Some(&mut copy)));
+        assert_eq!(
+            bits(&plain),
+            bits(&out),
+            "rmsnorm_forward: the copy changed the output"
+        );
+        assert_eq!(copy, rounded_bits(&out), "rmsnorm_forward: the bf16 copy");
         out
     };
     let got = on_both(&norm, &weight_bits, &weight, "rmsnorm_forward");
@@ -974,4 +1005,222 @@ fn the_bf16_cast_rounds_as_the_host_does() {
             "offsets ({src_offset}, {dst_offset}), n {n}: wrote outside its range"
         );
     }
+}
+
+/// `emulate_swiglu_forward` of emulator/swiglu_logprob.cpp.
+type SwigluForwardFn = unsafe extern "C" fn(*mut f32, *mut u16, *const f32, *const f32, u64, u32);
+/// `emulate_swiglu_backward` of emulator/swiglu_logprob.cpp.
+type SwigluBackwardFn = unsafe extern "C" fn(
+    *mut f32,
+    *mut f32,
+    *mut u16,
+    *mut u16,
+    *const f32,
+    *const f32,
+    *const f32,
+    u64,
+    u32,
+);
+
+/// `copy`'s address, or null for none.
+fn copy_address(copy: Option<&mut Vec<u16>>) -> *mut u16 {
+    copy.map_or(std::ptr::null_mut(), |c| c.as_mut_ptr())
+}
+
+/// The SwiGLU forward and backward (swiglu.cu) match the CPU backend to 1e-6 relative
+/// (the same formulas in the same order; only `expf` may differ in its last bit between
+/// the host's two libraries), on 1,000 elements over 3 blocks with a partial last one;
+/// their bf16 copies (the bf16 mode's GEMM inputs: `out` for the down projection,
+/// `dgate` and `dup` for the gate and up projections' backward GEMMs) are their f32
+/// outputs rounded as the host rounds, to the bit, and asking for them changes nothing
+/// else.
+#[test]
+fn the_swiglu_kernels_match_the_cpu_and_write_exact_bf16_copies() {
+    let Some(emulated) = available(library(&SWIGLU_LOGPROB, "swiglu_logprob")) else {
+        return;
+    };
+    let mut rng = Rng::new(0x5e1);
+    let n = 1000usize;
+    let (gate, up, dout) = (rng.vec(n, 3.0), rng.vec(n, 2.0), rng.vec(n, 1.0));
+    let blocks = n.div_ceil(256) as u32;
+
+    let forward = |copy: Option<&mut Vec<u16>>| {
+        let mut out = vec![f32::NAN; n];
+        let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: every array holds n elements (the copy too, when given); the call
+        // returns after the kernel finishes.
+        unsafe {
+            function::<SwigluForwardFn>(emulated, "emulate_swiglu_forward")(
+                out.as_mut_ptr(),
+                copy_address(copy),
+                gate.as_ptr(),
+                up.as_ptr(),
+                n as u64,
+                blocks,
+            )
+        };
+        out
+    };
+    let mut out_copy = vec![0xdead_u16; n];
+    let (plain, out) = (forward(None), forward(Some(&mut out_copy)));
+    assert_eq!(
+        bits(&plain),
+        bits(&out),
+        "swiglu_forward: the copy changed the output"
+    );
+    assert_eq!(
+        out_copy,
+        rounded_bits(&out),
+        "swiglu_forward: the bf16 copy"
+    );
+
+    let backward = |copies: Option<(&mut Vec<u16>, &mut Vec<u16>)>| {
+        let (mut dgate, mut dup) = (vec![f32::NAN; n], vec![f32::NAN; n]);
+        let (dgate_copy, dup_copy) = match copies {
+            Some((g, u)) => (copy_address(Some(g)), copy_address(Some(u))),
+            None => (std::ptr::null_mut(), std::ptr::null_mut()),
+        };
+        let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: as above.
+        unsafe {
+            function::<SwigluBackwardFn>(emulated, "emulate_swiglu_backward")(
+                dgate.as_mut_ptr(),
+                dup.as_mut_ptr(),
+                dgate_copy,
+                dup_copy,
+                dout.as_ptr(),
+                gate.as_ptr(),
+                up.as_ptr(),
+                n as u64,
+                blocks,
+            )
+        };
+        (dgate, dup)
+    };
+    let (mut dgate_copy, mut dup_copy) = (vec![0xdead_u16; n], vec![0xdead_u16; n]);
+    let plain = backward(None);
+    let (dgate, dup) = backward(Some((&mut dgate_copy, &mut dup_copy)));
+    assert_eq!(
+        bits(&plain.0),
+        bits(&dgate),
+        "swiglu_backward: the copies changed dgate"
+    );
+    assert_eq!(
+        bits(&plain.1),
+        bits(&dup),
+        "swiglu_backward: the copies changed dup"
+    );
+    assert_eq!(
+        dgate_copy,
+        rounded_bits(&dgate),
+        "swiglu_backward: dgate's bf16 copy"
+    );
+    assert_eq!(
+        dup_copy,
+        rounded_bits(&dup),
+        "swiglu_backward: dup's bf16 copy"
+    );
+
+    let mut cpu = CpuBackend::new();
+    let [g, u, d] = [&gate, &up, &dout].map(|v| upload(&mut cpu, v));
+    let [o, dg, du] = [0; 3].map(|_| upload(&mut cpu, &vec![0.0; n]));
+    cpu.swiglu_forward(o, g, u).expect("cpu swiglu");
+    cpu.swiglu_backward(dg, du, d, g, u)
+        .expect("cpu swiglu backward");
+    assert_close("swiglu_forward", &out, &download(&mut cpu, o), 1e-6);
+    assert_close(
+        "swiglu_backward dgate",
+        &dgate,
+        &download(&mut cpu, dg),
+        1e-6,
+    );
+    assert_close("swiglu_backward dup", &dup, &download(&mut cpu, du), 1e-6);
+}
+
+/// `emulate_logprob_dlogits` of emulator/swiglu_logprob.cpp.
+type DlogitsFn = unsafe extern "C" fn(
+    i32,
+    *mut u8,
+    *const f32,
+    *const u32,
+    *const f32,
+    *const f32,
+    u32,
+    u32,
+    u32,
+);
+
+/// The output head's logit gradient (logprob.cu), w[n] * (onehot(target) - softmax), on 6
+/// rows of a 1,001-token vocabulary: in f32, in place over the logits, it matches a
+/// float64 reference to 1e-6 (one `expf` and a product per element); a row of weight 0
+/// is all zeros and a target past the vocabulary adds no one-hot term. The bf16 form,
+/// which the bf16 mode's two GEMMs after it read instead of casting, is the f32 form
+/// rounded as the host rounds, to the bit, and leaves the logits as they were.
+#[test]
+fn the_logit_gradient_in_bf16_is_the_f32_gradient_rounded() {
+    let Some(emulated) = available(library(&SWIGLU_LOGPROB, "swiglu_logprob")) else {
+        return;
+    };
+    let mut rng = Rng::new(0xd1);
+    let (rows, vocab) = (6usize, 1001usize);
+    let logits = rng.vec(rows * vocab, 4.0);
+    let mut targets = rng.ints(rows, vocab);
+    targets[4] = vocab as u32;
+    let mut weights = rng.vec(rows, 1.0);
+    weights[2] = 0.0;
+    // Each row's log-sum-exp, in f64.
+    let lse: Vec<f32> = logits
+        .chunks(vocab)
+        .map(|row| {
+            let max = row.iter().fold(f64::MIN, |m, &x| m.max(f64::from(x)));
+            (max + row
+                .iter()
+                .map(|&x| (f64::from(x) - max).exp())
+                .sum::<f64>()
+                .ln()) as f32
+        })
+        .collect();
+    let blocks = (rows * vocab).div_ceil(256) as u32;
+    let run = |bf16: i32, out: *mut u8, logits: *const f32| {
+        let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: `logits` and `out` hold rows x vocab elements (f32, or bf16 with the
+        // flag set), targets, weights and lse `rows`; the call returns after the kernel.
+        unsafe {
+            function::<DlogitsFn>(emulated, "emulate_logprob_dlogits")(
+                bf16,
+                out,
+                logits,
+                targets.as_ptr(),
+                weights.as_ptr(),
+                lse.as_ptr(),
+                rows as u32,
+                vocab as u32,
+                blocks,
+            )
+        };
+    };
+    let mut in_place = logits.clone();
+    let at = in_place.as_mut_ptr();
+    run(0, at.cast(), at);
+    let want: Vec<f32> = (0..rows * vocab)
+        .map(|i| {
+            let (row, j) = (i / vocab, i % vocab);
+            let w = f64::from(weights[row]);
+            let p = (f64::from(logits[i]) - f64::from(lse[row])).exp();
+            let onehot = if j == targets[row] as usize { 1.0 } else { 0.0 };
+            (w * (onehot - p)) as f32
+        })
+        .collect();
+    assert_close("logprob_dlogits", &in_place, &want, 1e-6);
+    assert!(in_place[2 * vocab..3 * vocab].iter().all(|&d| d == 0.0));
+
+    let mut copy = vec![0xdead_u16; rows * vocab];
+    let source = logits.clone();
+    run(1, copy.as_mut_ptr().cast(), source.as_ptr());
+    assert_eq!(copy, rounded_bits(&in_place), "logprob_dlogits_bf16");
+    assert_eq!(
+        bits(&source),
+        bits(&logits),
+        "the bf16 form wrote over the logits"
+    );
 }

@@ -516,3 +516,94 @@ fn decoding_steps_replayed_from_graphs_match_eager_steps() {
         "decoding step graphs: largest relative difference {worst:e}"
     ));
 }
+
+/// The bf16 mode's kernels that make GEMM inputs (RMSNorm, SwiGLU forward and backward,
+/// the head's logit gradient) write their bf16 copies as they go (`Bf16Inputs::Copies`,
+/// the default); `Bf16Inputs::Casts` makes every copy with a cast kernel instead. Both
+/// round to nearest even, so three training steps (new tokens each, an AdamW step
+/// between) and a prefill with decoding steps give the same log-probabilities, gradients
+/// and logits; 1e-5 of the largest value allows cuBLAS another algorithm on copies at
+/// other addresses. A copy left stale (the previous layer's or step's) would differ by
+/// far more. With the kernels' copies more is kept: the decoding activations too.
+#[test]
+fn copies_written_by_kernels_equal_cast_copies() {
+    use sage_backend_cuda::{Bf16Inputs, Precision};
+    use sage_e2e::backend_parity::{assert_close, Rng};
+    use sage_transformer::sampling::argmax;
+    use sage_transformer::{AdamWStep, Kernels, KvCache, ModelConfig, Transformer};
+
+    if cuda_backend().is_none() {
+        return;
+    }
+    let config = ModelConfig::tiny();
+    let mut fed: Vec<Vec<u32>> = Vec::new();
+    let mut run = |inputs: Bf16Inputs| {
+        let mut k = CudaBackend::with_precision(Precision::Bf16).expect("bf16 backend");
+        k.set_bf16_inputs(inputs);
+        let mut model = Transformer::new(&mut k, config.clone()).expect("model");
+        let params = Rng::new(0xc0_9e5).vec(model.params().len, 0.1);
+        k.write(model.params(), &params).expect("params");
+        let moments = [0; 2].map(|_| {
+            let t = k.alloc(model.params().len).expect("moments");
+            sage_transformer::Tensor::whole(t, model.params().len)
+        });
+        let mut tokens = Rng::new(0x70c);
+        let mut outputs = Vec::new();
+        for step in 1..=3 {
+            let batch: Vec<u32> = tokens.ints(40, config.vocab_size);
+            let (inputs, targets) = (&batch[..39], &batch[1..]);
+            model.zero_grads(&mut k).expect("zero");
+            outputs.push(
+                model
+                    .forward(&mut k, inputs, targets, &[0, 17, 30])
+                    .expect("forward"),
+            );
+            model
+                .backward(&mut k, &[-1.0 / 39.0; 39])
+                .expect("backward");
+            let mut grads = vec![0.0f32; model.grads().len];
+            k.read(model.grads(), &mut grads).expect("grads");
+            outputs.push(grads);
+            let hyper = AdamWStep {
+                learning_rate: 1e-3,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.01,
+                step,
+            };
+            let (params, grads) = (model.params(), model.grads());
+            k.adamw(params, grads, moments[0], moments[1], hyper)
+                .expect("adamw");
+        }
+        let prompts: [&[u32]; 2] = [&[5, 9, 300, 41, 7], &[11, 2, 8]];
+        let mut cache = KvCache::new(&mut k, &model, prompts.len(), 24).expect("cache");
+        let mut logits = model
+            .prefill(&mut k, &mut cache, &prompts)
+            .expect("prefill");
+        for step in 0..8 {
+            if fed.len() == step {
+                fed.push(
+                    logits
+                        .chunks_exact(config.vocab_size)
+                        .map(|r| argmax(r) as u32)
+                        .collect(),
+                );
+            }
+            outputs.push(logits);
+            logits = model
+                .decode_step(&mut k, &mut cache, &fed[step])
+                .expect("step");
+        }
+        (outputs, k.kept_bf16_bytes())
+    };
+    let (cast, cast_kept) = run(Bf16Inputs::Casts);
+    let (written, written_kept) = run(Bf16Inputs::Copies);
+    for (i, (got, want)) in written.iter().zip(&cast).enumerate() {
+        assert_close(&format!("output {i}"), got, want, 1e-5);
+    }
+    say(&format!(
+        "bf16 copies kept: {written_kept} bytes with the kernels' copies, {cast_kept} with casts"
+    ));
+    assert!(written_kept > cast_kept, "{written_kept} <= {cast_kept}");
+}

@@ -1,8 +1,9 @@
 // The C entry points that run embedding.cu's and norm.cu's kernels on the emulator of
 // device.hpp, on the grids embedding.rs and norm.rs launch: the embedding gather and its
 // backward scatter (links pass, then the walk of each token's positions), and the
-// RMSNorm forward and bias add. The forward kernels that read weights take them in f32 or
-// (`bf16` set) as frozen bf16 weights, whose pointers then hold bf16 bits. The e2e test
+// RMSNorm forward (with or without the bf16 copy of its output) and bias add. The forward
+// kernels that read weights take them in f32 or (`bf16` set) as frozen bf16 weights, whose
+// pointers then hold bf16 bits. The e2e test
 // `emulated_kernels` builds this file into a shared library and compares each bf16 form
 // with its f32 form on the same values widened, and the f32 forms with the CPU backend.
 #include "device.hpp"
@@ -24,15 +25,16 @@ extern "C" void emulate_embedding_forward(int bf16_table, float* out, const void
     });
 }
 
-// out[N, D] = x / rms(x) * weight, rstd[N]; one block per row.
-extern "C" void emulate_rmsnorm_forward(int bf16_weight, float* out, float* rstd,
-                                        const float* x, const void* weight, unsigned rows,
-                                        unsigned dim, float eps) {
+// out[N, D] = x / rms(x) * weight, rstd[N], and out's bf16 copy when `out_copy` is not
+// null; one block per row.
+extern "C" void emulate_rmsnorm_forward(int bf16_weight, float* out, unsigned short* out_copy,
+                                        float* rstd, const float* x, const void* weight,
+                                        unsigned rows, unsigned dim, float eps) {
     emulator::launch(rows, 1, ROW_THREADS, [&] {
         if (bf16_weight) {
-            rmsnorm_forward_bf16(out, rstd, x, (const bf16*)weight, rows, dim, eps);
+            rmsnorm_forward_bf16(out, out_copy, rstd, x, (const bf16*)weight, rows, dim, eps);
         } else {
-            rmsnorm_forward(out, rstd, x, (const float*)weight, rows, dim, eps);
+            rmsnorm_forward(out, out_copy, rstd, x, (const float*)weight, rows, dim, eps);
         }
     });
 }

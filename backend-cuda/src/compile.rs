@@ -129,7 +129,7 @@ impl Family {
                 "attention_decode_combine",
             ],
             Family::Swiglu => &["swiglu_forward", "swiglu_backward"],
-            Family::Logprob => &["logprob_rows", "logprob_dlogits"],
+            Family::Logprob => &["logprob_rows", "logprob_dlogits", "logprob_dlogits_bf16"],
             Family::Choose => &["choose_tokens"],
             Family::Adamw => &["adamw"],
         }

@@ -53,7 +53,9 @@
 //! in f32, GEMMs included (`cublasSgemm`, no TF32). [`Precision::Bf16`] casts both
 //! operands of each GEMM to bf16 and multiplies them on tensor cores with f32
 //! accumulation and f32 output (a weight's bf16 copy is kept and cast again only after
-//! the weight is written: `shadow`), and runs training attention on tensor cores
+//! the weight is written: `shadow`; the RMSNorm, SwiGLU and logit-gradient kernels write
+//! the copies of what they make as they make it, so no cast kernel reads those again),
+//! and runs training attention on tensor cores
 //! (`kernels/flash.cu`: `mma.sync` m16n8k16, tiles rounded to bf16 as they are staged,
 //! softmax statistics and accumulators in f32; kernels specialised to heads of at most
 //! 64 where the model's fit, with half the registers and shared memory); everything else (weights, activations,
@@ -245,7 +247,8 @@ impl CudaBackend {
     }
 
     /// Bytes held by the bf16 copies of GEMM operands kept between GEMMs (the bf16
-    /// mode's copies of the weights; see `shadow`), beside the f32 tensors themselves.
+    /// mode's copies of the weights, and of the activations and gradients that kernels
+    /// write copies of; see `shadow`), beside the f32 tensors themselves.
     pub fn kept_bf16_bytes(&self) -> usize {
         2 * self.store.shadows.borrow().kept_elements()
     }
@@ -263,6 +266,12 @@ impl CudaBackend {
             drop(self.store.shadows.get_mut().clear());
         }
         self.bf16_inputs = inputs;
+    }
+
+    /// Whether kernels write bf16 copies of the GEMM inputs they make (the bf16 mode's
+    /// [`Bf16Inputs::Copies`]).
+    pub(crate) fn writes_copies(&self) -> bool {
+        self.precision == Precision::Bf16 && self.bf16_inputs == Bf16Inputs::Copies
     }
 
     /// Sets the queries per tile of the bf16 mode's dk/dv attention kernel for heads of

@@ -117,35 +117,45 @@ pub(crate) fn logprob_backward(
         return Ok(());
     }
     let chunk = (LOGITS_CHUNK / d.vocab.max(1)).max(1);
-    let dlogits = b.scratch_space(Scratch::Logits, chunk.min(d.rows) * d.vocab)?;
+    let logits = b.scratch_space(Scratch::Logits, chunk.min(d.rows) * d.vocab)?;
+    // The bf16 mode's copies: dlogits in bf16 only (two per f32 slot), which is all the
+    // two GEMMs after read. Otherwise dlogits in place of the logits, in f32.
+    let bf16_dlogits = if b.writes_copies() {
+        let len = (chunk.min(d.rows) * d.vocab).div_ceil(2);
+        Some(b.scratch_space(Scratch::DlogitsBf16, len)?)
+    } else {
+        None
+    };
     for start in (0..d.rows).step_by(chunk) {
         let rows = chunk.min(d.rows - start);
         let hidden = hidden_rows(&head, start, rows, d.dim);
-        // dlogits[rows, V], made in place from the logits.
+        // logits[rows, V]
         gemm(
             b,
-            dlogits,
+            logits,
             hidden,
             Operand::Tensor(head.lm_head),
             mm(rows, d.vocab, d.dim, false, true, false),
         )?;
-        b.launch(
-            "logprob_dlogits",
-            (blocks_for((rows * d.vocab) as u64), 1),
-            THREADS,
-            &[
-                Arg::Ptr(dlogits),
-                Arg::Ptr(targets + 4 * start as u64),
-                Arg::Ptr(weights + 4 * start as u64),
-                Arg::Ptr(lse + 4 * start as u64),
-                Arg::U32(to_u32(op, "rows", rows)?),
-                Arg::U32(to_u32(op, "V", d.vocab)?),
-            ],
-        )?;
+        let (kernel, dlogits, dlogits_in) = match bf16_dlogits {
+            Some(at) => ("logprob_dlogits_bf16", at, Operand::Bf16Scratch(at)),
+            None => ("logprob_dlogits", logits, Operand::Scratch(logits)),
+        };
+        let args = [
+            Arg::Ptr(dlogits),
+            Arg::Ptr(logits),
+            Arg::Ptr(targets + 4 * start as u64),
+            Arg::Ptr(weights + 4 * start as u64),
+            Arg::Ptr(lse + 4 * start as u64),
+            Arg::U32(to_u32(op, "rows", rows)?),
+            Arg::U32(to_u32(op, "V", d.vocab)?),
+        ];
+        let grid = (blocks_for((rows * d.vocab) as u64), 1);
+        b.launch(kernel, grid, THREADS, &args)?;
         // dhidden[rows, D] = dlogits · lm_head
         let dhidden_rows = dhidden + 4 * (start * d.dim) as u64;
         let shape = mm(rows, d.dim, d.vocab, false, false, false);
-        let (dlogits_in, lm_head) = (Operand::Scratch(dlogits), Operand::Tensor(head.lm_head));
+        let lm_head = Operand::Tensor(head.lm_head);
         gemm(b, dhidden_rows, dlogits_in, lm_head, shape)?;
         // dlm_head[V, D] += dlogits^T · hidden
         if let Some(dlm_head) = dlm_head {

@@ -4,7 +4,9 @@
 //! (true f32, no TF32); in [`Precision::Bf16`] `cublasGemmEx` multiplies bf16 copies
 //! of both operands on tensor cores, accumulating and writing `c` in f32. A copy is cast
 //! into scratch for the GEMM, or, for a tensor met unchanged again (a weight), kept
-//! and reused until the tensor is written (`shadow`); with [`Bf16Inputs::Converted`]
+//! and reused until the tensor is written (`shadow`), or written by the kernel that made
+//! the tensor ([`copy_out`]; the head's logit gradient, made for its two GEMMs alone, is
+//! written in bf16 only); with [`Bf16Inputs::Converted`]
 //! cuBLAS rounds the f32 operands to bf16 itself instead. Frozen weights of the bf16 mode
 //! (`Kernels::alloc_frozen`) are bf16 already and multiply as they are.
 
@@ -17,7 +19,7 @@ use sage_transformer::{ContractError, MatmulShape, Tensor};
 use crate::elementwise::cast_bf16;
 use crate::error::{to_i32, CudaError};
 use crate::scratch::Scratch;
-use crate::shadow::ShadowUse;
+use crate::shadow::{CopyOut, ShadowUse};
 use crate::store::{allocate, span};
 use crate::CudaBackend;
 
@@ -29,6 +31,9 @@ pub(crate) enum Operand {
     Tensor(Tensor),
     /// A checked address in the backend's scratch.
     Scratch(u64),
+    /// A checked address in the backend's scratch holding bf16, written so by the
+    /// kernel that made it (the bf16 mode's logit gradients).
+    Bf16Scratch(u64),
 }
 
 /// The arithmetic of the backend's GEMMs and training attention (every other kernel
@@ -51,10 +56,17 @@ pub enum Precision {
 /// How the bf16 mode's GEMMs get bf16 operands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Bf16Inputs {
-    /// Cast kernels write bf16 copies of both operands first (a weight's copy is kept
-    /// between GEMMs, `shadow`); cuBLAS multiplies the copies.
+    /// cuBLAS multiplies bf16 copies of both operands. The kernels that make a GEMM's
+    /// input write its copy as they write it: the RMSNorm forward, the SwiGLU forward
+    /// and backward (into kept copies, `shadow`), and the output head's logit gradient
+    /// (bf16 only). Every other operand is cast by a kernel first, and a weight's copy
+    /// is kept between GEMMs.
     #[default]
     Copies,
+    /// As [`Bf16Inputs::Copies`], but every copy is made by a cast kernel before its
+    /// GEMM, none by the kernel that wrote the tensor: the same values to the bit, kept
+    /// for the benchmark to measure what writing the copies in place saves.
+    Casts,
     /// cuBLAS reads the f32 operands and rounds them to bf16 itself
     /// (`CUBLAS_COMPUTE_32F_FAST_16BF`): no cast kernels and no kept copies, at the
     /// cost of reading every operand in f32. The same rounding, so the same results to
@@ -81,6 +93,7 @@ fn address(b: &CudaBackend, operand: Operand) -> Result<(u64, bool), CudaError> 
     match operand {
         Operand::Tensor(t) => b.store.weight_address(t),
         Operand::Scratch(address) => Ok((address, false)),
+        Operand::Bf16Scratch(address) => Ok((address, true)),
     }
 }
 
@@ -139,6 +152,30 @@ fn bf16_copy(
     }
 }
 
+/// The address of the bf16 copy that the kernel about to write all of `t` writes beside
+/// it, or 0 for none: in the bf16 mode's [`Bf16Inputs::Copies`], for a tensor that a GEMM
+/// has read before ([`Shadows::produce`](crate::shadow::Shadows::produce)). Take `t`'s
+/// own address first (that counts it as written), and launch right after.
+pub(crate) fn copy_out(b: &mut CudaBackend, t: Tensor) -> Result<u64, CudaError> {
+    if !b.writes_copies() {
+        return Ok(0);
+    }
+    let produce = b.store.shadows.borrow_mut().produce(span(t));
+    match produce {
+        CopyOut::Into(copy) => Ok(copy),
+        CopyOut::Keep => match allocate::<u16>(&b.gpu, t.len) {
+            Ok((memory, copy)) => {
+                b.store.shadows.borrow_mut().hold(span(t), memory, copy);
+                Ok(copy)
+            }
+            Err(refused @ CudaError::StepNotRecorded(_)) => Err(refused),
+            // No room on the device for another copy: its GEMMs cast as before.
+            Err(_) => Ok(0),
+        },
+        CopyOut::None => Ok(0),
+    }
+}
+
 /// The GEMM of [`matmul`] on a checked output address and its two inputs.
 pub(crate) fn gemm(
     b: &mut CudaBackend,
@@ -157,8 +194,8 @@ pub(crate) fn gemm(
         accumulate,
     } = shape;
     let (a_at, b_at) = (address(b, a)?, address(b, bm)?);
-    let frozen_bf16 = a_at.1 || b_at.1;
-    if frozen_bf16 && b.precision == Precision::F32 {
+    let given_bf16 = a_at.1 || b_at.1;
+    if given_bf16 && b.precision == Precision::F32 {
         let why = "matmul: a bf16 operand in the f32 mode";
         return Err(ContractError::BadArgument(why.into()).into());
     }
@@ -192,10 +229,10 @@ pub(crate) fn gemm(
     let ld_b = to_i32(op, "ld b", if trans_b { k } else { n })?;
     let ld_a = to_i32(op, "ld a", if trans_a { m } else { k })?;
     let (alpha, beta) = (1.0f32, if accumulate { 1.0f32 } else { 0.0 });
-    // bf16 operands for cuBLAS: the mode's copies, and always with a frozen bf16 operand
-    // (cuBLAS cannot round one f32 operand and take the other as it is).
+    // bf16 operands for cuBLAS: the mode's copies, and always with an operand held in
+    // bf16 (cuBLAS cannot round one f32 operand and take the other as it is).
     let copies =
-        b.precision == Precision::Bf16 && (b.bf16_inputs == Bf16Inputs::Copies || frozen_bf16);
+        b.precision == Precision::Bf16 && (b.bf16_inputs != Bf16Inputs::Converted || given_bf16);
     let (a_in, b_in) = if copies {
         (
             bf16_operand(b, a, a_at, m * k, Scratch::Bf16A)?,

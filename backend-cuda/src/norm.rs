@@ -6,6 +6,7 @@ use sage_transformer::Tensor;
 
 use crate::error::CudaError;
 use crate::launch::{blocks_for, blocks_per_task, kernel_for, Arg, THREADS};
+use crate::matmul::copy_out;
 use crate::scratch::Scratch;
 use crate::CudaBackend;
 use sage_transformer::contract::{to_u32, Rows};
@@ -17,7 +18,8 @@ const ROWS_PER_BLOCK: usize = sage_transformer::COLUMN_SUM_ROWS;
 const COLUMNS_PER_BLOCK: usize = 256;
 
 /// out[N, D] = x / rms(x) * weight[D]; rstd[N] = 1 / sqrt(mean(x^2) + eps). The weight
-/// may be frozen bf16 weights.
+/// may be frozen bf16 weights; out's bf16 copy is written too where GEMMs read it
+/// ([`copy_out`]).
 pub(crate) fn rmsnorm_forward(
     b: &mut CudaBackend,
     out: Tensor,
@@ -30,18 +32,25 @@ pub(crate) fn rmsnorm_forward(
     let op = "rmsnorm_forward";
     let Rows { rows, width: dim } = rows;
     let (weight, bf16) = b.store.weight_address(weight)?;
-    let args = [
-        Arg::Ptr(b.store.address(out)?),
-        Arg::Ptr(b.store.address(rstd)?),
-        Arg::Ptr(b.store.address(x)?),
-        Arg::Ptr(weight),
-        Arg::U32(to_u32(op, "N", rows)?),
-        Arg::U32(to_u32(op, "D", dim)?),
-        Arg::F32(eps),
-    ];
+    let (out_at, rstd, x) = (
+        b.store.address(out)?,
+        b.store.address(rstd)?,
+        b.store.address(x)?,
+    );
+    let (n, d) = (to_u32(op, "N", rows)?, to_u32(op, "D", dim)?);
     if rows == 0 {
         return Ok(());
     }
+    let args = [
+        Arg::Ptr(out_at),
+        Arg::Ptr(copy_out(b, out)?),
+        Arg::Ptr(rstd),
+        Arg::Ptr(x),
+        Arg::Ptr(weight),
+        Arg::U32(n),
+        Arg::U32(d),
+        Arg::F32(eps),
+    ];
     let kernel = kernel_for(bf16, op, "rmsnorm_forward_bf16");
     b.launch(kernel, (blocks_per_task(rows), 1), THREADS, &args)
 }

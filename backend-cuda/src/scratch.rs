@@ -19,6 +19,8 @@ pub(crate) enum Scratch {
     Columns,
     /// One chunk of the output head's logits.
     Logits,
+    /// The bf16 mode's logit gradients of one chunk, in bf16 (two per `f32` element).
+    DlogitsBf16,
     /// The attention backward pass's delta [N, H].
     Delta,
     /// RoPE's inverse frequencies [hd / 2].
@@ -49,7 +51,7 @@ pub(crate) enum IndexScratch {
     Uniforms,
 }
 
-const F32_SLOTS: usize = 9;
+const F32_SLOTS: usize = 10;
 const U32_SLOTS: usize = 5;
 
 /// One growable allocation.

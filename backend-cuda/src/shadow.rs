@@ -9,8 +9,11 @@
 //! name [`Store::address_read`](crate::store::Store::address_read)) do not. A tensor
 //! is kept once it is met unchanged a second time (a weight, or an activation that
 //! feeds several GEMMs, such as the normed input of q, k and v); one written between
-//! its uses (an activation) keeps using the scratch copy. Kept copies are bounded by a
-//! budget of elements.
+//! its uses (an activation) keeps using the scratch copy, unless the kernel that writes
+//! it writes its copy too ([`Shadows::produce`]: the RMSNorm forward and the SwiGLU
+//! forward and backward do, for any tensor a GEMM has read before), so its GEMMs find
+//! the copy current and nothing is cast. Kept copies are bounded by a budget of
+//! elements.
 
 use std::collections::HashMap;
 
@@ -42,6 +45,18 @@ pub(crate) enum ShadowUse {
     Keep,
     /// Cast into the GEMM's scratch space.
     Scratch,
+}
+
+/// How a kernel about to write a whole tensor (an activation or gradient that GEMMs
+/// read) gets its bf16 copy written beside it, with no cast after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CopyOut {
+    /// Into the kept copy at this address (current once the kernel has run).
+    Into(u64),
+    /// Allocate a copy, have the kernel write it, and [`Shadows::hold`] it.
+    Keep,
+    /// No copy: no GEMM has read the tensor yet, or there is no room.
+    None,
 }
 
 /// The records' flags at one moment, by buffer, in record order.
@@ -111,8 +126,31 @@ impl<M> Shadows<M> {
         }
     }
 
+    /// How the kernel about to write all of `span` (which it has just counted as
+    /// [`written`](Shadows::written)) writes its copy too. Only a tensor that a GEMM has
+    /// read as this very span gets one: its kept copy, else a new one within the budget.
+    /// The record counts the tensor as unchanged since the copy, as the kernel leaves it.
+    pub(crate) fn produce(&mut self, span: Span) -> CopyOut {
+        let room = self.kept_elements + span.len <= self.budget_elements;
+        let Some(shadows) = self.by_buffer.get_mut(&span.buffer) else {
+            return CopyOut::None;
+        };
+        let Some((_, shadow)) = shadows.iter_mut().find(|(at, _)| *at == span) else {
+            return CopyOut::None;
+        };
+        match &shadow.kept {
+            Some((_, address)) => {
+                shadow.unchanged = true;
+                CopyOut::Into(*address)
+            }
+            None if room => CopyOut::Keep,
+            None => CopyOut::None,
+        }
+    }
+
     /// Keeps `memory` at `address` as the current copy of `span` (after
-    /// [`ShadowUse::Keep`] and the cast into it).
+    /// [`ShadowUse::Keep`] and the cast into it, or [`CopyOut::Keep`] and the kernel
+    /// that wrote it).
     pub(crate) fn hold(&mut self, span: Span, memory: M, address: u64) {
         let shadows = self.by_buffer.entry(span.buffer).or_default();
         let record = Shadow {
@@ -278,6 +316,47 @@ mod tests {
         assert_eq!(shadows.lookup(span(2, 0, 4)), ShadowUse::Scratch);
         assert_eq!(shadows.lookup(activation), ShadowUse::Keep);
         assert_eq!(shadows.kept_elements(), 50);
+    }
+
+    #[test]
+    fn a_kernel_writes_the_copy_of_a_tensor_a_gemm_reads_and_the_gemm_casts_nothing() {
+        let mut shadows: Shadows<&str> = Shadows::new(100);
+        let (activation, unread) = (span(4, 0, 64), span(4, 64, 16));
+        // Never read by a GEMM: no copy is written.
+        assert_eq!(shadows.produce(activation), CopyOut::None);
+        // A GEMM reads it (cast into scratch): from then on the writer keeps a copy.
+        assert_eq!(shadows.lookup(activation), ShadowUse::Scratch);
+        shadows.written(activation);
+        assert_eq!(shadows.produce(activation), CopyOut::Keep);
+        shadows.hold(activation, "copy", 0xb0);
+        assert_eq!(shadows.lookup(activation), ShadowUse::Current(0xb0));
+        // The next write (the next layer, the next step) goes into the same copy.
+        shadows.written(activation);
+        assert_eq!(shadows.produce(activation), CopyOut::Into(0xb0));
+        assert_eq!(shadows.lookup(activation), ShadowUse::Current(0xb0));
+        // A write that does not make the copy leaves it stale: the GEMM casts again.
+        shadows.written(span(4, 10, 1));
+        assert_eq!(shadows.lookup(activation), ShadowUse::Refresh(0xb0));
+        // Only the very span read: a part or a neighbour gets none.
+        assert_eq!(shadows.produce(span(4, 0, 32)), CopyOut::None);
+        assert_eq!(shadows.produce(unread), CopyOut::None);
+        assert_eq!(shadows.kept_elements(), 64);
+    }
+
+    #[test]
+    fn a_written_copy_stays_within_the_budget() {
+        let mut shadows: Shadows<&str> = Shadows::new(100);
+        let (first, second) = (span(5, 0, 60), span(6, 0, 60));
+        for at in [first, second] {
+            shadows.lookup(at);
+            shadows.written(at);
+        }
+        assert_eq!(shadows.produce(first), CopyOut::Keep);
+        shadows.hold(first, "copy", 0xc0);
+        // 60 more would pass the budget of 100: the writer writes no copy, the GEMM casts.
+        assert_eq!(shadows.produce(second), CopyOut::None);
+        assert_eq!(shadows.lookup(second), ShadowUse::Scratch);
+        assert_eq!(shadows.kept_elements(), 60);
     }
 
     #[test]

@@ -36,6 +36,20 @@ __device__ __forceinline__ float from_bf16(bf16 x) { return __uint_as_float((u32
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(bf16 x) { return from_bf16(x); }
 
+// Writes x to an element held as f32, or as bf16 rounded to nearest even: for kernels
+// templated over how an output is held.
+__device__ __forceinline__ void store(float* at, float x) { *at = x; }
+__device__ __forceinline__ void store(bf16* at, float x) { *at = to_bf16(x); }
+
+// Writes x to copy[i] when the caller asked for a bf16 copy of a kernel's output
+// (`copy` not null): the bf16 mode's GEMM input, written as the f32 tensor is, so no
+// cast kernel has to read it again. The same rounding as `cast_bf16`.
+__device__ __forceinline__ void store_copy(bf16* copy, u64 i, float x) {
+    if (copy != nullptr) {
+        copy[i] = to_bf16(x);
+    }
+}
+
 // The index of this thread in a one-dimensional grid, and the grid's width, in 64 bits
 // (tensors may exceed 2^32 elements).
 __device__ __forceinline__ u64 global_index() {

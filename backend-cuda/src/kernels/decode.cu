@@ -12,10 +12,6 @@
 #define DECODE_MAX_HEAD_DIM 128
 #define DECODE_DIMS_PER_LANE (DECODE_MAX_HEAD_DIM / WARP_SIZE)
 
-// An f32 value as a cache element (`to_f32` reads one back).
-__device__ __forceinline__ void cache_store(float* at, float x) { *at = x; }
-__device__ __forceinline__ void cache_store(bf16* at, float x) { *at = to_bf16(x); }
-
 // k_cache[b, lengths[b], :] = k[b, :] and the same for v, one thread per element.
 template <typename Cache>
 __device__ __forceinline__ void append_rows(Cache* k_cache, Cache* v_cache, const float* k,
@@ -25,8 +21,8 @@ __device__ __forceinline__ void append_rows(Cache* k_cache, Cache* v_cache, cons
     for (u64 t = global_index(); t < total; t += grid_stride()) {
         const u64 b = t / width;
         const u64 at = (b * capacity + lengths[b]) * width + t % width;
-        cache_store(k_cache + at, k[t]);
-        cache_store(v_cache + at, v[t]);
+        store(k_cache + at, k[t]);
+        store(v_cache + at, v[t]);
     }
 }
 

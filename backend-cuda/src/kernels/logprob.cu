@@ -36,10 +36,14 @@ logprob_rows(const float* logits, const u32* targets, float* logp, float* lse, u
     }
 }
 
-// dlogits[n, j] = w[n] * (onehot(targets[n])[j] - exp(logits[n, j] - lse[n])), in place
-// over logits[rows, V]; rows of weight 0 become 0. weights[rows], lse[rows].
-extern "C" __global__ void logprob_dlogits(float* logits, const u32* targets, const float* weights,
-                                           const float* lse, u32 rows, u32 vocab) {
+// dlogits[n, j] = w[n] * (onehot(targets[n])[j] - exp(logits[n, j] - lse[n])) from
+// logits[rows, V]; rows of weight 0 become 0. weights[rows], lse[rows]. `Out` is how the
+// gradient is held: f32 (in place over the logits) or bf16 (the bf16 mode's copies:
+// the two GEMMs after it read nothing else, so no cast is needed).
+template <typename Out>
+__device__ __forceinline__ void dlogits_rows(Out* dlogits, const float* logits,
+                                             const u32* targets, const float* weights,
+                                             const float* lse, u32 rows, u32 vocab) {
     const u64 total = (u64)rows * vocab;
     for (u64 i = global_index(); i < total; i += grid_stride()) {
         const u32 row = (u32)(i / vocab);
@@ -52,6 +56,21 @@ extern "C" __global__ void logprob_dlogits(float* logits, const u32* targets, co
                 d += w;
             }
         }
-        logits[i] = d;
+        store(dlogits + i, d);
     }
+}
+
+// dlogits[rows, V] in f32; the host passes the logits themselves, so they become dlogits
+// in place.
+extern "C" __global__ void logprob_dlogits(float* dlogits, const float* logits,
+                                           const u32* targets, const float* weights,
+                                           const float* lse, u32 rows, u32 vocab) {
+    dlogits_rows(dlogits, logits, targets, weights, lse, rows, vocab);
+}
+
+// dlogits[rows, V] in bf16, rounded to nearest even, from logits[rows, V] (left as they are).
+extern "C" __global__ void logprob_dlogits_bf16(bf16* dlogits, const float* logits,
+                                                const u32* targets, const float* weights,
+                                                const float* lse, u32 rows, u32 vocab) {
+    dlogits_rows(dlogits, logits, targets, weights, lse, rows, vocab);
 }

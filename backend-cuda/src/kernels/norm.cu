@@ -8,11 +8,11 @@
 // One block per row (grid-stride over blocks): rstd[n] = 1 / sqrt(mean(x[n]^2) + eps),
 // out[n, :] = x[n, :] * rstd[n] * weight.
 // out[N, D], rstd[N], x[N, D], weight[D] in f32 or, as frozen weights of the bf16 mode,
-// bf16 (`rmsnorm_forward_bf16`).
+// bf16 (`rmsnorm_forward_bf16`); out_copy[N, D], out's bf16 copy, when not null.
 template <typename Weight>
-__device__ __forceinline__ void rmsnorm_rows(float* out, float* rstd, const float* x,
-                                             const Weight* weight, u32 rows, u32 dim,
-                                             float eps) {
+__device__ __forceinline__ void rmsnorm_rows(float* out, bf16* out_copy, float* rstd,
+                                             const float* x, const Weight* weight, u32 rows,
+                                             u32 dim, float eps) {
     __shared__ float scratch[32];
     for (u32 row = blockIdx.x; row < rows; row += gridDim.x) {
         const float* x_row = x + (u64)row * dim;
@@ -24,22 +24,24 @@ __device__ __forceinline__ void rmsnorm_rows(float* out, float* rstd, const floa
         if (threadIdx.x == 0) {
             rstd[row] = r;
         }
-        float* out_row = out + (u64)row * dim;
+        const u64 at = (u64)row * dim;
         for (u32 d = threadIdx.x; d < dim; d += ROW_THREADS) {
-            out_row[d] = x_row[d] * r * to_f32(weight[d]);
+            const float o = x_row[d] * r * to_f32(weight[d]);
+            out[at + d] = o;
+            store_copy(out_copy, at + d, o);
         }
     }
 }
 
 extern "C" __global__ void __launch_bounds__(ROW_THREADS)
-rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, u32 rows, u32 dim,
-                float eps) {
-    rmsnorm_rows(out, rstd, x, weight, rows, dim, eps);
+rmsnorm_forward(float* out, bf16* out_copy, float* rstd, const float* x, const float* weight,
+                u32 rows, u32 dim, float eps) {
+    rmsnorm_rows(out, out_copy, rstd, x, weight, rows, dim, eps);
 }
 extern "C" __global__ void __launch_bounds__(ROW_THREADS)
-rmsnorm_forward_bf16(float* out, float* rstd, const float* x, const bf16* weight, u32 rows,
-                     u32 dim, float eps) {
-    rmsnorm_rows(out, rstd, x, weight, rows, dim, eps);
+rmsnorm_forward_bf16(float* out, bf16* out_copy, float* rstd, const float* x,
+                     const bf16* weight, u32 rows, u32 dim, float eps) {
+    rmsnorm_rows(out, out_copy, rstd, x, weight, rows, dim, eps);
 }
 
 // The input gradient, one block per row: with r = rstd[n],
