@@ -31,6 +31,7 @@ use sage_transformer::{AttentionShape, Kernels};
 type ForwardFn = unsafe extern "C" fn(
     i32,
     *mut f32,
+    *mut u16,
     *mut f32,
     *const f32,
     *const f32,
@@ -91,6 +92,7 @@ static DECODE: OnceLock<Result<Library, String>> = OnceLock::new();
 static ELEMENTWISE: OnceLock<Result<Library, String>> = OnceLock::new();
 static EMBEDDING_NORM: OnceLock<Result<Library, String>> = OnceLock::new();
 static SWIGLU_LOGPROB: OnceLock<Result<Library, String>> = OnceLock::new();
+static ROPE: OnceLock<Result<Library, String>> = OnceLock::new();
 
 /// Builds `backend-cuda/emulator/{name}.cpp` into a shared library and loads it; `Err`
 /// says why it could not.
@@ -280,7 +282,7 @@ impl Case {
 
     /// [out, lse, dq, dk, dv] from the emulated CUDA kernels: the exact ones
     /// (`kernels` 0), the tensor-core ones (1), or those with dk/dv over tiles of 32
-    /// queries (2).
+    /// queries (2). Fails unless the forward's bf16 copy of `out` is `out` rounded.
     fn emulated(&self, library: &Library, kernels: i32) -> [Vec<f32>; 5] {
         let n = self.rows();
         let AttentionShape {
@@ -290,6 +292,7 @@ impl Case {
         } = self.shape;
         let (qw, kvw) = (heads * head_dim, kv_heads * head_dim);
         let (mut out, mut lse) = (vec![f32::NAN; n * qw], vec![f32::NAN; n * heads]);
+        let mut out_copy = vec![0xdead_u16; n * qw];
         let (mut dq, mut dk, mut dv) = (
             vec![f32::NAN; n * qw],
             vec![f32::NAN; n * kvw],
@@ -314,6 +317,7 @@ impl Case {
             forward(
                 kernels.min(1),
                 out.as_mut_ptr(),
+                out_copy.as_mut_ptr(),
                 lse.as_mut_ptr(),
                 self.q.as_ptr(),
                 self.k.as_ptr(),
@@ -345,6 +349,13 @@ impl Case {
                 scale,
             );
         }
+        // The forward's bf16 copy of its output (the bf16 mode's input of the output
+        // projection) is that output rounded as the host rounds, to the bit.
+        assert_eq!(
+            out_copy,
+            rounded_bits(&out),
+            "attention forward: the bf16 copy"
+        );
         [out, lse, dq, dk, dv]
     }
 
@@ -1223,4 +1234,141 @@ fn the_logit_gradient_in_bf16_is_the_f32_gradient_rounded() {
         bits(&logits),
         "the bf16 form wrote over the logits"
     );
+}
+
+/// `emulate_rmsnorm_backward_dx` of emulator/embedding_norm.cpp.
+type RmsnormBackwardFn = unsafe extern "C" fn(
+    *mut f32,
+    *mut u16,
+    *const f32,
+    *const f32,
+    *const f32,
+    *const f32,
+    u32,
+    u32,
+);
+
+/// RMSNorm's input gradient (norm.cu), added into a gradient already holding values, on
+/// 5 rows of 300 (more than a block's 256 threads): it matches the CPU backend to 1e-6
+/// relative (the row's sum of dout * w * x in another order); its bf16 copy (the
+/// residual stream's gradient, which the bf16 mode's projection GEMMs read next) is the
+/// sum rounded as the host rounds, to the bit, and asking for it changes nothing else.
+#[test]
+fn the_rmsnorm_input_gradient_matches_the_cpu_and_writes_an_exact_bf16_copy() {
+    let Some(emulated) = available(library(&EMBEDDING_NORM, "embedding_norm")) else {
+        return;
+    };
+    let mut rng = Rng::new(0xb0);
+    let (rows, width) = (5usize, 300usize);
+    let (dout, x, weight) = (
+        rng.vec(rows * width, 1.0),
+        rng.vec(rows * width, 2.0),
+        rng.vec(width, 1.5),
+    );
+    let start = rng.vec(rows * width, 0.5);
+    let rstd: Vec<f32> = x
+        .chunks(width)
+        .map(|row| 1.0 / (row.iter().map(|v| v * v).sum::<f32>() / width as f32 + 1e-6).sqrt())
+        .collect();
+    let run = |copy: Option<&mut Vec<u16>>| {
+        let mut dx = start.clone();
+        let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: dx, dout and x hold rows x width floats (the copy too, when given),
+        // weight width and rstd rows; the call returns after the kernel finishes.
+        unsafe {
+            function::<RmsnormBackwardFn>(emulated, "emulate_rmsnorm_backward_dx")(
+                dx.as_mut_ptr(),
+                copy_address(copy),
+                dout.as_ptr(),
+                x.as_ptr(),
+                weight.as_ptr(),
+                rstd.as_ptr(),
+                rows as u32,
+                width as u32,
+            )
+        };
+        dx
+    };
+    let mut copy = vec![0xdead_u16; rows * width];
+    let (plain, dx) = (run(None), run(Some(&mut copy)));
+    assert_eq!(
+        bits(&plain),
+        bits(&dx),
+        "rmsnorm_backward_dx: the copy changed dx"
+    );
+    assert_eq!(
+        copy,
+        rounded_bits(&dx),
+        "rmsnorm_backward_dx: the bf16 copy"
+    );
+
+    let mut cpu = CpuBackend::new();
+    let [d, xt, wt, rt, dxt] = [&dout, &x, &weight, &rstd, &start].map(|v| upload(&mut cpu, v));
+    let dweight = upload(&mut cpu, &vec![0.0; width]);
+    cpu.rmsnorm_backward(dxt, dweight, d, xt, wt, rt, width)
+        .expect("cpu rmsnorm backward");
+    assert_close("rmsnorm_backward dx", &dx, &download(&mut cpu, dxt), 1e-6);
+}
+
+/// `emulate_rope` of emulator/rope.cpp.
+type RopeFn =
+    unsafe extern "C" fn(*mut f32, *mut u16, *const u32, *const f32, u32, u32, u32, f32, u32);
+
+/// The rotary embedding (rope.cu), forward and backward (the opposite angles), on 7 rows
+/// of 3 heads of width 10 at positions up to 4,000: it matches the CPU backend to 1e-5
+/// relative (both rotate by the same f32 angles; `sincosf` of large angles may differ in
+/// the last bits between the host's libraries); its bf16 copy (the query or key
+/// gradient, which the bf16 mode's projection GEMMs read next) is the rotated tensor
+/// rounded as the host rounds, to the bit, and asking for it changes nothing else.
+#[test]
+fn the_rotary_embedding_matches_the_cpu_and_writes_an_exact_bf16_copy() {
+    let Some(emulated) = available(library(&ROPE, "rope")) else {
+        return;
+    };
+    let mut rng = Rng::new(0x20e);
+    let (rows, heads, head_dim, theta) = (7usize, 3usize, 10usize, 10_000.0f32);
+    let x = rng.vec(rows * heads * head_dim, 1.0);
+    let positions = rng.ints(rows, 4000);
+    let inv_freq: Vec<f32> = (0..head_dim / 2)
+        .map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32))
+        .collect();
+    let blocks = (x.len() / 2).div_ceil(256) as u32;
+    let run = |sign: f32, copy: Option<&mut Vec<u16>>| {
+        let mut rotated = x.clone();
+        let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: `rotated` holds rows x heads x hd floats (the copy too, when given),
+        // positions rows, inv_freq hd / 2; the call returns after the kernel finishes.
+        unsafe {
+            function::<RopeFn>(emulated, "emulate_rope")(
+                rotated.as_mut_ptr(),
+                copy_address(copy),
+                positions.as_ptr(),
+                inv_freq.as_ptr(),
+                rows as u32,
+                heads as u32,
+                head_dim as u32,
+                sign,
+                blocks,
+            )
+        };
+        rotated
+    };
+    let mut cpu = CpuBackend::new();
+    for (sign, what) in [(1.0, "rope_forward"), (-1.0, "rope_backward")] {
+        let mut copy = vec![0xdead_u16; x.len()];
+        let (plain, rotated) = (run(sign, None), run(sign, Some(&mut copy)));
+        assert_eq!(
+            bits(&plain),
+            bits(&rotated),
+            "{what}: the copy changed the rotation"
+        );
+        assert_eq!(copy, rounded_bits(&rotated), "{what}: the bf16 copy");
+        let (t, p) = (upload(&mut cpu, &x), upload_indices(&mut cpu, &positions));
+        match sign > 0.0 {
+            true => cpu.rope_forward(t, p, heads, head_dim, theta),
+            false => cpu.rope_backward(t, p, heads, head_dim, theta),
+        }
+        .expect("cpu rope");
+        assert_close(what, &rotated, &download(&mut cpu, t), 1e-5);
+    }
 }

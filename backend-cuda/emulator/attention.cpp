@@ -20,23 +20,28 @@ unsigned blocks(unsigned rows, unsigned per_block) { return (rows + per_block - 
 }  // namespace
 
 // out[N, H*hd] and lse[N, H] from q[N, H*hd], k, v[N, KV*hd]; spans[N, 2] as in
-// attention.cu. `tensor_cores` picks flash_forward over attention_forward.
-extern "C" void emulate_attention_forward(int tensor_cores, float* out, float* lse,
-                                          const float* q, const float* k, const float* v,
+// attention.cu; out's bf16 copy when `out_copy` is not null. `tensor_cores` picks
+// flash_forward over attention_forward.
+extern "C" void emulate_attention_forward(int tensor_cores, float* out,
+                                          unsigned short* out_copy, float* lse, const float* q,
+                                          const float* k, const float* v,
                                           const unsigned* spans, unsigned rows,
                                           unsigned heads, unsigned group, unsigned head_dim,
                                           float scale) {
     if (tensor_cores) {
         emulator::launch(blocks(rows, FLASH_ROWS), heads, FLASH_THREADS, [&] {
             if (head_dim <= 64) {
-                flash_forward64(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
+                flash_forward64(out, out_copy, lse, q, k, v, spans, rows, heads, group,
+                                head_dim, scale);
             } else {
-                flash_forward(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
+                flash_forward(out, out_copy, lse, q, k, v, spans, rows, heads, group, head_dim,
+                              scale);
             }
         });
     } else {
         emulator::launch(blocks(rows, FORWARD_ROWS), heads, ATTN_THREADS, [&] {
-            attention_forward(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
+            attention_forward(out, out_copy, lse, q, k, v, spans, rows, heads, group, head_dim,
+                              scale);
         });
     }
 }

@@ -1,7 +1,8 @@
 // The C entry points that run embedding.cu's and norm.cu's kernels on the emulator of
 // device.hpp, on the grids embedding.rs and norm.rs launch: the embedding gather and its
 // backward scatter (links pass, then the walk of each token's positions), and the
-// RMSNorm forward (with or without the bf16 copy of its output) and bias add. The forward
+// RMSNorm forward and its input gradient (each with or without the bf16 copy of its
+// output) and bias add. The forward
 // kernels that read weights take them in f32 or (`bf16` set) as frozen bf16 weights, whose
 // pointers then hold bf16 bits. The e2e test
 // `emulated_kernels` builds this file into a shared library and compares each bf16 form
@@ -37,6 +38,16 @@ extern "C" void emulate_rmsnorm_forward(int bf16_weight, float* out, unsigned sh
             rmsnorm_forward(out, out_copy, rstd, x, (const float*)weight, rows, dim, eps);
         }
     });
+}
+
+// dx[N, D] += the RMSNorm input gradient, and the sum's bf16 copy when `dx_copy` is not
+// null; one block per row.
+extern "C" void emulate_rmsnorm_backward_dx(float* dx, unsigned short* dx_copy,
+                                            const float* dout, const float* x,
+                                            const float* weight, const float* rstd,
+                                            unsigned rows, unsigned dim) {
+    emulator::launch(rows, 1, ROW_THREADS,
+                     [&] { rmsnorm_backward_dx(dx, dx_copy, dout, x, weight, rstd, rows, dim); });
 }
 
 // out[N, C] += bias[C]; `blocks` of 256 threads.

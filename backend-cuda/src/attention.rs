@@ -17,7 +17,7 @@ use sage_transformer::Tensor;
 
 use crate::error::CudaError;
 use crate::launch::Arg;
-use crate::matmul::Precision;
+use crate::matmul::{copy_out, Precision};
 use crate::scratch::{IndexScratch, Scratch};
 use crate::CudaBackend;
 use sage_transformer::contract::to_u32;
@@ -164,7 +164,7 @@ fn row_blocks(op: &str, rows: usize, per_block: usize) -> Result<u32, CudaError>
 }
 
 /// out[N, H*hd] and lse[N, H] of causal attention of q over k, v within each sequence
-/// of `seq_starts`.
+/// of `seq_starts`; out's bf16 copy too where GEMMs read it ([`copy_out`]).
 pub(crate) fn attention_forward(
     b: &mut CudaBackend,
     (out, lse): (Tensor, Tensor),
@@ -175,8 +175,8 @@ pub(crate) fn attention_forward(
     let op = "attention_forward";
     let AttentionSizes { tokens: n, dims } = sizes;
     check_head_limits(op, &dims)?;
-    let pointers = [
-        Arg::Ptr(b.store.address(out)?),
+    let out_at = b.store.address(out)?;
+    let rest = [
         Arg::Ptr(b.store.address(lse)?),
         Arg::Ptr(b.store.address(q)?),
         Arg::Ptr(b.store.address(k)?),
@@ -186,7 +186,8 @@ pub(crate) fn attention_forward(
         return Ok(());
     }
     let spans = spans(b, seq_starts, n)?;
-    let mut args = pointers.to_vec();
+    let mut args = vec![Arg::Ptr(out_at), Arg::Ptr(copy_out(b, out)?)];
+    args.extend(rest);
     args.push(Arg::Ptr(spans));
     args.extend(kernel_args(op, &dims, n)?);
     let set = kernels(b, dims.head_dim);

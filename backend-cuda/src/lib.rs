@@ -53,8 +53,9 @@
 //! in f32, GEMMs included (`cublasSgemm`, no TF32). [`Precision::Bf16`] casts both
 //! operands of each GEMM to bf16 and multiplies them on tensor cores with f32
 //! accumulation and f32 output (a weight's bf16 copy is kept and cast again only after
-//! the weight is written: `shadow`; the RMSNorm, SwiGLU and logit-gradient kernels write
-//! the copies of what they make as they make it, so no cast kernel reads those again),
+//! the weight is written: `shadow`; the kernels that make activations and gradients for
+//! GEMMs (RMSNorm, SwiGLU, attention, RoPE, the logit gradient) write their copies as
+//! they make them, so no cast kernel reads those again),
 //! and runs training attention on tensor cores
 //! (`kernels/flash.cu`: `mma.sync` m16n8k16, tiles rounded to bf16 as they are staged,
 //! softmax statistics and accumulators in f32; kernels specialised to heads of at most

@@ -56,7 +56,9 @@ pub(crate) fn rmsnorm_forward(
 }
 
 /// dx[N, D] += r * w * dout - x * r^3 / D * sum(dout * w * x) and dweight[D] += column
-/// sums of dout * x * r, from dout[N, D], x[N, D], weight[D] and rstd (r) [N].
+/// sums of dout * x * r, from dout[N, D], x[N, D], weight[D] and rstd (r) [N]; dx's bf16
+/// copy too where GEMMs read it ([`copy_out`]: the residual stream's gradient, which the
+/// output and down projections' backward GEMMs read next).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn rmsnorm_backward(
     b: &mut CudaBackend,
@@ -75,19 +77,22 @@ pub(crate) fn rmsnorm_backward(
         b.store.address(x)?,
         b.store.address(rstd)?,
     );
-    let args = [
-        Arg::Ptr(b.store.address(dx)?),
-        Arg::Ptr(d),
-        Arg::Ptr(xs),
-        Arg::Ptr(b.store.address(weight)?),
-        Arg::Ptr(r),
-        Arg::U32(to_u32(op, "N", rows)?),
-        Arg::U32(to_u32(op, "D", dim)?),
-    ];
+    let (dx_at, weight) = (b.store.address(dx)?, b.store.address(weight)?);
+    let (n, width) = (to_u32(op, "N", rows)?, to_u32(op, "D", dim)?);
     let dw = b.store.address(dweight)?;
     if rows == 0 {
         return Ok(());
     }
+    let args = [
+        Arg::Ptr(dx_at),
+        Arg::Ptr(copy_out(b, dx)?),
+        Arg::Ptr(d),
+        Arg::Ptr(xs),
+        Arg::Ptr(weight),
+        Arg::Ptr(r),
+        Arg::U32(n),
+        Arg::U32(width),
+    ];
     b.launch(
         "rmsnorm_backward_dx",
         (blocks_per_task(rows), 1),
@@ -123,7 +128,9 @@ pub(crate) fn bias_backward(
 ) -> Result<(), CudaError> {
     let op = "bias_backward";
     let Rows { rows, width } = rows;
-    let (db, d) = (b.store.address(dbias)?, b.store.address(dout)?);
+    // dout is only read: its bf16 copy (the projection's backward GEMMs read it next)
+    // stays current.
+    let (db, d) = (b.store.address(dbias)?, b.store.address_read(dout)?);
     if rows == 0 {
         return Ok(());
     }

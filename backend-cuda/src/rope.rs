@@ -7,12 +7,15 @@ use sage_transformer::{Indices, Tensor};
 
 use crate::error::CudaError;
 use crate::launch::{blocks_for, Arg, THREADS};
+use crate::matmul::copy_out;
 use crate::scratch::Scratch;
 use crate::CudaBackend;
 use sage_transformer::contract::{to_u32, RopeSizes};
 
 /// Rotates x[N, heads * hd] in place by pos * inv_freq, by the opposite angles when
-/// `sign` is -1 (the backward pass).
+/// `sign` is -1 (the backward pass); x's bf16 copy too where GEMMs read it
+/// ([`copy_out`]: the query and key gradients, which their projections' backward GEMMs
+/// read next).
 pub(crate) fn rope(
     b: &mut CudaBackend,
     op: &str,
@@ -31,12 +34,14 @@ pub(crate) fn rope(
         return Ok(());
     }
     let inv_freq = frequencies(b, theta, head_dim)?;
+    let copy = copy_out(b, x)?;
     b.launch(
         "rope",
         (blocks_for(x.len as u64 / 2), 1),
         THREADS,
         &[
             Arg::Ptr(xs),
+            Arg::Ptr(copy),
             Arg::Ptr(pos),
             Arg::Ptr(inv_freq),
             Arg::U32(to_u32(op, "N", rows)?),

@@ -40,10 +40,12 @@ __device__ __forceinline__ void load_rows(float* tile, u32 stride, const float* 
 
 // Forward. Grid (ceil(N / 16), H); block 4 warps, each owning 4 query rows of head h.
 // out[n, h] = softmax_j(scale q[n, h] . k[j, g]) . v[j, g] over the visible keys j,
-// lse[n, h] = the log-sum-exp of those scaled scores.
+// lse[n, h] = the log-sum-exp of those scaled scores; out's bf16 copy too when `out_copy`
+// is not null.
 extern "C" __global__ void __launch_bounds__(ATTN_THREADS)
-attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                  const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
+attention_forward(float* out, bf16* out_copy, float* lse, const float* q, const float* k,
+                  const float* v, const u32* spans, u32 rows, u32 heads, u32 group,
+                  u32 head_dim, float scale) {
     __shared__ float ks[TILE][MAX_HEAD_DIM + 1];
     __shared__ float vs[TILE][MAX_HEAD_DIM];
     __shared__ float qs[FORWARD_ROWS][MAX_HEAD_DIM];
@@ -130,12 +132,14 @@ attention_forward(float* out, float* lse, const float* q, const float* k, const 
         if (row >= end) {
             continue;
         }
-        float* out_row = out + row * q_width + head * head_dim;
+        const u64 at = (u64)row * q_width + head * head_dim;
 #pragma unroll
         for (u32 e = 0; e < DIMS_PER_LANE; e++) {
             const u32 d = lane + e * WARP_SIZE;
             if (d < head_dim) {
-                out_row[d] = acc[i][e] / l[i];
+                const float o = acc[i][e] / l[i];
+                out[at + d] = o;
+                store_copy(out_copy, at + d, o);
             }
         }
         if (lane == 0) {

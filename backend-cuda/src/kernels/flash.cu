@@ -196,10 +196,12 @@ __device__ __forceinline__ void visible_keys(u32 row, u32 end, const u32* spans,
 
 // Forward. Grid (ceil(N / 64), H); block 4 warps, each owning 16 query rows of head h.
 // out[n, h] = softmax_j(scale q[n, h] . k[j, g]) . v[j, g] over the visible keys j,
-// lse[n, h] = the log-sum-exp of those scaled scores. Each lane holds two rows of the
-// warp (r and r + 8) and, of every 8 keys or dimensions, columns c and c + 1.
+// lse[n, h] = the log-sum-exp of those scaled scores, and out's bf16 copy when `out_copy`
+// is not null. Each lane holds two rows of the warp (r and r + 8) and, of every 8 keys or
+// dimensions, columns c and c + 1.
 template <u32 MAX_HEAD>
-__device__ __forceinline__ void flash_forward_body(float* out, float* lse, const float* q,
+__device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, float* lse,
+                                                   const float* q,
                                                    const float* k, const float* v,
                                                    const u32* spans, u32 rows, u32 heads,
                                                    u32 group, u32 head_dim, float scale) {
@@ -336,15 +338,17 @@ __device__ __forceinline__ void flash_forward_body(float* out, float* lse, const
             continue;
         }
         const float inverse = 1.0f / l[half];
-        float* out_row = out + (u64)row[half] * shape.q_width + head * head_dim;
+        const u64 at = (u64)row[half] * shape.q_width + head * head_dim;
 #pragma unroll
         for (u32 t = 0; t < TILES; t++) {
-            const u32 d = 8 * t + c;
-            if (d < head_dim) {
-                out_row[d] = o[t][2 * half] * inverse;
-            }
-            if (d + 1 < head_dim) {
-                out_row[d + 1] = o[t][2 * half + 1] * inverse;
+#pragma unroll
+            for (u32 e = 0; e < 2; e++) {
+                const u32 d = 8 * t + c + e;
+                if (d < head_dim) {
+                    const float value = o[t][2 * half + e] * inverse;
+                    out[at + d] = value;
+                    store_copy(out_copy, at + d, value);
+                }
             }
         }
         if (lane % 4 == 0) {
@@ -659,14 +663,16 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
 // accumulator registers and shared memory, so more blocks share a multiprocessor; and
 // dk/dv over tiles of 32 queries for heads of at most 64 (`flash_backward_dkv64_wide`).
 extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
-flash_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-    const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
-    flash_forward_body<FLASH_MAX_HEAD_DIM>(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
+flash_forward(float* out, bf16* out_copy, float* lse, const float* q, const float* k,
+    const float* v, const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
+    flash_forward_body<FLASH_MAX_HEAD_DIM>(out, out_copy, lse, q, k, v, spans, rows, heads, group,
+                                           head_dim, scale);
 }
 extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
-flash_forward64(float* out, float* lse, const float* q, const float* k, const float* v,
-    const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
-    flash_forward_body<64>(out, lse, q, k, v, spans, rows, heads, group, head_dim, scale);
+flash_forward64(float* out, bf16* out_copy, float* lse, const float* q, const float* k,
+    const float* v, const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
+    flash_forward_body<64>(out, out_copy, lse, q, k, v, spans, rows, heads, group, head_dim,
+                           scale);
 }
 extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
 flash_backward_dq(float* dq, const float* q, const float* k, const float* v, const float* dout,

@@ -46,10 +46,11 @@ rmsnorm_forward_bf16(float* out, bf16* out_copy, float* rstd, const float* x,
 
 // The input gradient, one block per row: with r = rstd[n],
 // dx[n, :] += r * w * dout - x * r^3 / D * sum(dout * w * x).
-// dx[N, D] (+=), dout[N, D], x[N, D], weight[D], rstd[N].
+// dx[N, D] (+=), its bf16 copy dx_copy[N, D] (the sum) when not null, dout[N, D],
+// x[N, D], weight[D], rstd[N].
 extern "C" __global__ void __launch_bounds__(ROW_THREADS)
-rmsnorm_backward_dx(float* dx, const float* dout, const float* x, const float* weight,
-                    const float* rstd, u32 rows, u32 dim) {
+rmsnorm_backward_dx(float* dx, bf16* dx_copy, const float* dout, const float* x,
+                    const float* weight, const float* rstd, u32 rows, u32 dim) {
     __shared__ float scratch[32];
     for (u32 row = blockIdx.x; row < rows; row += gridDim.x) {
         const u64 at = (u64)row * dim;
@@ -60,7 +61,9 @@ rmsnorm_backward_dx(float* dx, const float* dout, const float* x, const float* w
         const float r = rstd[row];
         const float correction = block_sum(acc, scratch) * r * r * r / (float)dim;
         for (u32 d = threadIdx.x; d < dim; d += ROW_THREADS) {
-            dx[at + d] += r * weight[d] * dout[at + d] - x[at + d] * correction;
+            const float sum = dx[at + d] + (r * weight[d] * dout[at + d] - x[at + d] * correction);
+            dx[at + d] = sum;
+            store_copy(dx_copy, at + d, sum);
         }
     }
 }

@@ -4,10 +4,11 @@
 // CPU backend does, so both use the same f32 angles. The backward pass (the transpose)
 // is the rotation by the opposite angle: sign -1.
 
-// x[N, heads * hd] rotated in place; positions[N], inv_freq[hd / 2]. One thread per
-// (row, head, pair).
-extern "C" __global__ void rope(float* x, const u32* positions, const float* inv_freq, u32 rows,
-                                u32 heads, u32 head_dim, float sign) {
+// x[N, heads * hd] rotated in place, and its bf16 copy x_copy[N, heads * hd] when not
+// null; positions[N], inv_freq[hd / 2]. One thread per (row, head, pair).
+extern "C" __global__ void rope(float* x, bf16* x_copy, const u32* positions,
+                                const float* inv_freq, u32 rows, u32 heads, u32 head_dim,
+                                float sign) {
     const u32 half = head_dim / 2;
     const u64 total = (u64)rows * heads * half;
     for (u64 t = global_index(); t < total; t += grid_stride()) {
@@ -18,10 +19,14 @@ extern "C" __global__ void rope(float* x, const u32* positions, const float* inv
         float sine, cosine;
         sincosf(angle, &sine, &cosine);
         sine *= sign;
-        float* pair = x + head_row * head_dim + i;
-        const float a = pair[0];
-        const float b = pair[half];
-        pair[0] = a * cosine - b * sine;
-        pair[half] = b * cosine + a * sine;
+        const u64 at = head_row * head_dim + i;
+        const float a = x[at];
+        const float b = x[at + half];
+        const float rotated_a = a * cosine - b * sine;
+        const float rotated_b = b * cosine + a * sine;
+        x[at] = rotated_a;
+        x[at + half] = rotated_b;
+        store_copy(x_copy, at, rotated_a);
+        store_copy(x_copy, at + half, rotated_b);
     }
 }
