@@ -68,6 +68,7 @@ type DecodeFn = unsafe extern "C" fn(
     i32,
     i32,
     *mut f32,
+    *mut u16,
     *mut f32,
     *const f32,
     *const u8,
@@ -529,7 +530,8 @@ impl Elements<'_> {
 
 /// Decoding attention on the emulator: out[B, H*hd] for queries `q` over the key and value
 /// `caches` (both held alike) filled to `lengths`, by the one-warp kernel or (`split`) the
-/// split-KV kernels and their merge.
+/// split-KV kernels and their merge. Fails unless the bf16 copy of `out` they write (the
+/// bf16 mode's input of the output projection) is `out` rounded as the host rounds.
 fn emulate_decode(
     emulated: &Library,
     split: bool,
@@ -541,6 +543,7 @@ fn emulate_decode(
 ) -> Vec<f32> {
     let batch = lengths.len();
     let mut got = vec![f32::NAN; batch * shape.heads * shape.head_dim];
+    let mut copy = vec![0xdead_u16; got.len()];
     let splits = capacity.div_ceil(256);
     let mut partials = vec![f32::NAN; batch * shape.heads * splits * (shape.head_dim + 2)];
     let [(bf16, k_cache), (_, v_cache)] = caches.map(Elements::raw);
@@ -553,6 +556,7 @@ fn emulate_decode(
             split.into(),
             bf16,
             got.as_mut_ptr(),
+            copy.as_mut_ptr(),
             partials.as_mut_ptr(),
             q.as_ptr(),
             k_cache,
@@ -566,6 +570,11 @@ fn emulate_decode(
             1.0 / (shape.head_dim as f32).sqrt(),
         );
     }
+    assert_eq!(
+        copy,
+        rounded_bits(&got),
+        "decoding attention: the bf16 copy"
+    );
     got
 }
 

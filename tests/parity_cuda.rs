@@ -518,8 +518,8 @@ fn decoding_steps_replayed_from_graphs_match_eager_steps() {
 }
 
 /// The bf16 mode's kernels that make GEMM inputs (RMSNorm forward and backward, SwiGLU
-/// forward and backward, the training attention's output, RoPE, the head's logit
-/// gradient) write their bf16 copies as they go (`Bf16Inputs::Copies`,
+/// forward and backward, attention's output in training and decoding, RoPE, the head's
+/// logit gradient) write their bf16 copies as they go (`Bf16Inputs::Copies`,
 /// the default); `Bf16Inputs::Casts` makes every copy with a cast kernel instead. Both
 /// round to nearest even, so three training steps (new tokens each, an AdamW step
 /// between) and a prefill with decoding steps give the same log-probabilities, gradients

@@ -27,9 +27,11 @@ extern "C" void emulate_kv_cache_append(int bf16_cache, void* k_cache, void* v_c
     });
 }
 
-// out[B, H*hd] from q[B, H*hd] and caches [B, capacity, KV*hd] filled to lengths[B];
-// `partials` holds B * H * splits * (hd + 2) floats (used when `split` is set).
-extern "C" void emulate_attention_decode(int split, int bf16_cache, float* out, float* partials,
+// out[B, H*hd] from q[B, H*hd] and caches [B, capacity, KV*hd] filled to lengths[B], and
+// out's bf16 copy when `out_copy` is not null; `partials` holds B * H * splits * (hd + 2)
+// floats (used when `split` is set).
+extern "C" void emulate_attention_decode(int split, int bf16_cache, float* out,
+                                         unsigned short* out_copy, float* partials,
                                          const float* q, const void* k_cache,
                                          const void* v_cache, const unsigned* lengths,
                                          unsigned batch, unsigned capacity, unsigned heads,
@@ -41,11 +43,11 @@ extern "C" void emulate_attention_decode(int split, int bf16_cache, float* out, 
     if (!split) {
         emulator::launch(batch, heads, WARP_SIZE, [&] {
             if (bf16_cache) {
-                attention_decode_bf16(out, q, k16, v16, lengths, capacity, heads, group,
-                                      head_dim, scale);
+                attention_decode_bf16(out, out_copy, q, k16, v16, lengths, capacity, heads,
+                                      group, head_dim, scale);
             } else {
-                attention_decode(out, q, k32, v32, lengths, capacity, heads, group, head_dim,
-                                 scale);
+                attention_decode(out, out_copy, q, k32, v32, lengths, capacity, heads, group,
+                                 head_dim, scale);
             }
         });
         return;
@@ -67,6 +69,6 @@ extern "C" void emulate_attention_decode(int split, int bf16_cache, float* out, 
         }
     });
     emulator::launch(batch, heads, WARP_SIZE, [&] {
-        attention_decode_combine(out, part_acc, part_ml, heads, head_dim, splits);
+        attention_decode_combine(out, out_copy, part_acc, part_ml, heads, head_dim, splits);
     });
 }

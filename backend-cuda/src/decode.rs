@@ -17,7 +17,7 @@ use sage_transformer::{ContractError, Tensor};
 use crate::attention::check_head_limits;
 use crate::error::CudaError;
 use crate::launch::{blocks_for, kernel_for, Arg, THREADS};
-use crate::matmul::Precision;
+use crate::matmul::{copy_out, Precision};
 use crate::scratch::{IndexScratch, Scratch};
 use crate::CudaBackend;
 
@@ -92,7 +92,8 @@ fn cache_pair(
 }
 
 /// out[B, H*hd]: query q[B, H*hd] of sequence b attends to rows 0..lengths[b] (at least
-/// one, at most capacity) of its caches [B, capacity, KV*hd].
+/// one, at most capacity) of its caches [B, capacity, KV*hd]; out's bf16 copy too where
+/// GEMMs read it ([`copy_out`]: the output projection's input).
 pub(crate) fn attention_decode(
     b: &mut CudaBackend,
     (out, q): (Tensor, Tensor),
@@ -107,18 +108,20 @@ pub(crate) fn attention_decode(
         batch, capacity, ..
     } = cache;
     let ([k_cache, v_cache], bf16) = cache_pair(b, op, [k_cache, v_cache])?;
-    let pointers = [
-        Arg::Ptr(b.store.address(out)?),
-        Arg::Ptr(b.store.address(q)?),
-        Arg::Ptr(k_cache),
-        Arg::Ptr(v_cache),
-    ];
+    let (out_at, q) = (b.store.address(out)?, b.store.address(q)?);
     if batch == 0 {
         return Ok(());
     }
     let rows = b
         .scratch
         .upload_indices_once(&b.gpu, IndexScratch::AttendedRows, lengths)?;
+    let pointers = [
+        Arg::Ptr(out_at),
+        Arg::Ptr(copy_out(b, out)?),
+        Arg::Ptr(q),
+        Arg::Ptr(k_cache),
+        Arg::Ptr(v_cache),
+    ];
     if b.precision == Precision::Bf16 && dims.group <= SPLIT_MAX_GROUP {
         let longest = lengths.iter().copied().max().unwrap_or(1) as usize;
         let splits = longest.div_ceil(SPLIT_KEYS);
@@ -143,11 +146,12 @@ pub(crate) fn attention_decode(
 }
 
 /// The split-KV form of [`attention_decode`]: partial results per split of
-/// [`SPLIT_KEYS`] rows into scratch, then their merge into `out`. `pointers` are out, q,
-/// k_cache and v_cache, with whether the caches hold bf16; `rows` the device lengths.
+/// [`SPLIT_KEYS`] rows into scratch, then their merge into `out`. `pointers` are out,
+/// out's bf16 copy (or 0), q, k_cache and v_cache, with whether the caches hold bf16;
+/// `rows` the device lengths.
 fn split_kv(
     b: &mut CudaBackend,
-    ([out, q, k_cache, v_cache], bf16): ([Arg; 4], bool),
+    ([out, out_copy, q, k_cache, v_cache], bf16): ([Arg; 5], bool),
     rows: u64,
     splits: usize,
     sizes: DecodeSizes,
@@ -190,6 +194,7 @@ fn split_kv(
         32,
         &[
             out,
+            out_copy,
             Arg::Ptr(part_acc),
             Arg::Ptr(part_ml),
             heads,

@@ -59,8 +59,8 @@ pub enum Bf16Inputs {
     /// cuBLAS multiplies bf16 copies of both operands. The kernels that make a GEMM's
     /// input write its copy as they write it, into kept copies (`shadow`): RMSNorm
     /// (forward, and the residual gradient of its backward), SwiGLU (forward and
-    /// backward), the training attention's output and RoPE (the query and key gradients
-    /// of its backward); and the output head's logit gradient, in bf16 only. Every other
+    /// backward), attention's output (training and decoding) and RoPE (the query and key
+    /// gradients of its backward); and the output head's logit gradient, in bf16 only. Every other
     /// operand (a weight after its update, the value gradient) is cast by a kernel
     /// first, and a weight's copy is kept between GEMMs.
     #[default]

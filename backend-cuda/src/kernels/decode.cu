@@ -95,9 +95,10 @@ __device__ __forceinline__ void attend_tile(const float* q,
 }
 
 // One warp per (sequence b, head h): grid (B, H), block 32. The query attends to rows
-// 0 .. lengths[b] of its caches: out[b, h] = softmax(scale q . k) . v.
+// 0 .. lengths[b] of its caches: out[b, h] = softmax(scale q . k) . v, and out's bf16 copy
+// when `out_copy` is not null.
 template <typename Cache>
-__device__ __forceinline__ void attend_one_warp(float* out, const float* q,
+__device__ __forceinline__ void attend_one_warp(float* out, bf16* out_copy, const float* q,
                                                 const Cache* k_cache, const Cache* v_cache,
                                                 const u32* lengths, u32 capacity, u32 heads,
                                                 u32 group, u32 head_dim, float scale) {
@@ -130,27 +131,31 @@ __device__ __forceinline__ void attend_one_warp(float* out, const float* q,
         __syncwarp();
         attend_tile(qs, ks, vs, tile + lane < length, head_dim, m, l, acc);
     }
-    float* out_row = out + b * q_width + head * head_dim;
+    const u64 at = b * q_width + head * head_dim;
 #pragma unroll
     for (u32 e = 0; e < DECODE_DIMS_PER_LANE; e++) {
         const u32 d = lane + e * WARP_SIZE;
         if (d < head_dim) {
-            out_row[d] = acc[e] / l;
+            const float o = acc[e] / l;
+            out[at + d] = o;
+            store_copy(out_copy, at + d, o);
         }
     }
 }
 
 extern "C" __global__ void __launch_bounds__(WARP_SIZE)
-attention_decode(float* out, const float* q, const float* k_cache, const float* v_cache,
-                 const u32* lengths, u32 capacity, u32 heads, u32 group, u32 head_dim,
-                 float scale) {
-    attend_one_warp(out, q, k_cache, v_cache, lengths, capacity, heads, group, head_dim, scale);
+attention_decode(float* out, bf16* out_copy, const float* q, const float* k_cache,
+                 const float* v_cache, const u32* lengths, u32 capacity, u32 heads, u32 group,
+                 u32 head_dim, float scale) {
+    attend_one_warp(out, out_copy, q, k_cache, v_cache, lengths, capacity, heads, group,
+                    head_dim, scale);
 }
 extern "C" __global__ void __launch_bounds__(WARP_SIZE)
-attention_decode_bf16(float* out, const float* q, const bf16* k_cache, const bf16* v_cache,
-                      const u32* lengths, u32 capacity, u32 heads, u32 group, u32 head_dim,
-                      float scale) {
-    attend_one_warp(out, q, k_cache, v_cache, lengths, capacity, heads, group, head_dim, scale);
+attention_decode_bf16(float* out, bf16* out_copy, const float* q, const bf16* k_cache,
+                      const bf16* v_cache, const u32* lengths, u32 capacity, u32 heads,
+                      u32 group, u32 head_dim, float scale) {
+    attend_one_warp(out, out_copy, q, k_cache, v_cache, lengths, capacity, heads, group,
+                    head_dim, scale);
 }
 
 // Split-KV decoding for the bf16 mode's fast path, in two kernels. Each block owns one
@@ -261,10 +266,11 @@ attention_decode_split_bf16(float* part_acc, float* part_ml, const float* q,
 }
 
 // Merges the splits: grid (B, H), one warp. With M the largest running max of the
-// splits, out[b, h] = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M).
+// splits, out[b, h] = sum_s acc_s exp(m_s - M) / sum_s l_s exp(m_s - M), and out's bf16
+// copy when `out_copy` is not null.
 extern "C" __global__ void __launch_bounds__(WARP_SIZE)
-attention_decode_combine(float* out, const float* part_acc, const float* part_ml, u32 heads,
-                         u32 head_dim, u32 splits) {
+attention_decode_combine(float* out, bf16* out_copy, const float* part_acc,
+                         const float* part_ml, u32 heads, u32 head_dim, u32 splits) {
     const u32 b = blockIdx.x;
     const u32 head = blockIdx.y;
     const u64 base = ((u64)b * heads + head) * splits;
@@ -276,12 +282,14 @@ attention_decode_combine(float* out, const float* part_acc, const float* part_ml
     for (u32 s = 0; s < splits; s++) {
         total += part_ml[2 * (base + s) + 1] * expf(part_ml[2 * (base + s)] - max);
     }
-    float* out_row = out + ((u64)b * heads + head) * head_dim;
+    const u64 at = ((u64)b * heads + head) * head_dim;
     for (u32 d = threadIdx.x; d < head_dim; d += WARP_SIZE) {
         float sum = 0.0f;
         for (u32 s = 0; s < splits; s++) {
             sum += part_acc[(base + s) * head_dim + d] * expf(part_ml[2 * (base + s)] - max);
         }
-        out_row[d] = sum / total;
+        const float o = sum / total;
+        out[at + d] = o;
+        store_copy(out_copy, at + d, o);
     }
 }
