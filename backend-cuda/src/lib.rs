@@ -55,8 +55,8 @@
 //! accumulation and f32 output (a weight's bf16 copy is kept and cast again only after
 //! the weight is written: `shadow`; the kernels that make activations and gradients for
 //! GEMMs (RMSNorm, SwiGLU, attention, RoPE, the logit gradient) write their copies as
-//! they make them, so no cast kernel reads those again),
-//! and runs training attention on tensor cores
+//! they make them, so no cast kernel reads those again), and runs training attention on
+//! tensor cores
 //! (`kernels/flash.cu`: `mma.sync` m16n8k16, tiles rounded to bf16 as they are staged,
 //! softmax statistics and accumulators in f32; kernels specialised to heads of at most
 //! 64 where the model's fit, with half the registers and shared memory); everything else (weights, activations,

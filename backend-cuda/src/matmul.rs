@@ -60,9 +60,9 @@ pub enum Bf16Inputs {
     /// input write its copy as they write it, into kept copies (`shadow`): RMSNorm
     /// (forward, and the residual gradient of its backward), SwiGLU (forward and
     /// backward), attention's output (training and decoding) and RoPE (the query and key
-    /// gradients of its backward); and the output head's logit gradient, in bf16 only. Every other
-    /// operand (a weight after its update, the value gradient) is cast by a kernel
-    /// first, and a weight's copy is kept between GEMMs.
+    /// gradients of its backward); and the output head's logit gradient, in bf16 only.
+    /// Every other operand (a weight after its update, the value gradient) is cast by a
+    /// kernel first, and a weight's copy is kept between GEMMs.
     #[default]
     Copies,
     /// As [`Bf16Inputs::Copies`], but every copy is made by a cast kernel before its
