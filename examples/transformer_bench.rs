@@ -471,8 +471,9 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
     let mib = |bytes: usize| bytes as f64 / (1 << 20) as f64;
     let graphs = k.step_graph_stats();
     println!(
-        "{{{fields},\"peak_gpu_mib\":{:.1},\"step_graphs\":{{\"captured\":{},\"replayed\":{},\"eager\":{}}}}}",
+        "{{{fields},\"peak_gpu_mib\":{:.1},\"operand_casts\":{},\"step_graphs\":{{\"captured\":{},\"replayed\":{},\"eager\":{}}}}}",
         mib(k.memory_peak()?),
+        k.operand_casts(),
         graphs.captured,
         graphs.replayed,
         graphs.eager

@@ -372,6 +372,10 @@ def main():
         print(f"| {name} peak device memory | {ours['peak_gpu_mib']:.0f} MiB | "
               f"{casts['peak_gpu_mib']:.0f} MiB | "
               f"{ours['peak_gpu_mib'] / casts['peak_gpu_mib']:.2f}x |")
+        # GEMM operands cast over the whole run (decoding steps replayed from graphs
+        # count once, when captured).
+        print(f"| {name}: operands cast | {ours.get('operand_casts')} | "
+              f"{casts.get('operand_casts')} | |")
 
     print("\nThe dk/dv attention kernel over tiles of 32 queries (`--dkv-tile 32`) against "
           "16 (the default):\n")

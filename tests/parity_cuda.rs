@@ -525,7 +525,10 @@ fn decoding_steps_replayed_from_graphs_match_eager_steps() {
 /// between) and a prefill with decoding steps give the same log-probabilities, gradients
 /// and logits; 1e-5 of the largest value allows cuBLAS another algorithm on copies at
 /// other addresses. A copy left stale (the previous layer's or step's) would differ by
-/// far more. With the kernels' copies more is kept: the decoding activations too.
+/// far more. With the kernels' copies more is kept (the decoding activations too), a
+/// training step casts fewer operands (what is left: the weights after AdamW, the value
+/// gradient), and a decoding step, once its copies exist, casts none (the weights are
+/// current, every activation a GEMM reads is made by a kernel that writes its copy).
 #[test]
 fn copies_written_by_kernels_equal_cast_copies() {
     use sage_backend_cuda::{Bf16Inputs, Precision};
@@ -541,6 +544,8 @@ fn copies_written_by_kernels_equal_cast_copies() {
     let mut run = |inputs: Bf16Inputs| {
         let mut k = CudaBackend::with_precision(Precision::Bf16).expect("bf16 backend");
         k.set_bf16_inputs(inputs);
+        // Every decoding step queued kernel by kernel, so that its casts are counted.
+        k.set_step_graphs(false);
         let mut model = Transformer::new(&mut k, config.clone()).expect("model");
         let params = Rng::new(0xc0_9e5).vec(model.params().len, 0.1);
         k.write(model.params(), &params).expect("params");
@@ -550,7 +555,9 @@ fn copies_written_by_kernels_equal_cast_copies() {
         });
         let mut tokens = Rng::new(0x70c);
         let mut outputs = Vec::new();
+        let mut casts = [0u64; 2];
         for step in 1..=3 {
+            let before = k.operand_casts();
             let batch: Vec<u32> = tokens.ints(40, config.vocab_size);
             let (inputs, targets) = (&batch[..39], &batch[1..]);
             model.zero_grads(&mut k).expect("zero");
@@ -576,6 +583,7 @@ fn copies_written_by_kernels_equal_cast_copies() {
             let (params, grads) = (model.params(), model.grads());
             k.adamw(params, grads, moments[0], moments[1], hyper)
                 .expect("adamw");
+            casts[0] = k.operand_casts() - before;
         }
         let prompts: [&[u32]; 2] = [&[5, 9, 300, 41, 7], &[11, 2, 8]];
         let mut cache = KvCache::new(&mut k, &model, prompts.len(), 24).expect("cache");
@@ -583,6 +591,9 @@ fn copies_written_by_kernels_equal_cast_copies() {
             .prefill(&mut k, &mut cache, &prompts)
             .expect("prefill");
         for step in 0..8 {
+            if step == 4 {
+                casts[1] = k.operand_casts();
+            }
             if fed.len() == step {
                 fed.push(
                     logits
@@ -596,10 +607,11 @@ fn copies_written_by_kernels_equal_cast_copies() {
                 .decode_step(&mut k, &mut cache, &fed[step])
                 .expect("step");
         }
-        (outputs, k.kept_bf16_bytes())
+        casts[1] = k.operand_casts() - casts[1];
+        (outputs, k.kept_bf16_bytes(), casts)
     };
-    let (cast, cast_kept) = run(Bf16Inputs::Casts);
-    let (written, written_kept) = run(Bf16Inputs::Copies);
+    let (cast, cast_kept, cast_casts) = run(Bf16Inputs::Casts);
+    let (written, written_kept, written_casts) = run(Bf16Inputs::Copies);
     for (i, (got, want)) in written.iter().zip(&cast).enumerate() {
         assert_close(&format!("output {i}"), got, want, 1e-5);
     }
@@ -607,4 +619,14 @@ fn copies_written_by_kernels_equal_cast_copies() {
         "bf16 copies kept: {written_kept} bytes with the kernels' copies, {cast_kept} with casts"
     ));
     assert!(written_kept > cast_kept, "{written_kept} <= {cast_kept}");
+    say(&format!(
+        "operands cast in the third training step and the last four decoding steps: \
+         {written_casts:?} with the kernels' copies, {cast_casts:?} with casts"
+    ));
+    assert!(
+        written_casts[0] < cast_casts[0],
+        "{written_casts:?} {cast_casts:?}"
+    );
+    assert_eq!(written_casts[1], 0, "a decoding step cast an operand");
+    assert!(cast_casts[1] > 0, "{cast_casts:?}");
 }

@@ -154,6 +154,8 @@ pub struct CudaBackend {
     bf16_inputs: Bf16Inputs,
     dkv_tile: DkvTile,
     graphs: StepGraphs,
+    /// GEMM operands cast to bf16 so far (see [`CudaBackend::operand_casts`]).
+    operand_casts: u64,
 }
 
 /// The device rather than the buffers.
@@ -194,6 +196,7 @@ impl CudaBackend {
             bf16_inputs: Bf16Inputs::default(),
             dkv_tile: DkvTile::default(),
             graphs: StepGraphs::new(precision == Precision::Bf16),
+            operand_casts: 0,
         })
     }
 
@@ -287,6 +290,13 @@ impl CudaBackend {
     /// launches and drops the graphs. On by default in [`Precision::Bf16`].
     pub fn set_step_graphs(&mut self, on: bool) {
         self.graphs.set_enabled(on);
+    }
+
+    /// GEMM operands the bf16 mode has cast to bf16 so far: those whose copy was neither
+    /// kept current nor written by the kernel that made them. Counted as the casts are
+    /// queued, so a step replayed from a CUDA graph adds nothing.
+    pub fn operand_casts(&self) -> u64 {
+        self.operand_casts
     }
 
     /// How the repeated steps ran so far: graphs captured and replayed, steps run

@@ -124,11 +124,15 @@ fn bf16_copy(
     len: usize,
     scratch: Scratch,
 ) -> Result<u64, CudaError> {
+    let cast = |b: &mut CudaBackend, copy: u64| -> Result<u64, CudaError> {
+        b.operand_casts += 1;
+        cast_bf16(b, copy, source, len)?;
+        Ok(copy)
+    };
     let into_scratch = |b: &mut CudaBackend| -> Result<u64, CudaError> {
         // bf16 copies: two per f32 slot of scratch.
         let copy = b.scratch_space(scratch, len.div_ceil(2))?;
-        cast_bf16(b, copy, source, len)?;
-        Ok(copy)
+        cast(b, copy)
     };
     let Operand::Tensor(t) = operand else {
         return into_scratch(b);
@@ -136,13 +140,10 @@ fn bf16_copy(
     let lookup = b.store.shadows.borrow_mut().lookup(span(t));
     match lookup {
         ShadowUse::Current(copy) => Ok(copy),
-        ShadowUse::Refresh(copy) => {
-            cast_bf16(b, copy, source, len)?;
-            Ok(copy)
-        }
+        ShadowUse::Refresh(copy) => cast(b, copy),
         ShadowUse::Keep => match allocate::<u16>(&b.gpu, len) {
             Ok((memory, copy)) => {
-                cast_bf16(b, copy, source, len)?;
+                cast(b, copy)?;
                 b.store.shadows.borrow_mut().hold(span(t), memory, copy);
                 Ok(copy)
             }
