@@ -372,8 +372,8 @@ def main():
         print(f"| {name} peak device memory | {ours['peak_gpu_mib']:.0f} MiB | "
               f"{casts['peak_gpu_mib']:.0f} MiB | "
               f"{ours['peak_gpu_mib'] / casts['peak_gpu_mib']:.2f}x |")
-        # GEMM operands cast over the whole run (decoding steps replayed from graphs
-        # count once, when captured).
+        # GEMM operands cast over the whole run (a decoding step run from a CUDA graph
+        # counts its casts as it is traced, and again when its graph is captured).
         print(f"| {name}: operands cast | {ours.get('operand_casts')} | "
               f"{casts.get('operand_casts')} | |")
 

@@ -293,8 +293,9 @@ impl CudaBackend {
     }
 
     /// GEMM operands the bf16 mode has cast to bf16 so far: those whose copy was neither
-    /// kept current nor written by the kernel that made them. Counted as the casts are
-    /// queued, so a step replayed from a CUDA graph adds nothing.
+    /// kept current nor written by the kernel that made them. Counted when a GEMM asks
+    /// for the cast, so a decoding step run from a CUDA graph counts what it casts once
+    /// per step (as it is traced) and once more when its graph is captured.
     pub fn operand_casts(&self) -> u64 {
         self.operand_casts
     }
