@@ -189,6 +189,19 @@ fn rounded_bits(values: &[f32]) -> Vec<u16> {
         .collect()
 }
 
+/// The f32 values of bf16 `bits` (exact).
+fn widened(bits: &[u16]) -> Vec<f32> {
+    bits.iter()
+        .map(|&b| half::bf16::from_bits(b).to_f32())
+        .collect()
+}
+
+/// `copy`'s address, or null for none: the emulator's entries write a kernel's bf16 copy
+/// only where given one.
+fn copy_address(copy: Option<&mut [u16]>) -> *mut u16 {
+    copy.map_or(std::ptr::null_mut(), |c| c.as_mut_ptr())
+}
+
 /// One attention problem: packed sequences, head shape, inputs.
 struct Case {
     seq_starts: Vec<u32>,
@@ -658,22 +671,12 @@ fn the_bf16_cache_rounds_what_it_appends_and_decodes_what_it_holds() {
         return;
     };
     let append: AppendFn = function(emulated, "emulate_kv_cache_append");
-    let to_bits = |x: &[f32]| -> Vec<u16> {
-        x.iter()
-            .map(|&v| half::bf16::from_f32(v).to_bits())
-            .collect()
-    };
-    let widen = |x: &[u16]| -> Vec<f32> {
-        x.iter()
-            .map(|&b| half::bf16::from_bits(b).to_f32())
-            .collect()
-    };
     let mut rng = Rng::new(29);
     let (batch, capacity) = (3, 600);
     let filled = [0u32, 299, 599];
     for shape in DECODE_SHAPES {
         let width = shape.kv_heads * shape.head_dim;
-        let before = [(); 2].map(|_| to_bits(&rng.vec(batch * capacity * width, 1.0)));
+        let before = [(); 2].map(|_| rounded_bits(&rng.vec(batch * capacity * width, 1.0)));
         let (k, v) = (rng.vec(batch * width, 1.0), rng.vec(batch * width, 1.0));
         let [mut k_cache, mut v_cache] = before.clone();
         {
@@ -702,15 +705,16 @@ fn the_bf16_cache_rounds_what_it_appends_and_decodes_what_it_holds() {
             let mut want = old.clone();
             for (b, &row) in filled.iter().enumerate() {
                 let at = (b * capacity + row as usize) * width;
-                want[at..at + width].copy_from_slice(&to_bits(&new[b * width..(b + 1) * width]));
+                want[at..at + width]
+                    .copy_from_slice(&rounded_bits(&new[b * width..(b + 1) * width]));
             }
             assert!(got == &want, "{shape:?}: the {name} cache after the append");
         }
         let attended = filled.map(|l| l + 1);
         let q = rng.vec(batch * shape.heads * shape.head_dim, 1.5);
         let want = cpu_decode(
-            &widen(&k_cache),
-            &widen(&v_cache),
+            &widened(&k_cache),
+            &widened(&v_cache),
             &q,
             &attended,
             capacity,
@@ -752,24 +756,15 @@ fn the_kernels_that_read_frozen_bf16_weights_widen_them_exactly() {
     };
     let mut rng = Rng::new(0xf0);
     let rounded = |x: Vec<f32>| -> (Vec<u16>, Vec<f32>) {
-        let bits: Vec<u16> = x
-            .iter()
-            .map(|&v| half::bf16::from_f32(v).to_bits())
-            .collect();
-        let widened = bits
-            .iter()
-            .map(|&b| half::bf16::from_bits(b).to_f32())
-            .collect();
-        (bits, widened)
+        let bits = rounded_bits(&x);
+        let values = widened(&bits);
+        (bits, values)
     };
     let blocks = |n: usize| n.div_ceil(256).max(1) as u32;
     let on_both =
-        |run: &dyn Fn(Elements<'_>) -> Vec<f32>, bits: &[u16], widened: &[f32], what: &str| {
-            let (from_bf16, from_f32) = (run(Elements::Bf16(bits)), run(Elements::F32(widened)));
-            let same = from_bf16
-                .iter()
-                .zip(&from_f32)
-                .all(|(a, b)| a.to_bits() == b.to_bits());
+        |run: &dyn Fn(Elements<'_>) -> Vec<f32>, held: &[u16], values: &[f32], what: &str| {
+            let (from_bf16, from_f32) = (run(Elements::Bf16(held)), run(Elements::F32(values)));
+            let same = bits(&from_bf16) == bits(&from_f32);
             assert!(same, "{what}: the bf16 form differs from the f32 form");
             from_f32
         };
@@ -830,7 +825,7 @@ fn the_kernels_that_read_frozen_bf16_weights_widen_them_exactly() {
         let (bf16, weight) = weight.raw();
         let run = |copy: Option<&mut [u16]>| {
             let (mut out, mut rstd) = (vec![f32::NAN; rows * width], vec![f32::NAN; rows]);
-            let copy = copy.map_or(std::ptr::null_mut(), |c| c.as_mut_ptr());
+            let copy = copy_address(copy);
             let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
             // SAFETY: x and out hold rows x width floats, rstd rows, `weight` width
             // elements of the kind the flag names, `copy` (if not null) rows x width
@@ -1042,11 +1037,6 @@ type SwigluBackwardFn = unsafe extern "C" fn(
     u32,
 );
 
-/// `copy`'s address, or null for none.
-fn copy_address(copy: Option<&mut Vec<u16>>) -> *mut u16 {
-    copy.map_or(std::ptr::null_mut(), |c| c.as_mut_ptr())
-}
-
 /// The SwiGLU forward and backward (swiglu.cu) match the CPU backend to 1e-6 relative
 /// (the same formulas in the same order; only `expf` may differ in its last bit between
 /// the host's two libraries), on 1,000 elements over 3 blocks with a partial last one;
@@ -1064,7 +1054,7 @@ fn the_swiglu_kernels_match_the_cpu_and_write_exact_bf16_copies() {
     let (gate, up, dout) = (rng.vec(n, 3.0), rng.vec(n, 2.0), rng.vec(n, 1.0));
     let blocks = n.div_ceil(256) as u32;
 
-    let forward = |copy: Option<&mut Vec<u16>>| {
+    let forward = |copy: Option<&mut [u16]>| {
         let mut out = vec![f32::NAN; n];
         let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: every array holds n elements (the copy too, when given); the call
@@ -1279,7 +1269,7 @@ fn the_rmsnorm_input_gradient_matches_the_cpu_and_writes_an_exact_bf16_copy() {
         .chunks(width)
         .map(|row| 1.0 / (row.iter().map(|v| v * v).sum::<f32>() / width as f32 + 1e-6).sqrt())
         .collect();
-    let run = |copy: Option<&mut Vec<u16>>| {
+    let run = |copy: Option<&mut [u16]>| {
         let mut dx = start.clone();
         let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: dx, dout and x hold rows x width floats (the copy too, when given),
@@ -1342,7 +1332,7 @@ fn the_rotary_embedding_matches_the_cpu_and_writes_an_exact_bf16_copy() {
         .map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32))
         .collect();
     let blocks = (x.len() / 2).div_ceil(256) as u32;
-    let run = |sign: f32, copy: Option<&mut Vec<u16>>| {
+    let run = |sign: f32, copy: Option<&mut [u16]>| {
         let mut rotated = x.clone();
         let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: `rotated` holds rows x heads x hd floats (the copy too, when given),

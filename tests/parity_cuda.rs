@@ -534,7 +534,7 @@ fn copies_written_by_kernels_equal_cast_copies() {
     use sage_backend_cuda::{Bf16Inputs, Precision};
     use sage_e2e::backend_parity::{assert_close, Rng};
     use sage_transformer::sampling::argmax;
-    use sage_transformer::{AdamWStep, Kernels, KvCache, ModelConfig, Transformer};
+    use sage_transformer::{AdamWStep, Kernels, KvCache, ModelConfig, Tensor, Transformer};
 
     if cuda_backend().is_none() {
         return;
@@ -551,7 +551,7 @@ fn copies_written_by_kernels_equal_cast_copies() {
         k.write(model.params(), &params).expect("params");
         let moments = [0; 2].map(|_| {
             let t = k.alloc(model.params().len).expect("moments");
-            sage_transformer::Tensor::whole(t, model.params().len)
+            Tensor::whole(t, model.params().len)
         });
         let mut tokens = Rng::new(0x70c);
         let mut outputs = Vec::new();

@@ -120,11 +120,12 @@ pub(crate) fn logprob_backward(
     let logits = b.scratch_space(Scratch::Logits, chunk.min(d.rows) * d.vocab)?;
     // The bf16 mode's copies: dlogits in bf16 only (two per f32 slot), which is all the
     // two GEMMs after read. Otherwise dlogits in place of the logits, in f32.
-    let bf16_dlogits = if b.writes_copies() {
+    let (kernel, dlogits, dlogits_in) = if b.writes_copies() {
         let len = (chunk.min(d.rows) * d.vocab).div_ceil(2);
-        Some(b.scratch_space(Scratch::DlogitsBf16, len)?)
+        let at = b.scratch_space(Scratch::DlogitsBf16, len)?;
+        ("logprob_dlogits_bf16", at, Operand::Bf16Scratch(at))
     } else {
-        None
+        ("logprob_dlogits", logits, Operand::Scratch(logits))
     };
     for start in (0..d.rows).step_by(chunk) {
         let rows = chunk.min(d.rows - start);
@@ -137,10 +138,6 @@ pub(crate) fn logprob_backward(
             Operand::Tensor(head.lm_head),
             mm(rows, d.vocab, d.dim, false, true, false),
         )?;
-        let (kernel, dlogits, dlogits_in) = match bf16_dlogits {
-            Some(at) => ("logprob_dlogits_bf16", at, Operand::Bf16Scratch(at)),
-            None => ("logprob_dlogits", logits, Operand::Scratch(logits)),
-        };
         let args = [
             Arg::Ptr(dlogits),
             Arg::Ptr(logits),

@@ -11,10 +11,10 @@
 //! feeds several GEMMs, such as the normed input of q, k and v); one written between
 //! its uses (an activation) keeps using the scratch copy, unless the kernel that writes
 //! it writes its copy too ([`Shadows::produce`], for any tensor a GEMM has read before:
-//! RMSNorm, SwiGLU, attention's output, RoPE), so its GEMMs find the copy
-//! current and nothing is cast. Such a copy survives only reads that name
-//! `address_read` (the bias gradient's read of the query, key and value gradients). Kept copies are bounded by a budget of
-//! elements.
+//! RMSNorm, SwiGLU, attention's output, RoPE), so its GEMMs find the copy current and
+//! nothing is cast. Such a copy survives only reads that name `address_read` (the bias
+//! gradient's read of the query, key and value gradients). Kept copies are bounded by a
+//! budget of elements.
 
 use std::collections::HashMap;
 

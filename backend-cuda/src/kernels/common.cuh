@@ -46,7 +46,7 @@ __device__ __forceinline__ void store(bf16* at, float x) { *at = to_bf16(x); }
 // cast kernel has to read it again. The same rounding as `cast_bf16`.
 __device__ __forceinline__ void store_copy(bf16* copy, u64 i, float x) {
     if (copy != nullptr) {
-        copy[i] = to_bf16(x);
+        store(copy + i, x);
     }
 }
 

@@ -201,8 +201,7 @@ __device__ __forceinline__ void visible_keys(u32 row, u32 end, const u32* spans,
 // dimensions, columns c and c + 1.
 template <u32 MAX_HEAD>
 __device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, float* lse,
-                                                   const float* q,
-                                                   const float* k, const float* v,
+                                                   const float* q, const float* k, const float* v,
                                                    const u32* spans, u32 rows, u32 heads,
                                                    u32 group, u32 head_dim, float scale) {
     constexpr u32 STRIDE = MAX_HEAD + 8;
