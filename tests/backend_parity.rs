@@ -300,7 +300,8 @@ pub fn bias<K: Kernels>(make: impl FnOnce() -> Option<K>) {
 }
 
 /// Rotations at positions up to 3000 (angles in the thousands of radians), forward
-/// then backward. The angles are the same f32 products on both backends; sine and
+/// then backward, then the forward with a bias added first (`add_bias_rope_forward`, one
+/// pass on the CUDA backend; the same sums on every backend). The angles are the same f32 products on both backends; sine and
 /// cosine agree to a few ulp, so 1e-5 of the largest value.
 pub fn rope<K: Kernels>(make: impl FnOnce() -> Option<K>) {
     let Some(mut b) = Both::new(make) else { return };
@@ -327,6 +328,17 @@ pub fn rope<K: Kernels>(make: impl FnOnce() -> Option<K>) {
         1e6
     ));
     b.check("rope backward", dx, 1e-5);
+    let y = b.random(&mut rng, rows * heads * hd, 1.0);
+    let bias = b.random(&mut rng, heads * hd, 1.0);
+    on_both!(b, |k, i| k.add_bias_rope_forward(
+        y[i],
+        bias[i],
+        positions[i],
+        heads,
+        hd,
+        10_000.0
+    ));
+    b.check("add_bias_rope_forward", y, 1e-5);
 }
 
 /// Causal GQA attention over packed sequences of 70, 1 and 9 tokens (the first crosses

@@ -295,8 +295,9 @@ impl Case {
     }
 
     /// [out, lse, dq, dk, dv] from the emulated CUDA kernels: the exact ones
-    /// (`kernels` 0), the tensor-core ones (1), or those with dk/dv over tiles of 32
-    /// queries (2). Fails unless the forward's bf16 copy of `out` is `out` rounded.
+    /// (`kernels` 0), the tensor-core ones (1), those with dk/dv over tiles of 32
+    /// queries (2), or 1 and 2 with dq added by the dk/dv kernel (3 and 4). Fails unless
+    /// the forward's bf16 copy of `out` is `out` rounded.
     fn emulated(&self, library: &Library, kernels: i32) -> [Vec<f32>; 5] {
         let n = self.rows();
         let AttentionShape {
@@ -429,6 +430,43 @@ fn the_tensor_core_kernels_match_the_cpu_to_bf16_precision() {
 #[test]
 fn the_wide_dkv_tile_matches_the_cpu_to_bf16_precision() {
     check_tensor_cores("dk/dv over 32 queries", 2, &[(64, 2), (40, 4)]);
+}
+
+/// The query gradient added by the dk/dv kernel (`DqSchedule::InDkv`, heads of at most
+/// 64), over tiles of 16 queries and of 32, on three of the cases above: every gradient
+/// matches the CPU to the same bounds; dk and dv are the separate schedule's to the bit (the
+/// same kernel, with dq added beside them), and dq is its dq to 1e-5 of the largest
+/// value (the same bf16 score gradients and keys, summed in f32 in another order: per
+/// warp's 16 keys, then across warps and blocks by atomic adds, in an order that varies
+/// from run to run).
+#[test]
+fn the_query_gradient_added_by_the_dkv_kernel_matches_the_separate_kernel() {
+    let Some(emulator) = available(library(&ATTENTION, "attention")) else {
+        return;
+    };
+    for (separate, in_dkv) in [(1, 3), (2, 4)] {
+        for (head_dim, kv_heads) in [(64, 2), (40, 4), (30, 2)] {
+            let shape = AttentionShape {
+                heads: 4,
+                kv_heads,
+                head_dim,
+            };
+            let case = Case::new(21, &[150, 1, 37, 9], shape, true);
+            let what = format!("kernels {in_dkv}, hd {head_dim}, {kv_heads} key/value heads");
+            let want = case.on_cpu();
+            let [_, _, dq, dk, dv] = case.emulated(emulator, separate);
+            let got = case.emulated(emulator, in_dkv);
+            for ((name, got), want) in ["out", "lse", "dq", "dk", "dv"].iter().zip(&got).zip(&want)
+            {
+                let tol = if *name == "lse" { 1e-5 } else { 1e-2 };
+                assert_close(&format!("{what} {name}"), got, want, tol);
+            }
+            let [_, _, dq_in_dkv, dk_in_dkv, dv_in_dkv] = got;
+            assert_eq!(bits(&dk_in_dkv), bits(&dk), "{what}: dk");
+            assert_eq!(bits(&dv_in_dkv), bits(&dv), "{what}: dv");
+            assert_close(&format!("{what}: dq"), &dq_in_dkv, &dq, 1e-5);
+        }
+    }
 }
 
 /// The tensor-core `kernels` (as [`Case::emulated`] numbers them) against the CPU on
@@ -1309,16 +1347,50 @@ fn the_rmsnorm_input_gradient_matches_the_cpu_and_writes_an_exact_bf16_copy() {
     assert_close("rmsnorm_backward dx", &dx, &download(&mut cpu, dxt), 1e-6);
 }
 
-/// `emulate_rope` of emulator/rope.cpp.
-type RopeFn =
-    unsafe extern "C" fn(*mut f32, *mut u16, *const u32, *const f32, u32, u32, u32, f32, u32);
+/// `emulate_rope` of emulator/rope.cpp (the bias f32 or null).
+type RopeFn = unsafe extern "C" fn(
+    *mut f32,
+    *mut u16,
+    *const f32,
+    *const u32,
+    *const f32,
+    u32,
+    u32,
+    u32,
+    f32,
+    u32,
+);
+/// `emulate_rope_bias_bf16` of emulator/rope.cpp.
+type RopeBiasBf16Fn = unsafe extern "C" fn(
+    *mut f32,
+    *mut u16,
+    *const u16,
+    *const u32,
+    *const f32,
+    u32,
+    u32,
+    u32,
+    f32,
+    u32,
+);
+
+/// The bias a rotation adds first: none, f32, or bf16 bits (frozen weights).
+#[derive(Clone, Copy)]
+enum RopeBias<'a> {
+    None,
+    F32(&'a [f32]),
+    Bf16(&'a [u16]),
+}
 
 /// The rotary embedding (rope.cu), forward and backward (the opposite angles), on 7 rows
 /// of 3 heads of width 10 at positions up to 4,000: it matches the CPU backend to 1e-5
 /// relative (both rotate by the same f32 angles; `sincosf` of large angles may differ in
 /// the last bits between the host's libraries); its bf16 copy (the query or key
 /// gradient, which the bf16 mode's projection GEMMs read next) is the rotated tensor
-/// rounded as the host rounds, to the bit, and asking for it changes nothing else.
+/// rounded as the host rounds, to the bit, and asking for it changes nothing else. With a
+/// bias (the projections' forward, `add_bias_rope_forward`), f32 or bf16, the result is
+/// the rotation of the host's `x + bias` to the bit (the same f32 sums `add_bias` makes),
+/// and the CPU backend's `add_bias_rope_forward` to 1e-5.
 #[test]
 fn the_rotary_embedding_matches_the_cpu_and_writes_an_exact_bf16_copy() {
     let Some(emulated) = available(library(&ROPE, "rope")) else {
@@ -1332,30 +1404,52 @@ fn the_rotary_embedding_matches_the_cpu_and_writes_an_exact_bf16_copy() {
         .map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32))
         .collect();
     let blocks = (x.len() / 2).div_ceil(256) as u32;
-    let run = |sign: f32, copy: Option<&mut [u16]>| {
-        let mut rotated = x.clone();
+    let run = |input: &[f32], sign: f32, bias: RopeBias, copy: Option<&mut [u16]>| {
+        let mut rotated = input.to_vec();
+        let (x_at, copy_at) = (rotated.as_mut_ptr(), copy_address(copy));
+        let (pos_at, freq_at) = (positions.as_ptr(), inv_freq.as_ptr());
+        let sizes = (rows as u32, heads as u32, head_dim as u32);
         let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: `rotated` holds rows x heads x hd floats (the copy too, when given),
-        // positions rows, inv_freq hd / 2; the call returns after the kernel finishes.
+        // SAFETY: `rotated` holds rows x heads x hd floats (the copy too, when given), the
+        // bias heads x hd, positions rows, inv_freq hd / 2; the call returns after the
+        // kernel finishes.
         unsafe {
-            function::<RopeFn>(emulated, "emulate_rope")(
-                rotated.as_mut_ptr(),
-                copy_address(copy),
-                positions.as_ptr(),
-                inv_freq.as_ptr(),
-                rows as u32,
-                heads as u32,
-                head_dim as u32,
-                sign,
-                blocks,
-            )
+            match bias {
+                RopeBias::None | RopeBias::F32(_) => {
+                    let bias_at = match bias {
+                        RopeBias::F32(bias) => bias.as_ptr(),
+                        _ => std::ptr::null(),
+                    };
+                    function::<RopeFn>(emulated, "emulate_rope")(
+                        x_at, copy_at, bias_at, pos_at, freq_at, sizes.0, sizes.1, sizes.2, sign,
+                        blocks,
+                    )
+                }
+                RopeBias::Bf16(bias) => {
+                    function::<RopeBiasBf16Fn>(emulated, "emulate_rope_bias_bf16")(
+                        x_at,
+                        copy_at,
+                        bias.as_ptr(),
+                        pos_at,
+                        freq_at,
+                        sizes.0,
+                        sizes.1,
+                        sizes.2,
+                        sign,
+                        blocks,
+                    )
+                }
+            }
         };
         rotated
     };
     let mut cpu = CpuBackend::new();
     for (sign, what) in [(1.0, "rope_forward"), (-1.0, "rope_backward")] {
         let mut copy = vec![0xdead_u16; x.len()];
-        let (plain, rotated) = (run(sign, None), run(sign, Some(&mut copy)));
+        let (plain, rotated) = (
+            run(&x, sign, RopeBias::None, None),
+            run(&x, sign, RopeBias::None, Some(&mut copy)),
+        );
         assert_eq!(
             bits(&plain),
             bits(&rotated),
@@ -1369,5 +1463,45 @@ fn the_rotary_embedding_matches_the_cpu_and_writes_an_exact_bf16_copy() {
         }
         .expect("cpu rope");
         assert_close(what, &rotated, &download(&mut cpu, t), 1e-5);
+    }
+
+    let bias = rng.vec(heads * head_dim, 1.0);
+    let bias_bf16 = rounded_bits(&rng.vec(heads * head_dim, 1.0));
+    let plus = |bias: &[f32]| -> Vec<f32> {
+        x.iter()
+            .enumerate()
+            .map(|(i, v)| v + bias[i % bias.len()])
+            .collect()
+    };
+    for (held, what, summed) in [
+        (RopeBias::F32(&bias), "f32 bias", plus(&bias)),
+        (
+            RopeBias::Bf16(&bias_bf16),
+            "bf16 bias",
+            plus(&widened(&bias_bf16)),
+        ),
+    ] {
+        let mut copy = vec![0xdead_u16; x.len()];
+        let fused = run(&x, 1.0, held, Some(&mut copy));
+        let separate = run(&summed, 1.0, RopeBias::None, None);
+        assert_eq!(
+            bits(&fused),
+            bits(&separate),
+            "add_bias_rope_forward ({what}): not the rotation of x + bias"
+        );
+        assert_eq!(
+            copy,
+            rounded_bits(&fused),
+            "add_bias_rope_forward ({what}): the bf16 copy"
+        );
+        let bias_f32 = match held {
+            RopeBias::Bf16(bits) => widened(bits),
+            _ => bias.clone(),
+        };
+        let (t, bt) = (upload(&mut cpu, &x), upload(&mut cpu, &bias_f32));
+        let p = upload_indices(&mut cpu, &positions);
+        cpu.add_bias_rope_forward(t, bt, p, heads, head_dim, theta)
+            .expect("cpu add_bias_rope_forward");
+        assert_close(what, &fused, &download(&mut cpu, t), 1e-5);
     }
 }

@@ -36,7 +36,9 @@ const FROZEN_TAG: u32 = 1 << 29;
 /// (when `twice`), counted; KV-cache buffers, counted, get tagged ids (when
 /// `tag_caches`) that only `copy` into them, `kv_cache_append`, `attention_decode` and
 /// `free` resolve; frozen weight buffers, counted, get tagged ids (when `tag_frozen`)
-/// that only `write`, the forward kernels that read weights and `free` resolve.
+/// that only `write`, the forward kernels that read weights and `free` resolve. It also
+/// counts the addition kernels (`add_assign`, `add_bias`) and the biased rotations
+/// (`add_bias_rope_forward`) it is asked for.
 #[derive(Default)]
 struct Strict {
     cpu: CpuBackend,
@@ -46,6 +48,8 @@ struct Strict {
     steps: usize,
     caches: usize,
     frozen: usize,
+    additions: usize,
+    biased_rotations: usize,
 }
 
 /// `t` with `tag` cleared from its buffer's id.
@@ -85,7 +89,6 @@ impl Device for Strict {
         write_indices(dst: Indices, src: &[u32]) -> ();
         read(src: Tensor, dst: &mut [f32]) -> ();
         fill(dst: Tensor, value: f32) -> ();
-        add_assign(dst: Tensor, src: Tensor) -> ();
         scale(dst: Tensor, factor: f32) -> ();
         sum_squares(src: Tensor) -> f32;
         embedding_backward(dtable: Tensor, dout: Tensor, tokens: Indices, sizes: EmbeddingSizes) -> ();
@@ -187,8 +190,27 @@ impl Device for Strict {
         Device::matmul(&mut self.cpu, c, weights(a), weights(b), shape)
     }
 
+    fn add_assign(&mut self, dst: Tensor, src: Tensor) -> Result<(), CpuError> {
+        self.additions += 1;
+        Device::add_assign(&mut self.cpu, dst, src)
+    }
+
     fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), CpuError> {
+        self.additions += 1;
         Device::add_bias(&mut self.cpu, out, weights(bias))
+    }
+
+    fn add_bias_rope_forward(
+        &mut self,
+        x: Tensor,
+        bias: Tensor,
+        positions: Indices,
+        sizes: RopeSizes,
+        theta: f32,
+    ) -> Result<(), CpuError> {
+        self.biased_rotations += 1;
+        let bias = weights(bias);
+        Device::add_bias_rope_forward(&mut self.cpu, x, bias, positions, sizes, theta)
     }
 
     fn logprob_forward(
@@ -359,4 +381,53 @@ fn a_frozen_model_only_has_its_weights_written_and_read_by_forward_kernels() {
     };
     let initial = vec![0.0; sage_transformer::AdapterLayout::new(model.layout(), &lora).total];
     refused(model.enable_lora(&mut strict, lora, &initial));
+}
+
+/// A decoding step adds each block's output to the residual stream inside the GEMM that
+/// makes it, and each query and key bias inside its rotation: per layer of a model with
+/// q/k/v biases, the value bias is its one addition kernel, where a forward pass kept
+/// for training also launches the two residual additions and adds the query and key
+/// biases by themselves (four kernels per layer that the CUDA backend's decoding graphs
+/// no longer hold). A prefill adds the same way.
+#[test]
+fn a_decoding_step_launches_one_addition_per_layer() {
+    let mut strict = Strict::default();
+    let mut model = tiny_model(&mut strict, false);
+    let config = model.config().clone();
+    assert!(config.qkv_bias, "the tiny model has q/k/v biases");
+    let layers = config.num_hidden_layers;
+    let mut cache = KvCache::new(&mut strict, &model, 2, 16).unwrap();
+    let prompts: [&[u32]; 2] = [&[3, 17, 5, 40], &[9, 1]];
+    model.prefill(&mut strict, &mut cache, &prompts).unwrap();
+    let prefill = (strict.additions, strict.biased_rotations);
+    assert_eq!(
+        prefill,
+        (layers, 2 * layers),
+        "the prefill's additions and biased rotations"
+    );
+    model.decode_step(&mut strict, &mut cache, &[7, 8]).unwrap();
+    let step = (
+        strict.additions - prefill.0,
+        strict.biased_rotations - prefill.1,
+    );
+    assert_eq!(
+        step,
+        (layers, 2 * layers),
+        "a decoding step's additions and biased rotations"
+    );
+
+    let (tokens, targets) = ([3u32, 17, 5, 40], [17u32, 5, 40, 2]);
+    let before = (strict.additions, strict.biased_rotations);
+    model
+        .forward(&mut strict, &tokens, &targets, &[0, 4])
+        .unwrap();
+    let forward = (
+        strict.additions - before.0,
+        strict.biased_rotations - before.1,
+    );
+    assert_eq!(
+        forward,
+        (3 * layers, 2 * layers),
+        "a training forward pass keeps its sums"
+    );
 }

@@ -102,7 +102,7 @@ impl Family {
                 "add_bias",
                 "add_bias_bf16",
             ],
-            Family::Rope => &["rope"],
+            Family::Rope => &["rope", "rope_bias_bf16"],
             Family::Attention => &[
                 "attention_forward",
                 "attention_delta",
@@ -117,6 +117,8 @@ impl Family {
                 "flash_backward_dkv",
                 "flash_backward_dkv64",
                 "flash_backward_dkv64_wide",
+                "flash_backward_dkv64_dq",
+                "flash_backward_dkv64_wide_dq",
                 "flash_dkv_group_sum",
             ],
             Family::Decode => &[

@@ -114,7 +114,7 @@ mod shadow;
 mod store;
 mod swiglu;
 
-pub use attention::DkvTile;
+pub use attention::{DkvTile, DqSchedule};
 pub use compile::{
     assemble_kernels, compile_kernels, nvrtc_available, AssembledFamily, CompiledFamily,
 };
@@ -153,6 +153,7 @@ pub struct CudaBackend {
     precision: Precision,
     bf16_inputs: Bf16Inputs,
     dkv_tile: DkvTile,
+    dq_schedule: DqSchedule,
     graphs: StepGraphs,
     /// GEMM operands cast to bf16 so far (see [`CudaBackend::operand_casts`]).
     operand_casts: u64,
@@ -195,6 +196,7 @@ impl CudaBackend {
             precision,
             bf16_inputs: Bf16Inputs::default(),
             dkv_tile: DkvTile::default(),
+            dq_schedule: DqSchedule::default(),
             graphs: StepGraphs::new(precision == Precision::Bf16),
             operand_casts: 0,
         })
@@ -283,6 +285,13 @@ impl CudaBackend {
     /// f32 rounding).
     pub fn set_dkv_tile(&mut self, tile: DkvTile) {
         self.dkv_tile = tile;
+    }
+
+    /// Sets where the bf16 mode's attention backward computes the query gradient (a
+    /// choice for a benchmark to make: the results agree to f32 rounding, and
+    /// [`DqSchedule::InDkv`]'s vary in those last bits from run to run).
+    pub fn set_dq_schedule(&mut self, schedule: DqSchedule) {
+        self.dq_schedule = schedule;
     }
 
     /// Turns on or off the recording of repeated steps (decoding steps) as CUDA graphs,
@@ -484,7 +493,26 @@ impl Device for CudaBackend {
         sizes: RopeSizes,
         theta: f32,
     ) -> Result<(), CudaError> {
-        rope::rope(self, "rope_forward", (x, positions), sizes, theta, 1.0)
+        rope::rope(
+            self,
+            "rope_forward",
+            (x, None, positions),
+            sizes,
+            theta,
+            1.0,
+        )
+    }
+
+    fn add_bias_rope_forward(
+        &mut self,
+        x: Tensor,
+        bias: Tensor,
+        positions: Indices,
+        sizes: RopeSizes,
+        theta: f32,
+    ) -> Result<(), CudaError> {
+        let op = "add_bias_rope_forward";
+        rope::rope(self, op, (x, Some(bias), positions), sizes, theta, 1.0)
     }
 
     fn rope_backward(
@@ -494,7 +522,14 @@ impl Device for CudaBackend {
         sizes: RopeSizes,
         theta: f32,
     ) -> Result<(), CudaError> {
-        rope::rope(self, "rope_backward", (dx, positions), sizes, theta, -1.0)
+        rope::rope(
+            self,
+            "rope_backward",
+            (dx, None, positions),
+            sizes,
+            theta,
+            -1.0,
+        )
     }
 
     fn attention_forward(

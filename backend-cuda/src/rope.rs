@@ -1,25 +1,27 @@
 //! Rotary position embedding (the Qwen2 half-rotation layout) forward and backward, in
-//! place; the inverse frequencies are computed on the host in f32 exactly as the CPU
-//! backend computes them, and kept on the device while theta and hd stay the same.
-//! Kernel in `kernels/rope.cu`.
+//! place, the forward with the projection's bias added in the same pass when it has one;
+//! the inverse frequencies are computed on the host in f32 exactly as the CPU backend
+//! computes them, and kept on the device while theta and hd stay the same. Kernel in
+//! `kernels/rope.cu`.
 
 use sage_transformer::{Indices, Tensor};
 
 use crate::error::CudaError;
-use crate::launch::{blocks_for, Arg, THREADS};
+use crate::launch::{blocks_for, kernel_for, Arg, THREADS};
 use crate::matmul::copy_out;
 use crate::scratch::Scratch;
 use crate::CudaBackend;
 use sage_transformer::contract::{to_u32, RopeSizes};
 
 /// Rotates x[N, heads * hd] in place by pos * inv_freq, by the opposite angles when
-/// `sign` is -1 (the backward pass); x's bf16 copy too where GEMMs read it
-/// ([`copy_out`]: the query and key gradients, which their projections' backward GEMMs
-/// read next).
+/// `sign` is -1 (the backward pass), after adding `bias[heads * hd]` to every row when
+/// given (the forward pass of a projection with a bias; it may be frozen bf16 weights);
+/// x's bf16 copy too where GEMMs read it ([`copy_out`]: the query and key gradients,
+/// which their projections' backward GEMMs read next).
 pub(crate) fn rope(
     b: &mut CudaBackend,
     op: &str,
-    (x, positions): (Tensor, Indices),
+    (x, bias, positions): (Tensor, Option<Tensor>, Indices),
     sizes: RopeSizes,
     theta: f32,
     sign: f32,
@@ -29,6 +31,10 @@ pub(crate) fn rope(
         heads,
         head_dim,
     } = sizes;
+    let (bias_at, bias_bf16) = match bias {
+        Some(bias) => b.store.weight_address(bias)?,
+        None => (0, false),
+    };
     let (xs, pos) = (b.store.address(x)?, b.store.index_address(positions)?);
     if x.len == 0 {
         return Ok(());
@@ -36,12 +42,13 @@ pub(crate) fn rope(
     let inv_freq = frequencies(b, theta, head_dim)?;
     let copy = copy_out(b, x)?;
     b.launch(
-        "rope",
+        kernel_for(bias_bf16, "rope", "rope_bias_bf16"),
         (blocks_for(x.len as u64 / 2), 1),
         THREADS,
         &[
             Arg::Ptr(xs),
             Arg::Ptr(copy),
+            Arg::Ptr(bias_at),
             Arg::Ptr(pos),
             Arg::Ptr(inv_freq),
             Arg::U32(to_u32(op, "N", rows)?),

@@ -11,7 +11,7 @@ use super::kernels::{BufferId, IndexBufferId, Indices, Kernels, Tensor};
 use super::layout::{ActLayout, Slot};
 use super::model::{
     at, attention_inputs, attention_output, attention_shape, backend, input, layer_forward,
-    mlp_forward, same_len, InputError, LayerBuffers, Result, Transformer,
+    mlp_forward, same_len, InputError, LayerBuffers, Residual, Result, Transformer,
 };
 use super::sampling::TokenChoice;
 
@@ -274,7 +274,6 @@ impl Transformer {
         k.embedding_forward(t(la.residual_in), at(self.params, p.embed), tokens_ids, d)
             .map_err(backend)?;
         for (l, lp) in p.layers.iter().enumerate() {
-            // The layer's output overwrites its input slot, free once attention ran.
             layer_forward(
                 k,
                 c,
@@ -283,7 +282,7 @@ impl Transformer {
                 buffers,
                 positions,
                 &seq_starts,
-                la.residual_in,
+                Residual::InPlace,
             )?;
             let (k_cache, v_cache) = (cache.layer_cache(l, 0, kvd), cache.layer_cache(l, 1, kvd));
             for (w, b) in seq_starts.windows(2).zip(group.clone()) {
@@ -411,9 +410,8 @@ impl Transformer {
                 attention_shape(c),
             )
             .map_err(backend)?;
-            attention_output(k, c, lp, la, buffers, cache.batch)?;
-            // The layer's output overwrites its input slot, free once attention ran.
-            mlp_forward(k, c, lp, la, buffers, la.residual_in, cache.batch)?;
+            attention_output(k, c, lp, la, buffers, Residual::InPlace, cache.batch)?;
+            mlp_forward(k, c, lp, la, buffers, Residual::InPlace, cache.batch)?;
         }
         self.final_norm(k, cache)
     }

@@ -252,6 +252,19 @@ pub trait Kernels {
         head_dim: usize,
         theta: f32,
     ) -> Result<(), Self::Error>;
+    /// [`Kernels::add_bias`] of bias[heads * hd] to every row of x[N, heads * hd], then
+    /// [`Kernels::rope_forward`] of x: a query or key projection's bias and rotation,
+    /// which a backend may run as one pass (the CUDA backend does); the same values as
+    /// the two calls.
+    fn add_bias_rope_forward(
+        &mut self,
+        x: Tensor,
+        bias: Tensor,
+        positions: Indices,
+        heads: usize,
+        head_dim: usize,
+        theta: f32,
+    ) -> Result<(), Self::Error>;
     /// The transpose of [`Kernels::rope_forward`] (the inverse rotation), in place on dx.
     fn rope_backward(
         &mut self,

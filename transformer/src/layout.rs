@@ -181,7 +181,8 @@ pub struct LayerActs {
     pub attn: Slot,
     /// Log-sum-exp of each query's scores, [N, H].
     pub attn_lse: Slot,
-    /// The residual stream after attention, [N, D].
+    /// The residual stream after attention, [N, D] (empty in a decoding layout:
+    /// inference adds both blocks to `residual_in` in place).
     pub residual_mid: Slot,
     /// RMSNorm before the MLP, [N, D].
     pub post_norm: Slot,
@@ -252,15 +253,15 @@ impl ActLayout {
     /// step's one token per sequence): the slots of one layer only, which every layer
     /// runs over in turn since nothing is kept for a backward pass, and no backward
     /// scratch or output-head slots (those are empty; the caller norms the rows it
-    /// needs itself). A training layout of the same rows is about
-    /// `2 * num_hidden_layers` times larger.
+    /// needs itself), and no `residual_mid`. A training layout of the same rows is
+    /// about `2 * num_hidden_layers` times larger.
     pub fn for_decoding(config: &ModelConfig, tokens: usize) -> ActLayout {
         Self::with_layers(config, tokens, 1, 0)
     }
 
     /// `layers` layers' saved activations and `final_rstd` for `tokens` rows, and the
-    /// slots only training uses (the final norm, the output head's, backward scratch) for
-    /// `training_rows` rows.
+    /// slots only training uses (`residual_mid`, the final norm, the output head's,
+    /// backward scratch) for `training_rows` rows.
     fn with_layers(
         config: &ModelConfig,
         tokens: usize,
@@ -285,7 +286,7 @@ impl ActLayout {
                 v: carve.matrix(n, kv),
                 attn: carve.matrix(n, q),
                 attn_lse: carve.matrix(n, h),
-                residual_mid: carve.matrix(n, d),
+                residual_mid: carve.matrix(training_rows, d),
                 post_norm: carve.matrix(n, d),
                 post_rstd: carve.vector(n),
                 gate: carve.matrix(n, i),

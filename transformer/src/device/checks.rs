@@ -191,6 +191,22 @@ impl<D: Device> Kernels for D {
         Device::rope_forward(self, x, positions, sizes, theta)
     }
 
+    fn add_bias_rope_forward(
+        &mut self,
+        x: Tensor,
+        bias: Tensor,
+        positions: Indices,
+        heads: usize,
+        head_dim: usize,
+        theta: f32,
+    ) -> Result<(), D::Error> {
+        let op = "add_bias_rope_forward";
+        let sizes = RopeSizes::new(op, &x, positions.len, heads, head_dim)?;
+        expect_len(op, "bias", bias.len, heads * head_dim)?;
+        check_disjoint(&[x], &[bias])?;
+        Device::add_bias_rope_forward(self, x, bias, positions, sizes, theta)
+    }
+
     fn rope_backward(
         &mut self,
         dx: Tensor,

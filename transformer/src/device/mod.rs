@@ -193,6 +193,19 @@ pub trait Device {
         sizes: RopeSizes,
         theta: f32,
     ) -> Result<(), Self::Error>;
+    /// `x += bias` on every row, then rotation by +angle; `x` sized as the forward,
+    /// `bias` one row of it (`heads * hd`), disjoint. By default the two calls.
+    fn add_bias_rope_forward(
+        &mut self,
+        x: Tensor,
+        bias: Tensor,
+        positions: Indices,
+        sizes: RopeSizes,
+        theta: f32,
+    ) -> Result<(), Self::Error> {
+        self.add_bias(x, bias)?;
+        self.rope_forward(x, positions, sizes, theta)
+    }
     /// Rotation by -angle; sized as the forward.
     fn rope_backward(
         &mut self,

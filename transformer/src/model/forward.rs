@@ -158,7 +158,9 @@ fn run_layers<K: Kernels>(
             b,
             acts.positions(),
             &acts.seq_starts,
-            residual_next,
+            Residual::Kept {
+                next: residual_next,
+            },
         )?;
     }
     k.rmsnorm_forward(
@@ -172,10 +174,24 @@ fn run_layers<K: Kernels>(
     .map_err(kerr)
 }
 
+/// Where a layer adds its two blocks' outputs to the residual stream.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Residual {
+    /// Each sum in a slot of its own, as the backward pass needs them:
+    /// `residual_mid = attn · o^T + residual_in`, then `next = mlp + residual_mid`.
+    Kept {
+        /// The layer's output slot (the next layer's `residual_in`).
+        next: Slot,
+    },
+    /// In `residual_in` itself, which the o and down projections accumulate into
+    /// (inference, where nothing is kept): the two additions take no kernels of
+    /// their own, and `residual_mid` is not used.
+    InPlace,
+}
+
 /// One decoder layer over a packed batch of n rows (`positions[n]` of the tokens whose
 /// residual stream is in `la.residual_in`): causal attention within each sequence of
-/// `seq_starts`, then the MLP, whose output goes to `residual_next` (which may be
-/// `la.residual_in` itself when nothing is kept for a backward pass). Leaves the
+/// `seq_starts`, then the MLP, each added to the stream as `residual` says. Leaves the
 /// layer's keys and values in `la.k` and `la.v`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn layer_forward<K: Kernels>(
@@ -186,7 +202,7 @@ pub(crate) fn layer_forward<K: Kernels>(
     b: LayerBuffers,
     positions: Indices,
     seq_starts: &[u32],
-    residual_next: Slot,
+    residual: Residual,
 ) -> Result<(), K> {
     let n = positions.len;
     attention_inputs(k, c, lp, la, b, positions)?;
@@ -200,13 +216,13 @@ pub(crate) fn layer_forward<K: Kernels>(
         attention_shape(c),
     )
     .map_err(backend)?;
-    attention_output(k, c, lp, la, b, n)?;
-    mlp_forward(k, c, lp, la, b, residual_next, n)
+    attention_output(k, c, lp, la, b, residual, n)?;
+    mlp_forward(k, c, lp, la, b, residual, n)
 }
 
 /// The attention block's first half over n rows: `input_norm = RMSNorm(residual_in)`,
 /// the q, k, v projections of it (with their bias), and the rotation of q and k by
-/// `positions[n]`.
+/// `positions[n]` (with their bias, in one call each).
 pub(crate) fn attention_inputs<K: Kernels>(
     k: &mut K,
     c: &ModelConfig,
@@ -229,12 +245,12 @@ pub(crate) fn attention_inputs<K: Kernels>(
     )
     .map_err(kerr)?;
     let projections = [
-        (la.q, lp.q_weight, lp.q_bias, c.q_dim()),
-        (la.k, lp.k_weight, lp.k_bias, c.kv_dim()),
-        (la.v, lp.v_weight, lp.v_bias, c.kv_dim()),
+        (la.q, lp.q_weight, c.q_dim()),
+        (la.k, lp.k_weight, c.kv_dim()),
+        (la.v, lp.v_weight, c.kv_dim()),
     ];
-    for (out, weight, bias, width) in projections {
-        // out[n, width] = input_norm[n, D] · W[width, D]^T (+ bias)
+    for (out, weight, width) in projections {
+        // out[n, width] = input_norm[n, D] · W[width, D]^T
         k.matmul(
             b.t(out),
             b.t(la.input_norm),
@@ -242,68 +258,83 @@ pub(crate) fn attention_inputs<K: Kernels>(
             mm(n, width, d, false, true, false),
         )
         .map_err(kerr)?;
-        if let Some(bias) = bias {
-            k.add_bias(b.t(out), b.w(bias)).map_err(kerr)?;
-        }
     }
-    k.rope_forward(
-        b.t(la.q),
-        positions,
-        shape.heads,
-        shape.head_dim,
-        c.rope_theta,
-    )
-    .map_err(kerr)?;
-    k.rope_forward(
-        b.t(la.k),
-        positions,
-        shape.kv_heads,
-        shape.head_dim,
-        c.rope_theta,
-    )
-    .map_err(kerr)
+    // q and k: + bias, then rotated by `positions`, in one call; v: + bias.
+    let theta = c.rope_theta;
+    for (out, bias, heads) in [
+        (la.q, lp.q_bias, shape.heads),
+        (la.k, lp.k_bias, shape.kv_heads),
+    ] {
+        let hd = shape.head_dim;
+        match bias {
+            Some(bias) => k.add_bias_rope_forward(b.t(out), b.w(bias), positions, heads, hd, theta),
+            None => k.rope_forward(b.t(out), positions, heads, hd, theta),
+        }
+        .map_err(kerr)?;
+    }
+    match lp.v_bias {
+        Some(bias) => k.add_bias(b.t(la.v), b.w(bias)).map_err(kerr),
+        None => Ok(()),
+    }
 }
 
 /// The attention block's second half over n rows, once `la.attn` holds the attention
-/// output: `residual_mid = attn · o^T + residual_in`.
+/// output: `residual_mid = attn · o^T + residual_in`, or with [`Residual::InPlace`]
+/// `residual_in += attn · o^T`.
 pub(crate) fn attention_output<K: Kernels>(
     k: &mut K,
     c: &ModelConfig,
     lp: &LayerParams,
     la: &LayerActs,
     b: LayerBuffers,
+    residual: Residual,
     n: usize,
 ) -> Result<(), K> {
     let kerr = backend::<K::Error>;
-    // residual_mid[n, D] = attn[n, H*hd] · o[D, H*hd]^T + residual_in
+    let in_place = matches!(residual, Residual::InPlace);
+    let out = if in_place {
+        la.residual_in
+    } else {
+        la.residual_mid
+    };
+    // out[n, D] (+)= attn[n, H*hd] · o[D, H*hd]^T
     k.matmul(
-        b.t(la.residual_mid),
+        b.t(out),
         b.t(la.attn),
         b.w(lp.o_weight),
-        mm(n, c.hidden_size, c.q_dim(), false, true, false),
+        mm(n, c.hidden_size, c.q_dim(), false, true, in_place),
     )
     .map_err(kerr)?;
+    if in_place {
+        return Ok(());
+    }
     k.add_assign(b.t(la.residual_mid), b.t(la.residual_in))
         .map_err(kerr)
 }
 
-/// The MLP block over n rows: `post_norm = RMSNorm(residual_mid)`, then
-/// `residual_next = down(silu(gate(post_norm)) * up(post_norm)) + residual_mid`.
+/// The MLP block over n rows, from the stream `attention_output` left (`mid`:
+/// `residual_mid`, or `residual_in` in place): `post_norm = RMSNorm(mid)`, then
+/// `next = down(silu(gate(post_norm)) * up(post_norm)) + mid`, or in place
+/// `residual_in += down(...)`.
 pub(crate) fn mlp_forward<K: Kernels>(
     k: &mut K,
     c: &ModelConfig,
     lp: &LayerParams,
     la: &LayerActs,
     b: LayerBuffers,
-    residual_next: Slot,
+    residual: Residual,
     n: usize,
 ) -> Result<(), K> {
     let kerr = backend::<K::Error>;
     let (d, i) = (c.hidden_size, c.intermediate_size);
+    let (mid, next, in_place) = match residual {
+        Residual::Kept { next } => (la.residual_mid, next, false),
+        Residual::InPlace => (la.residual_in, la.residual_in, true),
+    };
     k.rmsnorm_forward(
         b.t(la.post_norm),
         b.t(la.post_rstd),
-        b.t(la.residual_mid),
+        b.t(mid),
         b.w(lp.post_attention_norm),
         d,
         c.rms_norm_eps,
@@ -321,16 +352,18 @@ pub(crate) fn mlp_forward<K: Kernels>(
     }
     k.swiglu_forward(b.t(la.swiglu), b.t(la.gate), b.t(la.up))
         .map_err(kerr)?;
-    // residual_next[n, D] = swiglu[n, I] · down[D, I]^T + residual_mid
+    // next[n, D] (+)= swiglu[n, I] · down[D, I]^T
     k.matmul(
-        b.t(residual_next),
+        b.t(next),
         b.t(la.swiglu),
         b.w(lp.down_weight),
-        mm(n, d, i, false, true, false),
+        mm(n, d, i, false, true, in_place),
     )
     .map_err(kerr)?;
-    k.add_assign(b.t(residual_next), b.t(la.residual_mid))
-        .map_err(kerr)
+    if in_place {
+        return Ok(());
+    }
+    k.add_assign(b.t(next), b.t(mid)).map_err(kerr)
 }
 
 /// The output head over the batch in `acts` (its `scored_rows` set): log p(target) of

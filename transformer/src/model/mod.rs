@@ -25,7 +25,9 @@ mod forward;
 
 pub(crate) use error::{backend, input, same_len, Result};
 pub use error::{InputError, ModelError};
-pub(crate) use forward::{attention_inputs, attention_output, layer_forward, mlp_forward};
+pub(crate) use forward::{
+    attention_inputs, attention_output, layer_forward, mlp_forward, Residual,
+};
 
 /// A tensor of `buffer` at `slot`.
 pub(crate) fn at(buffer: BufferId, slot: Slot) -> Tensor {
