@@ -480,12 +480,14 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
     let mib = |bytes: usize| bytes as f64 / (1 << 20) as f64;
     let graphs = k.step_graph_stats();
     println!(
-        "{{{fields},\"peak_gpu_mib\":{:.1},\"operand_casts\":{},\"step_graphs\":{{\"captured\":{},\"replayed\":{},\"eager\":{}}}}}",
+        "{{{fields},\"peak_gpu_mib\":{:.1},\"operand_casts\":{},\"step_graphs\":{{\"captured\":{},\"replayed\":{},\"eager\":{},\"traced\":{},\"tracing_ms\":{:.3}}}}}",
         mib(k.memory_peak()?),
         k.operand_casts(),
         graphs.captured,
         graphs.replayed,
-        graphs.eager
+        graphs.eager,
+        graphs.traced,
+        graphs.tracing.as_secs_f64() * 1e3
     );
     if let Some(reason) = graphs.last_refusal {
         eprintln!("the last decoding step not run from a graph: {reason}");

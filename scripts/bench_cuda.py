@@ -356,6 +356,13 @@ def main():
     print(f"| decoding peak device memory | {ours_decode['peak_gpu_mib']:.0f} MiB | "
           f"{ours_decode_eager['peak_gpu_mib']:.0f} MiB | "
           f"{ours_decode['peak_gpu_mib'] / ours_decode_eager['peak_gpu_mib']:.2f}x |")
+    # The host's share of a step from a graph: walking the step's calls to find its graph
+    # (no kernel runs then), before the one launch; the rest of the step is the GPU's and
+    # the wait for the chosen tokens.
+    if graphs.get("traced"):
+        tracing = graphs["tracing_ms"] / graphs["traced"]
+        print(f"| host time tracing a step | {tracing:.2f} ms "
+              f"({100 * tracing / step_ms(ours_decode):.0f}% of the step) | | |")
 
     print("\nDecoding with the weights frozen in bf16 (`Transformer::new_frozen`, as `sage "
           "eval` loads them; the default) against trainable f32 weights with kept bf16 "

@@ -18,7 +18,8 @@
 #   2. scripts/bench_cuda.py: the bf16 mode against PyTorch on the same GPU (training,
 #      decoding, the time per decoding step, peak device memory against
 #      torch.cuda.max_memory_allocated), with issue 37's targets, decoding with its
-#      steps replayed from CUDA graphs (the default) against kernel by kernel, decoding
+#      steps replayed from CUDA graphs (the default) against kernel by kernel (and the
+#      host's time tracing a step, its share of the step's time), decoding
 #      with frozen bf16 weights (the default, as `sage eval` loads a model) against
 #      trainable f32 ones, training with the dk/dv attention kernel over tiles of 32
 #      queries against 16 and with the query gradient added by the dk/dv kernel

@@ -21,6 +21,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::CudaGraph;
@@ -183,6 +184,12 @@ pub struct StepGraphStats {
     pub replayed: u64,
     /// Steps run as ordinary launches (recording off, refused, or failed).
     pub eager: u64,
+    /// Steps traced (their calls walked on the host, no kernel launched, to find a graph
+    /// that launches the same): every step while recording is on.
+    pub traced: u64,
+    /// Host time spent tracing them: what a replayed step costs the host before its one
+    /// launch, beside the GPU's time for the graph.
+    pub tracing: Duration,
     /// Whether recording is on.
     pub enabled: bool,
     /// Why the last step that was not replayed or captured could not be, if one was not.
@@ -259,7 +266,10 @@ impl CudaBackend {
         }
         let flags = self.store.shadows.borrow().flags();
         self.gpu.recorder.start(Mode::Tracing);
+        let started = Instant::now();
         let traced = step(self);
+        self.graphs.stats.tracing += started.elapsed();
+        self.graphs.stats.traced += 1;
         let trace = self.gpu.recorder.finish();
         let matched = match (&trace.refusal, &traced) {
             (None, Ok(())) => self.graphs.find(&trace.calls),
