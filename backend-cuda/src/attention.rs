@@ -16,8 +16,9 @@ use sage_transformer::contract::{AttentionDims, AttentionSizes};
 use sage_transformer::device::{AttentionGrads, AttentionSaved};
 use sage_transformer::Tensor;
 
+use crate::elementwise::fill;
 use crate::error::CudaError;
-use crate::launch::{blocks_for, Arg, THREADS};
+use crate::launch::Arg;
 use crate::matmul::{copy_out, Precision};
 use crate::scratch::{IndexScratch, Scratch};
 use crate::CudaBackend;
@@ -289,9 +290,7 @@ pub(crate) fn attention_backward(
         .filter(|_| b.dq_schedule == DqSchedule::InDkv);
     if dkv_dq.is_some() {
         // dq = 0, which the dk/dv kernel adds into.
-        let len = (n * dims.heads * dims.head_dim) as u64;
-        let args = [Arg::Ptr(dq), Arg::F32(0.0), Arg::U64(len)];
-        b.launch("fill_f32", (blocks_for(len), 1), THREADS, &args)?;
+        fill(b, grads.dq, 0.0)?;
     } else {
         b.launch(
             set.backward_dq,

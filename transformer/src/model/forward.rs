@@ -9,7 +9,7 @@ use alloc::vec::Vec;
 use super::error::{backend, input, same_len, InputError, Result};
 use super::{at, attention_shape, mm, Activations, LayerBuffers, Transformer};
 use crate::config::ModelConfig;
-use crate::kernels::{BufferId, Indices, Kernels};
+use crate::kernels::{BufferId, Indices, Kernels, MatmulShape};
 use crate::layout::{LayerActs, LayerParams, ParamLayout, Slot};
 
 impl Transformer {
@@ -189,6 +189,40 @@ pub(crate) enum Residual {
     InPlace,
 }
 
+impl Residual {
+    /// The stream's slot after the attention block (`mid`) and the layer's output slot
+    /// (`next`): `residual_mid` and `next` when kept, `residual_in` for both in place.
+    fn slots(self, la: &LayerActs) -> (Slot, Slot) {
+        match self {
+            Residual::Kept { next } => (la.residual_mid, next),
+            Residual::InPlace => (la.residual_in, la.residual_in),
+        }
+    }
+}
+
+/// A block's output projection joined to the residual stream: `out = x · w^T + stream`
+/// into a slot of its own, or, when `out` is `stream` itself, `stream += x · w^T` by the
+/// GEMM accumulating. `shape` is the projection's (n rows of `out`).
+fn project_into_stream<K: Kernels>(
+    k: &mut K,
+    b: LayerBuffers,
+    (out, stream): (Slot, Slot),
+    (x, w): (Slot, Slot),
+    shape: MatmulShape,
+) -> Result<(), K> {
+    let kerr = backend::<K::Error>;
+    let in_place = out == stream;
+    let shape = MatmulShape {
+        accumulate: in_place,
+        ..shape
+    };
+    k.matmul(b.t(out), b.t(x), b.w(w), shape).map_err(kerr)?;
+    if in_place {
+        return Ok(());
+    }
+    k.add_assign(b.t(out), b.t(stream)).map_err(kerr)
+}
+
 /// One decoder layer over a packed batch of n rows (`positions[n]` of the tokens whose
 /// residual stream is in `la.residual_in`): causal attention within each sequence of
 /// `seq_starts`, then the MLP, each added to the stream as `residual` says. Leaves the
@@ -290,26 +324,10 @@ pub(crate) fn attention_output<K: Kernels>(
     residual: Residual,
     n: usize,
 ) -> Result<(), K> {
-    let kerr = backend::<K::Error>;
-    let in_place = matches!(residual, Residual::InPlace);
-    let out = if in_place {
-        la.residual_in
-    } else {
-        la.residual_mid
-    };
-    // out[n, D] (+)= attn[n, H*hd] · o[D, H*hd]^T
-    k.matmul(
-        b.t(out),
-        b.t(la.attn),
-        b.w(lp.o_weight),
-        mm(n, c.hidden_size, c.q_dim(), false, true, in_place),
-    )
-    .map_err(kerr)?;
-    if in_place {
-        return Ok(());
-    }
-    k.add_assign(b.t(la.residual_mid), b.t(la.residual_in))
-        .map_err(kerr)
+    let (mid, _) = residual.slots(la);
+    // mid[n, D] = attn[n, H*hd] · o[D, H*hd]^T + residual_in
+    let shape = mm(n, c.hidden_size, c.q_dim(), false, true, false);
+    project_into_stream(k, b, (mid, la.residual_in), (la.attn, lp.o_weight), shape)
 }
 
 /// The MLP block over n rows, from the stream `attention_output` left (`mid`:
@@ -327,10 +345,7 @@ pub(crate) fn mlp_forward<K: Kernels>(
 ) -> Result<(), K> {
     let kerr = backend::<K::Error>;
     let (d, i) = (c.hidden_size, c.intermediate_size);
-    let (mid, next, in_place) = match residual {
-        Residual::Kept { next } => (la.residual_mid, next, false),
-        Residual::InPlace => (la.residual_in, la.residual_in, true),
-    };
+    let (mid, next) = residual.slots(la);
     k.rmsnorm_forward(
         b.t(la.post_norm),
         b.t(la.post_rstd),
@@ -352,18 +367,9 @@ pub(crate) fn mlp_forward<K: Kernels>(
     }
     k.swiglu_forward(b.t(la.swiglu), b.t(la.gate), b.t(la.up))
         .map_err(kerr)?;
-    // next[n, D] (+)= swiglu[n, I] · down[D, I]^T
-    k.matmul(
-        b.t(next),
-        b.t(la.swiglu),
-        b.w(lp.down_weight),
-        mm(n, d, i, false, true, in_place),
-    )
-    .map_err(kerr)?;
-    if in_place {
-        return Ok(());
-    }
-    k.add_assign(b.t(next), b.t(mid)).map_err(kerr)
+    // next[n, D] = swiglu[n, I] · down[D, I]^T + mid
+    let shape = mm(n, d, i, false, true, false);
+    project_into_stream(k, b, (next, mid), (la.swiglu, lp.down_weight), shape)
 }
 
 /// The output head over the batch in `acts` (its `scored_rows` set): log p(target) of
