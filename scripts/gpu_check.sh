@@ -35,6 +35,9 @@
 #      Qwen2.5-0.5B shape in the bf16 mode (until 2026-11-28 the training profile held
 #      the warm-up step too, and the decoding one the prefill and two steps).
 # Measured on an H100 (2026-11-27): steps 1-2 about 140 s; 2026-11-26: each demo 36 s.
+# SAGE_CHECK_STEPS picks the steps (default "parity bench demos profiles"), so that a
+# call sharing a lease with another (e.g. scripts/gpu_smollm2_experiment.sh) can run
+# "parity bench" alone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR="${1:-${OUT:-target/gpu-check}}"
@@ -42,8 +45,12 @@ BIN=target/cuda-bench
 mkdir -p "$OUT_DIR"
 export LD_LIBRARY_PATH="/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export SAGE_REQUIRE_CUDA=1 SAGE_REQUIRE_NVRTC=1 PYTHONUNBUFFERED=1
+STEPS=" ${SAGE_CHECK_STEPS:-parity bench demos profiles} "
 START=$SECONDS
 FAILED=()
+
+# Whether SAGE_CHECK_STEPS names step $1.
+wanted() { [[ $STEPS == *" $1 "* ]]; }
 
 # Runs "$@" with its output in OUT_DIR/NAME.log and says how it ended and how long it took.
 step() {
@@ -64,24 +71,32 @@ for binary in parity_cuda nvrtc transformer_bench sage; do
     fi
 done
 step nvidia-smi nvidia-smi
-step nvrtc "$BIN/nvrtc" || grep -E "panicked" -A1 "$OUT_DIR/nvrtc.log" | head -20
-step parity "$BIN/parity_cuda" --test-threads=1 || grep -E "panicked" -A1 "$OUT_DIR/parity.log" | head -20
-grep -E "test result" "$OUT_DIR/parity.log"
-step bench python3 scripts/bench_cuda.py --no-install --skip-checks
-grep -E "^\||^device|^Decoding steps|^The dk/dv|^The query" "$OUT_DIR/bench.log"
-for precision in f32 bf16; do
-    step "demo-$precision" "$BIN/sage" demo --backend cuda --precision "$precision" \
-        --run-dir "target/gpu-check-runs/demo-$precision"
-    grep -E "^(split|iid|test-normal)" "$OUT_DIR/demo-$precision.log" | head -4
-done
-NCU=(ncu --clock-control none --profile-from-start off --print-summary per-kernel
-    --metrics gpu__time_duration.sum)
-step profile-train "${NCU[@]}" "$BIN/transformer_bench" train qwen0.5b --batch 8 --seq 1024 \
-    --steps 1 --backend cuda --precision bf16
-step profile-decode "${NCU[@]}" "$BIN/transformer_bench" decode qwen0.5b --seqs 64 --prompt 512 \
-    --new 5 --backend cuda --precision bf16
-python3 scripts/ncu_kernels.py "$OUT_DIR/profile-train.log" "$OUT_DIR/profile-decode.log" |
-    tee "$OUT_DIR/profiles.md"
+if wanted parity; then
+    step nvrtc "$BIN/nvrtc" || grep -E "panicked" -A1 "$OUT_DIR/nvrtc.log" | head -20
+    step parity "$BIN/parity_cuda" --test-threads=1 || grep -E "panicked" -A1 "$OUT_DIR/parity.log" | head -20
+    grep -E "test result" "$OUT_DIR/parity.log"
+fi
+if wanted bench; then
+    step bench python3 scripts/bench_cuda.py --no-install --skip-checks
+    grep -E "^\||^device|^Decoding steps|^The dk/dv|^The query" "$OUT_DIR/bench.log"
+fi
+if wanted demos; then
+    for precision in f32 bf16; do
+        step "demo-$precision" "$BIN/sage" demo --backend cuda --precision "$precision" \
+            --run-dir "target/gpu-check-runs/demo-$precision"
+        grep -E "^(split|iid|test-normal)" "$OUT_DIR/demo-$precision.log" | head -4
+    done
+fi
+if wanted profiles; then
+    NCU=(ncu --clock-control none --profile-from-start off --print-summary per-kernel
+        --metrics gpu__time_duration.sum)
+    step profile-train "${NCU[@]}" "$BIN/transformer_bench" train qwen0.5b --batch 8 --seq 1024 \
+        --steps 1 --backend cuda --precision bf16
+    step profile-decode "${NCU[@]}" "$BIN/transformer_bench" decode qwen0.5b --seqs 64 --prompt 512 \
+        --new 5 --backend cuda --precision bf16
+    python3 scripts/ncu_kernels.py "$OUT_DIR/profile-train.log" "$OUT_DIR/profile-decode.log" |
+        tee "$OUT_DIR/profiles.md"
+fi
 # The device tool brings back at most 8 files: the step logs travel as one archive.
 (cd "$OUT_DIR" && tar czf logs.tar.gz ./*.log && rm -f ./*.log)
 echo "done in $((SECONDS - START)) s; failed: ${FAILED[*]:-none}; logs in $OUT_DIR/logs.tar.gz"
