@@ -515,7 +515,8 @@ pub fn kv_cache_buffers<K: Kernels>(make: impl FnOnce() -> Option<K>) {
 /// from ordinary buffers (a prefill), one row appended per sequence (a decoding step),
 /// then attention over caches filled to 2, 71 and 301 rows (past one split of 256 rows)
 /// for 7 query heads per key/value head at width 64 and for 18 heads on one at width
-/// 16 (a group wider than the split kernel holds). The backend under test may hold a
+/// 16 (a group wider than the split kernel holds), then over two of the sequences copied
+/// from cache to cache into a smaller cache. The backend under test may hold a
 /// cache's elements at lower precision: `round` maps a value to the one it holds (the
 /// identity for an f32 cache), and the CPU attends over the rounded values. 1e-5: the
 /// same numbers and f32 arithmetic, sums in another order.
@@ -573,6 +574,41 @@ pub fn kv_cache_rounded<K: Kernels>(make: impl FnOnce() -> Option<K>, round: fn(
         ));
         b.check(
             &format!("attention_decode over KV-cache buffers, {shape:?}"),
+            out,
+            1e-5,
+        );
+        // Sequences 2 and 0 copied from cache to cache into a smaller one, as
+        // `Transformer::retain_sequences` does when sequence 1 finishes.
+        let kept = [2usize, 0];
+        let smaller = [(); 2].map(|_| {
+            let len = kept.len() * capacity * kvw;
+            let cpu = b.cpu.alloc_kv_cache(len).expect("cpu cache");
+            let other = b.other.alloc_kv_cache(len).expect("cache");
+            [Tensor::whole(cpu, len), Tensor::whole(other, len)]
+        });
+        for (row, &seq) in kept.iter().enumerate() {
+            let rows = lengths[seq] as usize * kvw;
+            for (from, to) in caches.iter().zip(&smaller) {
+                let (at, to_at) = (seq * capacity * kvw, row * capacity * kvw);
+                on_both!(b, |k, i| k
+                    .copy(to[i].slice(to_at, rows), from[i].slice(at, rows)));
+            }
+        }
+        let q = b.random(&mut rng, kept.len() * shape.heads * shape.head_dim, 1.5);
+        let out = b.random(&mut rng, kept.len() * shape.heads * shape.head_dim, 1.0);
+        let kept_lengths = kept.map(|seq| lengths[seq]);
+        let [k_smaller, v_smaller] = smaller;
+        on_both!(b, |k, i| k.attention_decode(
+            out[i],
+            q[i],
+            k_smaller[i],
+            v_smaller[i],
+            &kept_lengths,
+            capacity,
+            shape
+        ));
+        b.check(
+            &format!("attention_decode over a cache copied from a cache, {shape:?}"),
             out,
             1e-5,
         );

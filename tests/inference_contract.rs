@@ -34,8 +34,8 @@ const FROZEN_TAG: u32 = 1 << 29;
 
 /// The CPU backend, holding inference to its promises: each repeated step runs twice
 /// (when `twice`), counted; KV-cache buffers, counted, get tagged ids (when
-/// `tag_caches`) that only `copy` into them, `kv_cache_append`, `attention_decode` and
-/// `free` resolve; frozen weight buffers, counted, get tagged ids (when `tag_frozen`)
+/// `tag_caches`) that only `copy` into them (from an ordinary buffer or another cache),
+/// `kv_cache_append`, `attention_decode` and `free` resolve; frozen weight buffers, counted, get tagged ids (when `tag_frozen`)
 /// that only `write`, the forward kernels that read weights and `free` resolve. It also
 /// counts the addition kernels (`add_assign`, `add_bias`) and the biased rotations
 /// (`add_bias_rope_forward`) it is asked for.
@@ -131,6 +131,12 @@ impl Device for Strict {
     }
 
     fn copy(&mut self, dst: Tensor, src: Tensor) -> Result<(), CpuError> {
+        // Into a cache from an ordinary buffer or from another cache.
+        let src = if dst.buffer.0 & CACHE_TAG != 0 {
+            cache(src)
+        } else {
+            src
+        };
         Device::copy(&mut self.cpu, cache(dst), src)
     }
 
@@ -301,6 +307,56 @@ fn a_decoding_step_run_twice_decodes_what_one_run_does() {
     assert_eq!(again.1, vec![4 + steps as u32, 2 + steps as u32]);
     assert_eq!(again.1, once.1, "the lengths advance once per step");
     assert_eq!(again.0, once.0, "the same logits, to the bit");
+}
+
+/// When a sequence finishes, `retain_sequences` moves the others into a smaller cache
+/// with copies from cache to cache, which `alloc_kv_cache` allows (the CUDA backend's
+/// bf16 mode refused them until 2026-11-28, and every evaluation with a finished
+/// sequence failed there): decoding on runs as on the CPU alone, to the bit, and the
+/// kept sequence's logits are those it had beside the finished one.
+#[test]
+fn a_cache_made_smaller_is_copied_from_cache_to_cache() {
+    let run = |k: &mut Strict| {
+        let mut model = tiny_model(k, false);
+        let vocab = model.config().vocab_size;
+        let mut cache = KvCache::new(k, &model, 2, 16).unwrap();
+        let prompts: [&[u32]; 2] = [&[3, 17, 5, 40], &[9, 1]];
+        let mut logits = model.prefill(k, &mut cache, &prompts).unwrap();
+        let mut all = vec![logits.clone()];
+        for step in 0..6 {
+            if step == 3 {
+                cache = model.retain_sequences(k, cache, &[false, true]).unwrap();
+                logits.drain(..vocab);
+            }
+            let next: Vec<u32> = logits
+                .chunks_exact(vocab)
+                .map(|row| argmax(row) as u32)
+                .collect();
+            logits = model.decode_step(k, &mut cache, &next).unwrap();
+            all.push(logits.clone());
+        }
+        let lengths = cache.lengths().to_vec();
+        cache.free(k).unwrap();
+        model.free(k).unwrap();
+        (all, lengths)
+    };
+    let plain = run(&mut Strict::default());
+    let mut strict = Strict {
+        tag_caches: true,
+        ..Strict::default()
+    };
+    assert_eq!(run(&mut strict), plain);
+    assert_eq!(strict.caches, 2, "both caches came from `alloc_kv_cache`");
+    assert_eq!(
+        plain.1,
+        vec![2 + 6],
+        "one sequence kept, six tokens decoded"
+    );
+    let (both, _) = decode(&mut CpuBackend::new(), 6, false);
+    let vocab = ModelConfig::tiny().vocab_size;
+    for step in 4..=6 {
+        assert_eq!(plain.0[step], both[step][vocab..], "step {step}");
+    }
 }
 
 /// Prefill and decoding steps, with logits read back and with tokens chosen on the

@@ -569,7 +569,7 @@ fn copies_written_by_kernels_equal_cast_copies() {
             model.zero_grads(&mut k).expect("zero");
             outputs.push(
                 model
-                    .forward(&mut k, inputs, targets, &[0, 17, 30])
+                    .forward(&mut k, inputs, targets, &[0, 17, 30, 39])
                     .expect("forward"),
             );
             model

@@ -4,7 +4,7 @@
 //! Kernels in `kernels/elementwise.cu`.
 
 use cudarc::driver::result as driver_result;
-use sage_transformer::Tensor;
+use sage_transformer::{ContractError, Tensor};
 
 use crate::error::CudaError;
 use crate::launch::{blocks_for, Arg, THREADS};
@@ -32,13 +32,24 @@ pub(crate) fn fill(b: &mut CudaBackend, dst: Tensor, value: f32) -> Result<(), C
 }
 
 /// dst[n] = src[n], a device-to-device copy on the stream; into a KV cache held in bf16
-/// (`Store::cache_address`), the cast to bf16.
+/// (`Store::cache_address`) from an `f32` buffer, the cast to bf16; from one such cache
+/// into another (`Transformer::retain_sequences`), the bf16 bits as they are.
 pub(crate) fn copy(b: &mut CudaBackend, dst: Tensor, src: Tensor) -> Result<(), CudaError> {
-    let ((to, bf16), from) = (b.store.cache_address(dst)?, b.store.address(src)?);
+    let ((to, to_bf16), (from, from_bf16)) = (
+        b.store.cache_address(dst)?,
+        b.store.cache_read_address(src)?,
+    );
+    if from_bf16 && !to_bf16 {
+        return Err(ContractError::BadArgument(format!(
+            "buffer {} is a KV cache held in bf16: it is copied only into another such              cache, not into f32 buffer {}",
+            src.buffer.0, dst.buffer.0
+        ))
+        .into());
+    }
     if dst.len == 0 {
         return Ok(());
     }
-    if bf16 {
+    if to_bf16 && !from_bf16 {
         return cast_bf16(b, to, from, dst.len);
     }
     if b.gpu
@@ -47,9 +58,17 @@ pub(crate) fn copy(b: &mut CudaBackend, dst: Tensor, src: Tensor) -> Result<(), 
     {
         return Ok(());
     }
+    let element_bytes = if from_bf16 { 2 } else { 4 };
     b.gpu.ctx.bind_to_thread()?;
     // SAFETY: both ranges were checked against live buffers and do not overlap.
-    unsafe { driver_result::memcpy_dtod_async(to, from, dst.len * 4, b.gpu.stream.cu_stream()) }?;
+    unsafe {
+        driver_result::memcpy_dtod_async(
+            to,
+            from,
+            dst.len * element_bytes,
+            b.gpu.stream.cu_stream(),
+        )
+    }?;
     Ok(())
 }
 

@@ -39,7 +39,8 @@ pub(crate) enum Held {
     /// weights. Every call takes it.
     F32,
     /// bf16 bits of a KV cache (`Kernels::alloc_kv_cache` in the bf16 mode): taken by
-    /// `copy` into it, `kv_cache_append` and `attention_decode`.
+    /// `copy` into it (and out of it into another such cache), `kv_cache_append` and
+    /// `attention_decode`.
     CacheBf16,
     /// bf16 bits of frozen weights (`Kernels::alloc_frozen` in the bf16 mode): taken by
     /// `write` from the host and by the forward kernels that read weights.
@@ -70,8 +71,8 @@ impl Held {
         let why = match self {
             Held::F32 => "holds f32 elements where bf16 ones were required",
             Held::CacheBf16 => {
-                "is a KV cache held in bf16: only `copy` into it, `kv_cache_append` and \
-                 `attention_decode` take it"
+                "is a KV cache held in bf16: only `copy` (into it, or out of it into \
+                 another such cache), `kv_cache_append` and `attention_decode` take it"
             }
             Held::WeightsBf16 => {
                 "holds frozen weights in bf16: only `write` from the host and the forward \
@@ -194,6 +195,12 @@ impl Store {
     /// written, as with [`Store::address`].
     pub(crate) fn cache_address(&self, t: Tensor) -> Result<(u64, bool), CudaError> {
         self.address_or(t, Held::CacheBf16, true)
+    }
+
+    /// The device address of a tensor a copy reads, and whether its buffer holds bf16
+    /// (a bf16 mode KV cache) rather than `f32`; shadows stay current.
+    pub(crate) fn cache_read_address(&self, t: Tensor) -> Result<(u64, bool), CudaError> {
+        self.address_or(t, Held::CacheBf16, false)
     }
 
     /// The device address of weights a forward kernel reads, and whether its buffer

@@ -142,8 +142,9 @@ pub trait Kernels {
     fn alloc_indices(&mut self, len: usize) -> Result<IndexBufferId, Self::Error>;
     /// Allocates a zero-filled buffer of `len` elements for the keys and values of a KV
     /// cache. Such a buffer is only ever written by [`Kernels::copy`] (from an ordinary
-    /// buffer) and [`Kernels::kv_cache_append`], read only by
-    /// [`Kernels::attention_decode`], and freed; so a backend may hold its elements at
+    /// buffer or another cache) and [`Kernels::kv_cache_append`], read only by
+    /// [`Kernels::attention_decode`] and by a copy into another cache (a cache made
+    /// smaller when sequences finish), and freed; so a backend may hold its elements at
     /// a lower precision than `f32` (the CUDA backend's bf16 mode holds bf16) and refuse
     /// it to every other kernel.
     fn alloc_kv_cache(&mut self, len: usize) -> Result<BufferId, Self::Error>;
