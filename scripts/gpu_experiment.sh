@@ -43,11 +43,20 @@
 # gives a directory that `sage experiment --config PRESET --resume --run-dir DIR` continues
 # on any backend, or the next call through SAGE_FROM).
 #
+# While it runs, a line on stdout for each (arm, seed) as it finishes, with its greedy
+# TGC / SGC per split, and OUT_DIR/progress.tar.gz (the logs and every finished arm's
+# run.json) every 30 s: a device call that its own time limit ends still brings back
+# what finished (on 2026-11-28 a SmolLM2 call ran past its limit and brought back
+# nothing).
+#
 # Environment: SAGE_BIN (default target/cuda-bench/sage), SAGE_BACKEND (cuda; cpu tries
 # the script on a machine without a GPU), SAGE_PRECISION (the preset's `[run] precision`
 # unless set: f32 or bf16), SAGE_SEEDS (seeds of this call, default the preset's),
-# SAGE_DEADLINE (seconds for stages 1 and 2,
-# default 500), SAGE_RUNS (where runs are written, default /tmp/sage-gpu-experiment),
+# SAGE_DEADLINE (seconds for stages 1 and 2, default 500; at the deadline each process
+# gets SIGTERM, which an SFT stage answers by saving a checkpoint at its next step,
+# and SAGE_GRACE seconds later, default 30, SIGKILL, which ends an arm in the middle of
+# its RL or evaluation: the whole script ends by about DEADLINE + GRACE + 120 s, the
+# table's stage included; give the device call that much and more), SAGE_RUNS (where runs are written, default /tmp/sage-gpu-experiment),
 # SAGE_FROM (a folder holding an earlier call's run.tar.gz.part-*), SAGE_ARMS
 # (space-separated arms of this call, default the preset's), SAGE_PROBES (space-separated
 # SEEDSxEPOCHS recipes of `sage demo` on configs/sft-copying.toml, e.g. "420x3 240x3
@@ -62,6 +71,7 @@ BIN=$(realpath "${SAGE_BIN:-target/cuda-bench/sage}")
 BACKEND=${SAGE_BACKEND:-cuda}
 PRECISION=(${SAGE_PRECISION:+--precision "$SAGE_PRECISION"})
 DEADLINE=${SAGE_DEADLINE:-500}
+GRACE=${SAGE_GRACE:-30}
 RUNS=${SAGE_RUNS:-/tmp/sage-gpu-experiment}
 PROBES=${SAGE_PROBES:-}
 FROM=${SAGE_FROM:+$(realpath "$SAGE_FROM")}
@@ -81,6 +91,27 @@ LOGS=$RUNS/logs
 rm -rf "$RUNS"
 mkdir -p "$BASE" "$LOGS"
 say() { echo "[$((SECONDS - START)) s] $*"; }
+# Every 30 s: a line for each (arm, seed) newly finished in any copy of the run
+# directory, and the logs with every finished arm's run.json into OUT_DIR.
+watch_progress() {
+    local seen=" " finished line
+    local summary='import json, sys
+run = json.load(open(sys.argv[1]))
+splits = ", ".join(f"{m[\"split\"]} {m[\"tgc\"]:.1f} / {m[\"sgc\"]:.1f}" for m in run["metrics"])
+print(f"{run[\"arm\"]}-{run[\"seed\"]}: {splits} (greedy TGC / SGC)")'
+    while sleep 30; do
+        for finished in "$RUNS"/*/seed-*/*/run.json; do
+            [ -f "$finished" ] || continue
+            [[ $seen == *" $finished "* ]] && continue
+            line=$(python3 -c "$summary" "$finished") || continue
+            seen="$seen$finished "
+            say "finished $line"
+        done
+        (cd "$RUNS" && find . -path '*/seed-*/*' -name run.json -print0 |
+            tar czf "$OUT_DIR/progress.tar.gz.tmp" --null -T - logs 2>/dev/null) &&
+            mv "$OUT_DIR/progress.tar.gz.tmp" "$OUT_DIR/progress.tar.gz"
+    done
+}
 # Seconds left before the deadline (at least 1: `timeout 0` would never stop).
 left() { local s=$((DEADLINE - (SECONDS - START))); echo $((s > 0 ? s : 1)); }
 # The arms and seed count the preset names (the defaults where it names none).
@@ -104,12 +135,14 @@ say "preset $NAME: arms ${ARMS[*]}, $SEEDS seeds, backend $BACKEND; this call: $
 if command -v nvidia-smi >/dev/null && [ "$BACKEND" = cuda ]; then
     nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 5 >"$LOGS/gpu.csv" 2>&1 &
     SMI_PID=$!
-    trap 'kill $SMI_PID 2>/dev/null' EXIT
 fi
+trap 'kill ${SMI_PID:-} ${WATCH_PID:-} 2>/dev/null' EXIT
+watch_progress &
+WATCH_PID=$!
 experiment() { # DIR LOG ARGS...
     local dir=$1 log=$2
     shift 2
-    timeout "$(left)" "$BIN" experiment --config "$PRESET" --backend "$BACKEND" "${PRECISION[@]}" \
+    timeout -k "$GRACE" "$(left)" "$BIN" experiment --config "$PRESET" --backend "$BACKEND" "${PRECISION[@]}" \
         --run-dir "$dir" "$@" >"$LOGS/$log.log" 2>&1
 }
 
@@ -120,12 +153,12 @@ probe() { # SEEDS EPOCHS
     sed -e "s|^dir = .*|dir = \"$dir\"|" -e "s|^seeds = .*|seeds = $seeds|" \
         -e "s|^epochs = .*|epochs = $epochs|" configs/sft-copying.toml >"$dir/probe.toml"
     sed -i "s|^\[run\]|[run]\ncheckpoint_every = 0|" "$dir/probe.toml"
-    timeout "$(left)" "$BIN" demo --config "$dir/probe.toml" --backend "$BACKEND" \
+    timeout -k "$GRACE" "$(left)" "$BIN" demo --config "$dir/probe.toml" --backend "$BACKEND" \
         >"$LOGS/probe-${seeds}x$epochs.log" 2>&1 || return 1
     for seed in $(seq 1 "$SAMPLED_SEEDS"); do
         sed -e "s|^\[eval\]|[eval]\nseed = $seed\nsplits = [\"iid\"]|" "$dir/probe.toml" >"$dir/sampled.toml"
         printf '\n[eval.rollout]\ntemperature = 1.0\n' >>"$dir/sampled.toml"
-        timeout "$(left)" "$BIN" eval --config "$dir/sampled.toml" --backend "$BACKEND" \
+        timeout -k "$GRACE" "$(left)" "$BIN" eval --config "$dir/sampled.toml" --backend "$BACKEND" \
             --out "$dir/sampled-$seed.json" >"$LOGS/probe-${seeds}x$epochs-sampled-$seed.log" 2>&1 || return 1
     done
 }
@@ -225,6 +258,8 @@ done
 [ -n "$SKILL_PID" ] && { wait "$SKILL_PID"; say "sft-skill: rc $?"; }
 [ -n "$DIRECT_PID" ] && { wait "$DIRECT_PID"; say "sft-direct: rc $?"; }
 
+kill "$WATCH_PID" 2>/dev/null
+
 # --- stage 3: one run directory and its table ---------------------------------------
 for dir in "${COPIES[@]}"; do
     for finished in "$dir"/seed-*/*/run.json; do
@@ -247,8 +282,9 @@ for arm in "${ARMS[@]}"; do
 done
 say "arms finished under every seed: ${finished[*]:-none}"
 if [ ${#finished[@]} -gt 0 ]; then
-    "$BIN" experiment --config "$PRESET" --backend "$BACKEND" "${PRECISION[@]}" --run-dir "$BASE" --resume \
-        --arms "$(IFS=,; echo "${finished[*]}")" --seeds "$SEEDS" >"$LOGS/table.log" 2>&1
+    # Every arm named is finished: this reuses them and writes the table.
+    timeout -k 10 120 "$BIN" experiment --config "$PRESET" --backend "$BACKEND" "${PRECISION[@]}" \
+        --run-dir "$BASE" --resume --arms "$(IFS=,; echo "${finished[*]}")" --seeds "$SEEDS" >"$LOGS/table.log" 2>&1
     say "table: rc $?"
     cp "$BASE/experiment.md" "$BASE/experiment.json" "$OUT_DIR/" 2>/dev/null
     cat "$BASE/experiment.md" 2>/dev/null
@@ -282,6 +318,7 @@ fi
 # --- what comes back -------------------------------------------------------------
 grep -H -E "sft: final loss|error" "$LOGS"/*.log | head -20
 tar czf "$OUT_DIR/logs.tar.gz" -C "$RUNS" logs
+rm -f "$OUT_DIR"/progress.tar.gz*
 # A direct model the deadline stopped travels with its last checkpoint (the deadline's
 # SIGTERM saves one), so a later call or `--resume` on the CPU continues it; a finished
 # SFT stage has removed its checkpoints.
