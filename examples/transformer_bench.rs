@@ -18,9 +18,7 @@
 //! them where they can (the default), or all made by cast kernels, or none, cuBLAS
 //! rounding the f32 operands itself; `--step-graphs on|off`: decoding steps replayed from CUDA
 //! graphs, on by default in bf16, or run as ordinary launches; `--dkv-tile 16|32`: the
-//! queries per tile of the dk/dv attention kernel for heads of at most 64; `--dq
-//! separate|in-dkv`: the attention's query gradient from its own kernel, or added by the
-//! dk/dv kernel there).
+//! queries per tile of the dk/dv attention kernel for heads of at most 64).
 #![forbid(unsafe_code)]
 
 use std::error::Error;
@@ -419,7 +417,7 @@ fn main() -> BenchResult<()> {
 /// Runs the request on the CUDA backend (GPU 0).
 #[cfg(feature = "cuda")]
 fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
-    use sage_backend_cuda::{Bf16Inputs, CudaBackend, DkvTile, DqSchedule, Precision};
+    use sage_backend_cuda::{Bf16Inputs, CudaBackend, DkvTile, Precision};
     let precision = match option(args, "--precision", "bf16".to_owned())?.as_str() {
         "f32" => Precision::F32,
         "bf16" => Precision::Bf16,
@@ -445,24 +443,17 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
         32 => DkvTile::Queries32,
         other => return Err(format!("unknown --dkv-tile `{other}` (16, 32)").into()),
     };
-    let dq_schedule = match option(args, "--dq", "separate".to_owned())?.as_str() {
-        "separate" => DqSchedule::Separate,
-        "in-dkv" => DqSchedule::InDkv,
-        other => return Err(format!("unknown --dq `{other}` (separate, in-dkv)").into()),
-    };
     let mut k = CudaBackend::with_precision(precision)?;
     k.set_bf16_inputs(inputs);
     k.set_dkv_tile(dkv_tile);
-    k.set_dq_schedule(dq_schedule);
     if let Some(on) = graphs {
         k.set_step_graphs(on);
     }
     eprintln!("cuda device: {}", k.description());
-    let side = match (precision, inputs, graphs, dkv_tile, dq_schedule) {
+    let side = match (precision, inputs, graphs, dkv_tile) {
         (Precision::F32, ..) => "sage-cuda-f32",
         (Precision::Bf16, _, Some(false), ..) => "sage-cuda-bf16-no-graphs",
-        (Precision::Bf16, _, _, _, DqSchedule::InDkv) => "sage-cuda-bf16-dq-in-dkv",
-        (Precision::Bf16, _, _, DkvTile::Queries32, _) => "sage-cuda-bf16-dkv32",
+        (Precision::Bf16, _, _, DkvTile::Queries32) => "sage-cuda-bf16-dkv32",
         (Precision::Bf16, Bf16Inputs::Copies, ..) => "sage-cuda-bf16",
         (Precision::Bf16, Bf16Inputs::Casts, ..) => "sage-cuda-bf16-casts",
         (Precision::Bf16, Bf16Inputs::Converted, ..) => "sage-cuda-bf16-converted",

@@ -30,11 +30,12 @@ On a GPU machine it:
      kernel by kernel instead of replayed from a CUDA graph) and with `--weights
      trainable` (f32 weights with kept bf16 copies instead of frozen bf16 ones), our
      training with `--dkv-tile 32` (the dk/dv attention kernel over tiles of 32
-     queries) and with `--dq in-dkv` (the query gradient added by the dk/dv kernel
-     instead of its own kernel, over tiles of 16 and of 32), and both with `--bf16-inputs casts` (every bf16 GEMM input made by a cast
+     queries), and both with `--bf16-inputs casts` (every bf16 GEMM input made by a cast
      kernel, none by the kernel that wrote the tensor), and prints each beside the
      default. (`--bf16-inputs converted`, cuBLAS rounding the f32 operands itself, was
-     measured this way on 2026-11-28: 0.81x the training speed; BENCHMARKS.md.)
+     measured this way on 2026-11-28: 0.81x the training speed; and the query gradient
+     added by the dk/dv kernel with atomics instead of its own kernel: 0.68x, since
+     removed; BENCHMARKS.md.)
 
     python3 scripts/bench_cuda.py [--steps 5] [--batch 8] [--seq 1024] [--no-install] [--skip-checks]
     python3 scripts/bench_cuda.py --build-only   # on a build machine, no GPU needed
@@ -288,13 +289,6 @@ def main():
                                  "--step-graphs", "off")
     ours_train_dkv32 = run_rust(env, "train", "qwen0.5b", "--batch", shape[0], "--seq",
                                 shape[1], "--steps", shape[2], "--dkv-tile", "32")
-    # And with the query gradient added by the dk/dv kernel (no dq kernel), over tiles of
-    # 16 and of 32 queries, to say whether the atomic adds cost less than the recomputation.
-    ours_train_dq = {
-        tile: run_rust(env, "train", "qwen0.5b", "--batch", shape[0], "--seq", shape[1],
-                       "--steps", shape[2], "--dkv-tile", tile, "--dq", "in-dkv")
-        for tile in ("16", "32")
-    }
     # The decoding run again with trainable weights (f32, with kept bf16 copies for the
     # GEMMs) instead of frozen bf16 ones, to say what freezing saves.
     ours_decode_trainable = run_rust(env, *decode_args, "--new", str(args.new),
@@ -399,17 +393,6 @@ def main():
     print(f"| training tok/s | {ours_train['tokens_per_s']:.0f} | "
           f"{ours_train_dkv32['tokens_per_s']:.0f} | "
           f"{ours_train_dkv32['tokens_per_s'] / ours_train['tokens_per_s']:.2f}x |")
-
-    print("\nThe query gradient added by the dk/dv kernel (`--dq in-dkv`) against its own "
-          "kernel (the default):\n")
-    print("| measurement | own dq kernel, 16 queries (default) | in dk/dv, 16 queries | "
-          "in dk/dv, 32 queries | best / default |")
-    print("| --- | --- | --- | --- | --- |")
-    best = max(run['tokens_per_s'] for run in ours_train_dq.values())
-    print(f"| training tok/s | {ours_train['tokens_per_s']:.0f} | "
-          f"{ours_train_dq['16']['tokens_per_s']:.0f} | "
-          f"{ours_train_dq['32']['tokens_per_s']:.0f} | "
-          f"{best / ours_train['tokens_per_s']:.2f}x |")
 
 
 if __name__ == "__main__":

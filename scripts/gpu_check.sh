@@ -22,8 +22,7 @@
 #      host's time tracing a step, its share of the step's time), decoding
 #      with frozen bf16 weights (the default, as `sage eval` loads a model) against
 #      trainable f32 ones, training with the dk/dv attention kernel over tiles of 32
-#      queries against 16 and with the query gradient added by the dk/dv kernel
-#      (`--dq in-dkv`, over tiles of 16 and 32) against its own kernel, and training
+#      queries against 16, and training
 #      and decoding with the bf16 GEMM inputs written by the kernels that make them (the
 #      default) against all made by cast kernels;
 #   3. `sage demo` on the CUDA backend in f32 and in bf16, timed, with their tables (run

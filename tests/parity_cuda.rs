@@ -150,12 +150,10 @@ fn bf16_matmul_is_close_to_f32() {
 /// cross the 64-row blocks and every tile at lengths that are not multiples of them; 4
 /// query heads on 2 key/value heads, of width 64 (Qwen2.5-0.5B's: the kernels for heads
 /// of at most 64, with dk/dv over tiles of 16 and of 32 queries) and 96 (the kernels
-/// for heads of up to 128); each with dq from its own kernel and added by the dk/dv
-/// kernel (`DqSchedule::InDkv`, which heads of 96 leave to the own kernel), into a dq
-/// that held random values before.
+/// for heads of up to 128).
 #[test]
 fn bf16_attention_is_close_to_f32() {
-    use sage_backend_cuda::{DkvTile, DqSchedule, Precision};
+    use sage_backend_cuda::{DkvTile, Precision};
     use sage_e2e::backend_parity::{Both, Rng};
     use sage_transformer::{AttentionShape, Kernels};
 
@@ -169,19 +167,15 @@ fn bf16_attention_is_close_to_f32() {
         kernels.attention_forward(out, lse, q, k, v, seq_starts, shape)?;
         kernels.attention_backward(dq, dk, dv, dout, q, k, v, out, lse, seq_starts, shape)
     }
-    for (head_dim, tile, dq_schedule) in [
-        (64, DkvTile::Queries16, DqSchedule::Separate),
-        (64, DkvTile::Queries32, DqSchedule::Separate),
-        (96, DkvTile::Queries16, DqSchedule::Separate),
-        (64, DkvTile::Queries16, DqSchedule::InDkv),
-        (64, DkvTile::Queries32, DqSchedule::InDkv),
-        (96, DkvTile::Queries16, DqSchedule::InDkv),
+    for (head_dim, tile) in [
+        (64, DkvTile::Queries16),
+        (64, DkvTile::Queries32),
+        (96, DkvTile::Queries16),
     ] {
         let Some(mut b) = Both::new(|| {
             cuda_backend()?;
             let mut backend = CudaBackend::with_precision(Precision::Bf16).expect("bf16 backend");
             backend.set_dkv_tile(tile);
-            backend.set_dq_schedule(dq_schedule);
             Some(backend)
         }) else {
             return;
@@ -214,7 +208,7 @@ fn bf16_attention_is_close_to_f32() {
             ("dv", dv),
         ] {
             b.check(
-                &format!("bf16 attention {name}, hd {head_dim}, {tile:?}, dq {dq_schedule:?}"),
+                &format!("bf16 attention {name}, hd {head_dim}, {tile:?}"),
                 t,
                 1e-2,
             );

@@ -5,7 +5,6 @@
 // computes with the CPU backend's attention.
 #include "device.hpp"
 
-#include <algorithm>
 #include <vector>
 
 #include "../src/kernels/common.cuh"
@@ -49,9 +48,7 @@ extern "C" void emulate_attention_forward(int tensor_cores, float* out,
 
 // dq, dk, dv of the forward above, given dout, out and lse; delta[N, H] is scratch.
 // The tensor-core kernels are picked as attention.rs picks them: the `64` ones for heads
-// of at most 64; `tensor_cores` 2 runs dk/dv over tiles of 32 queries there; 3 and 4 are
-// 1 and 2 with dq added by the dk/dv kernel (its `_dq` forms, into dq zeroed first)
-// instead of its own kernel, for heads of at most 64 (wider ones as 1).
+// of at most 64; `tensor_cores` 2 runs dk/dv over tiles of 32 queries there.
 extern "C" void emulate_attention_backward(int tensor_cores, float* dq, float* dk, float* dv,
                                            float* delta, const float* q, const float* k,
                                            const float* v, const float* dout,
@@ -62,23 +59,18 @@ extern "C" void emulate_attention_backward(int tensor_cores, float* dq, float* d
     emulator::launch(blocks(rows * heads, ATTN_WARPS), 1, ATTN_THREADS,
                      [&] { attention_delta(delta, dout, out, rows, heads, head_dim); });
     const unsigned per_block = tensor_cores ? FLASH_ROWS : BACKWARD_ROWS;
-    const bool dq_in_dkv = tensor_cores >= 3 && head_dim <= 64;
-    if (dq_in_dkv) {
-        std::fill(dq, dq + (size_t)rows * heads * head_dim, 0.0f);
-    } else {
-        emulator::launch(blocks(rows, per_block), heads, ATTN_THREADS, [&] {
-            if (tensor_cores && head_dim <= 64) {
-                flash_backward_dq64(dq, q, k, v, dout, lse, delta, spans, rows, heads, group,
-                                    head_dim, scale);
-            } else if (tensor_cores) {
-                flash_backward_dq(dq, q, k, v, dout, lse, delta, spans, rows, heads, group,
+    emulator::launch(blocks(rows, per_block), heads, ATTN_THREADS, [&] {
+        if (tensor_cores && head_dim <= 64) {
+            flash_backward_dq64(dq, q, k, v, dout, lse, delta, spans, rows, heads, group,
+                                head_dim, scale);
+        } else if (tensor_cores) {
+            flash_backward_dq(dq, q, k, v, dout, lse, delta, spans, rows, heads, group,
+                              head_dim, scale);
+        } else {
+            attention_backward_dq(dq, q, k, v, dout, lse, delta, spans, rows, heads, group,
                                   head_dim, scale);
-            } else {
-                attention_backward_dq(dq, q, k, v, dout, lse, delta, spans, rows, heads, group,
-                                      head_dim, scale);
-            }
-        });
-    }
+        }
+    });
     if (!tensor_cores) {
         emulator::launch(blocks(rows, per_block), heads / group, ATTN_THREADS, [&] {
             attention_backward_dkv(dk, dv, q, k, v, dout, lse, delta, spans, rows, heads,
@@ -96,12 +88,6 @@ extern "C" void emulate_attention_backward(int tensor_cores, float* dq, float* d
         if (head_dim > 64) {
             flash_backward_dkv(dk_out, dv_out, q, k, v, dout, lse, delta, spans, rows, heads,
                                group, head_dim, scale);
-        } else if (tensor_cores == 3) {
-            flash_backward_dkv64_dq(dk_out, dv_out, dq, q, k, v, dout, lse, delta, spans, rows,
-                                    heads, group, head_dim, scale);
-        } else if (tensor_cores == 4) {
-            flash_backward_dkv64_wide_dq(dk_out, dv_out, dq, q, k, v, dout, lse, delta, spans,
-                                         rows, heads, group, head_dim, scale);
         } else if (tensor_cores == 2) {
             flash_backward_dkv64_wide(dk_out, dv_out, q, k, v, dout, lse, delta, spans, rows,
                                       heads, group, head_dim, scale);

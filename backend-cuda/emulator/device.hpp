@@ -3,9 +3,8 @@
 // CPU backend without a GPU. One std::thread per CUDA thread; a block's threads run
 // together and blocks run one after another, so `__shared__` (a function-local static)
 // is the running block's shared memory. Barriers (with `__syncthreads_or`'s vote), warp
-// shuffles and the tensor-core mma are collective operations over std::barrier,
-// `atomicMin` a compare-and-swap loop and `atomicAdd` an atomic fetch-and-add (threads
-// run at once, so their order varies as a GPU's does); the mma reassembles its operands
+// shuffles and the tensor-core mma are collective operations over std::barrier, and
+// `atomicMin` a compare-and-swap loop; the mma reassembles its operands
 // from every lane's registers by the fragment layouts the PTX ISA documents for
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, independently of the kernels'
 // own loaders.
@@ -149,13 +148,6 @@ inline unsigned atomicMin(unsigned* address, unsigned value) {
     while (value < old && !cell.compare_exchange_weak(old, value)) {
     }
     return old;
-}
-
-// *address += value as one atomic step, in global or shared memory alike; returns the old
-// value.
-inline float atomicAdd(float* address, float value) {
-    std::atomic_ref<float> cell(*address);
-    return cell.fetch_add(value);
 }
 
 inline float shuffle(float v, unsigned source) {

@@ -3,8 +3,7 @@
 //! the backward pass computes delta = rowsum(dout * out), then dq from query blocks and
 //! dk, dv from key blocks, recomputing the probabilities from the saved log-sum-exp, so
 //! every output element has one writer (the tensor-core dk, dv: one writer per query
-//! head's share, then a sum over each group in head order; [`DqSchedule::InDkv`] trades
-//! that for speed, the dk/dv kernel adding dq with atomic adds). Two kernel sets share these
+//! head's share, then a sum over each group in head order). Two kernel sets share these
 //! layouts and this schedule: the exact f32 one on CUDA cores (`kernels/attention.cu`, [`Precision::F32`])
 //! and the tensor-core one with bf16 operands and f32 accumulation (`kernels/flash.cu`,
 //! [`Precision::Bf16`]). Decoding against a KV cache is in `decode`.
@@ -16,7 +15,6 @@ use sage_transformer::contract::{AttentionDims, AttentionSizes};
 use sage_transformer::device::{AttentionGrads, AttentionSaved};
 use sage_transformer::Tensor;
 
-use crate::elementwise::fill;
 use crate::error::CudaError;
 use crate::launch::Arg;
 use crate::matmul::{copy_out, Precision};
@@ -43,9 +41,6 @@ struct AttentionKernels {
     forward_rows: usize,
     /// Query rows per block of the dq kernel, key rows per block of the dk/dv kernel.
     backward_rows: usize,
-    /// The dk/dv kernel that also adds dq into a zeroed dq ([`DqSchedule::InDkv`]), where
-    /// the set has one.
-    backward_dkv_dq: Option<&'static str>,
     /// `None`: the dk/dv kernel runs one block per key/value head and writes dk, dv.
     /// `Some(sum)`: it runs one block per query head and writes each head's share
     /// [N, H*hd] (into dk, dv themselves when the group is 1), and `sum` adds each
@@ -60,7 +55,6 @@ const EXACT: AttentionKernels = AttentionKernels {
     backward_dkv: "attention_backward_dkv",
     forward_rows: 16,
     backward_rows: 8,
-    backward_dkv_dq: None,
     dkv_group_sum: None,
 };
 
@@ -71,7 +65,6 @@ const TENSOR_CORE: AttentionKernels = AttentionKernels {
     backward_dkv: "flash_backward_dkv",
     forward_rows: 64,
     backward_rows: 64,
-    backward_dkv_dq: None,
     dkv_group_sum: Some("flash_dkv_group_sum"),
 };
 
@@ -81,14 +74,12 @@ const TENSOR_CORE_NARROW: AttentionKernels = AttentionKernels {
     forward: "flash_forward64",
     backward_dq: "flash_backward_dq64",
     backward_dkv: "flash_backward_dkv64",
-    backward_dkv_dq: Some("flash_backward_dkv64_dq"),
     ..TENSOR_CORE
 };
 
 /// [`TENSOR_CORE_NARROW`] with its dk/dv kernel over tiles of 32 queries instead of 16.
 const TENSOR_CORE_NARROW_WIDE_DKV: AttentionKernels = AttentionKernels {
     backward_dkv: "flash_backward_dkv64_wide",
-    backward_dkv_dq: Some("flash_backward_dkv64_wide_dq"),
     ..TENSOR_CORE_NARROW
 };
 
@@ -104,21 +95,6 @@ pub enum DkvTile {
     /// 32 queries per tile where heads are at most 64 wide (16 elsewhere): twice the
     /// products per barrier, for 16 more registers of scores.
     Queries32,
-}
-
-/// Where the bf16 mode's attention backward computes the query gradient.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum DqSchedule {
-    /// A kernel of its own over query blocks, recomputing the probabilities and score
-    /// gradients: every element of dq has one writer, so the result is the same every
-    /// run.
-    #[default]
-    Separate,
-    /// Inside the dk/dv kernel, from the score gradients it already holds (heads of at
-    /// most 64; wider heads keep [`DqSchedule::Separate`]): each block adds its keys'
-    /// share into dq with atomic adds, so no kernel recomputes them, and the order of
-    /// dq's f32 sums varies from run to run. dk and dv are unchanged.
-    InDkv,
 }
 
 /// The kernel set the backend's precision runs on heads `head_dim` wide: in bf16 the
@@ -285,20 +261,12 @@ pub(crate) fn attention_backward(
     args.extend(sizes);
     let set = kernels(b, dims.head_dim);
     let blocks = row_blocks(op, n, set.backward_rows)?;
-    let dkv_dq = set
-        .backward_dkv_dq
-        .filter(|_| b.dq_schedule == DqSchedule::InDkv);
-    if dkv_dq.is_some() {
-        // dq = 0, which the dk/dv kernel adds into.
-        fill(b, grads.dq, 0.0)?;
-    } else {
-        b.launch(
-            set.backward_dq,
-            (blocks, dims.heads as u32),
-            ATTENTION_THREADS,
-            &args,
-        )?;
-    }
+    b.launch(
+        set.backward_dq,
+        (blocks, dims.heads as u32),
+        ATTENTION_THREADS,
+        &args,
+    )?;
     // A kernel set with a group sum runs dk/dv per query head; the sum (and the scratch
     // of the heads' shares) is needed only where a group has more than one query head.
     let dkv_heads = match set.dkv_group_sum {
@@ -314,11 +282,9 @@ pub(crate) fn attention_backward(
         }
         None => (dk, dv),
     };
-    let mut args = vec![Arg::Ptr(dk_out), Arg::Ptr(dv_out)];
-    if dkv_dq.is_some() {
-        args.push(Arg::Ptr(dq));
-    }
-    args.extend([
+    let mut args = vec![
+        Arg::Ptr(dk_out),
+        Arg::Ptr(dv_out),
         Arg::Ptr(q),
         Arg::Ptr(k),
         Arg::Ptr(v),
@@ -326,10 +292,10 @@ pub(crate) fn attention_backward(
         Arg::Ptr(lse),
         Arg::Ptr(delta),
         Arg::Ptr(spans),
-    ]);
+    ];
     args.extend(sizes);
     b.launch(
-        dkv_dq.unwrap_or(set.backward_dkv),
+        set.backward_dkv,
         (blocks, to_u32(op, "dk/dv heads", dkv_heads)?),
         ATTENTION_THREADS,
         &args,

@@ -117,8 +117,6 @@ impl Family {
                 "flash_backward_dkv",
                 "flash_backward_dkv64",
                 "flash_backward_dkv64_wide",
-                "flash_backward_dkv64_dq",
-                "flash_backward_dkv64_wide_dq",
                 "flash_dkv_group_sum",
             ],
             Family::Decode => &[

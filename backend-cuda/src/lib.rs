@@ -114,7 +114,7 @@ mod shadow;
 mod store;
 mod swiglu;
 
-pub use attention::{DkvTile, DqSchedule};
+pub use attention::DkvTile;
 pub use compile::{
     assemble_kernels, compile_kernels, nvrtc_available, AssembledFamily, CompiledFamily,
 };
@@ -153,7 +153,6 @@ pub struct CudaBackend {
     precision: Precision,
     bf16_inputs: Bf16Inputs,
     dkv_tile: DkvTile,
-    dq_schedule: DqSchedule,
     graphs: StepGraphs,
     /// GEMM operands cast to bf16 so far (see [`CudaBackend::operand_casts`]).
     operand_casts: u64,
@@ -196,7 +195,6 @@ impl CudaBackend {
             precision,
             bf16_inputs: Bf16Inputs::default(),
             dkv_tile: DkvTile::default(),
-            dq_schedule: DqSchedule::default(),
             graphs: StepGraphs::new(precision == Precision::Bf16),
             operand_casts: 0,
         })
@@ -285,13 +283,6 @@ impl CudaBackend {
     /// f32 rounding).
     pub fn set_dkv_tile(&mut self, tile: DkvTile) {
         self.dkv_tile = tile;
-    }
-
-    /// Sets where the bf16 mode's attention backward computes the query gradient (a
-    /// choice for a benchmark to make: the results agree to f32 rounding, and
-    /// [`DqSchedule::InDkv`]'s vary in those last bits from run to run).
-    pub fn set_dq_schedule(&mut self, schedule: DqSchedule) {
-        self.dq_schedule = schedule;
     }
 
     /// Turns on or off the recording of repeated steps (decoding steps) as CUDA graphs,

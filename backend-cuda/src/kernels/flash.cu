@@ -501,21 +501,12 @@ __device__ __forceinline__ void flash_dq(float* dq, const float* q, const float*
 // block. dk_heads, dv_heads [N, H*hd] (overwritten): head h's share at columns h*hd.
 // With group 1 these are dk and dv themselves; otherwise flash_dkv_group_sum adds the
 // group's shares into dk, dv [N, KV*hd].
-//
-// With DQ the kernel also adds its keys' share of the query gradient into dq [N, H*hd]
-// (zeroed by the caller): dq_i += scale * sum_j dS_ij k_j over the block's keys j, from
-// the score gradients it already holds, so no dq kernel recomputes them. Each warp
-// writes its dS^T (bf16, as the dq kernel rounds it) to shared memory, multiplies it by
-// its 16 keys, and adds the product into the block's f32 share of the tile's queries
-// with shared atomics; once every warp has, the block adds that share into dq with one
-// global atomic per element. The sums' order then varies from run to run (in f32's last
-// bits); dk and dv are the kernel's without DQ, to the bit.
-template <u32 QUERIES, u32 MAX_HEAD, bool DQ>
-__device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, float* dq,
-                                          const float* q, const float* k, const float* v,
-                                          const float* dout, const float* lse,
-                                          const float* delta, const u32* spans, u32 rows,
-                                          u32 heads, u32 group, u32 head_dim, float scale) {
+template <u32 QUERIES, u32 MAX_HEAD>
+__device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, const float* q,
+                                          const float* k, const float* v, const float* dout,
+                                          const float* lse, const float* delta,
+                                          const u32* spans, u32 rows, u32 heads, u32 group,
+                                          u32 head_dim, float scale) {
     constexpr u32 STRIDE = MAX_HEAD + 8;
     constexpr u32 STEPS = MAX_HEAD / 16;
     constexpr u32 TILES = MAX_HEAD / 8;
@@ -525,11 +516,6 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, floa
     __shared__ __align__(16) bf16 dos[QUERIES * STRIDE];
     __shared__ float tile_lse[QUERIES];
     __shared__ float tile_delta[QUERIES];
-    // With DQ: the block's share of dq for the tile's queries, [QUERIES][MAX_HEAD], and
-    // each warp's dS^T, [QUERIES][16 keys] with rows DS_STRIDE apart.
-    constexpr u32 DS_STRIDE = WARP_ROWS + 8;
-    __shared__ float dq_share[DQ ? QUERIES * MAX_HEAD : 1];
-    __shared__ __align__(16) bf16 ds_t[DQ ? FLASH_WARPS * QUERIES * DS_STRIDE : 1];
     const u32 head = blockIdx.y;
     const u32 g = head / group;
     const u32 first = blockIdx.x * FLASH_ROWS;
@@ -544,11 +530,6 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, floa
     const u32 c = 2 * (lane % 4);
     stage_rows<STRIDE>(ks, k, first, FLASH_ROWS, end, shape.kv_width, kv_col, head_dim, shape.padded);
     stage_rows<STRIDE>(vs, v, first, FLASH_ROWS, end, shape.kv_width, kv_col, head_dim, shape.padded);
-    if constexpr (DQ) {
-        for (u32 i = threadIdx.x; i < QUERIES * MAX_HEAD; i += FLASH_THREADS) {
-            dq_share[i] = 0.0f;
-        }
-    }
 
     // The lane's two key rows and the end of each one's sequence; a key outside the
     // batch is seen by no query.
@@ -588,119 +569,67 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, floa
         }
         __syncthreads();
         // Warp-uniform: some key of the warp is seen by some query of the tile.
-        const bool active = warp_has_rows && tile < warp_stop && tile + QUERIES > warp_first;
-        if (active) {
-            // s = k . q^T and dp = v . dout^T, [16 keys][16 queries] each.
-            float s[QUERIES / 8][4];
-            float dp[QUERIES / 8][4];
+        if (!warp_has_rows || tile >= warp_stop || tile + QUERIES <= warp_first) {
+            continue;
+        }
+        // s = k . q^T and dp = v . dout^T, [16 keys][16 queries] each.
+        float s[QUERIES / 8][4];
+        float dp[QUERIES / 8][4];
 #pragma unroll
-            for (u32 j = 0; j < QUERIES / 8; j++) {
+        for (u32 j = 0; j < QUERIES / 8; j++) {
 #pragma unroll
-                for (u32 e = 0; e < 4; e++) {
-                    s[j][e] = 0.0f;
-                    dp[j][e] = 0.0f;
-                }
+            for (u32 e = 0; e < 4; e++) {
+                s[j][e] = 0.0f;
+                dp[j][e] = 0.0f;
             }
+        }
 #pragma unroll
-            for (u32 st = 0; st < STEPS; st++) {
-                if (st < shape.steps) {
-                    u32 ka[4];
-                    u32 va[4];
-                    load_a<STRIDE>(ka, ks, warp * WARP_ROWS, 16 * st);
-                    load_a<STRIDE>(va, vs, warp * WARP_ROWS, 16 * st);
-#pragma unroll
-                    for (u32 j = 0; j < QUERIES / 8; j++) {
-                        u32 b[2];
-                        load_b_transposed<STRIDE>(b, qs, 16 * st, 8 * j);
-                        mma_bf16(s[j], ka, b);
-                        load_b_transposed<STRIDE>(b, dos, 16 * st, 8 * j);
-                        mma_bf16(dp[j], va, b);
-                    }
-                }
-            }
-            // s becomes P and dp becomes dS = P (dp - delta).
-#pragma unroll
-            for (u32 j = 0; j < QUERIES / 8; j++) {
-#pragma unroll
-                for (u32 e = 0; e < 4; e++) {
-                    const u32 half = e / 2;
-                    const u32 column = 8 * j + c + e % 2;
-                    const u32 query = tile + column;
-                    const bool visible = query >= key[half] && query < stop[half];
-                    const float p =
-                        visible ? __expf(s[j][e] * scale - tile_lse[column]) : 0.0f;
-                    s[j][e] = p;
-                    dp[j][e] = p * (dp[j][e] - tile_delta[column]);
-                }
-            }
-            // dv += P . dout and dk += dS . q over the tile's queries, 16 per k-step.
-#pragma unroll
-            for (u32 kk = 0; kk < QUERIES / 16; kk++) {
-                u32 pa[4];
-                u32 dsa[4];
-                c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
-                c_to_a(dsa, dp[2 * kk], dp[2 * kk + 1]);
-#pragma unroll
-                for (u32 t = 0; t < TILES; t++) {
-                    if (t < shape.tiles) {
-                        u32 b[2];
-                        load_b<STRIDE>(b, dos, 16 * kk, 8 * t);
-                        mma_bf16(dv_acc[t], pa, b);
-                        load_b<STRIDE>(b, qs, 16 * kk, 8 * t);
-                        mma_bf16(dk_acc[t], dsa, b);
-                    }
-                }
-            }
-            if constexpr (DQ) {
-                // dS^T [QUERIES][16 keys] into the warp's buffer, rounded as c_to_a rounds.
-                bf16* mine = ds_t + warp * QUERIES * DS_STRIDE;
+        for (u32 st = 0; st < STEPS; st++) {
+            if (st < shape.steps) {
+                u32 ka[4];
+                u32 va[4];
+                load_a<STRIDE>(ka, ks, warp * WARP_ROWS, 16 * st);
+                load_a<STRIDE>(va, vs, warp * WARP_ROWS, 16 * st);
 #pragma unroll
                 for (u32 j = 0; j < QUERIES / 8; j++) {
-#pragma unroll
-                    for (u32 e = 0; e < 4; e++) {
-                        const u32 key_row = lane / 4 + 8 * (e / 2);
-                        const u32 column = 8 * j + c + e % 2;
-                        mine[column * DS_STRIDE + key_row] = to_bf16(dp[j][e]);
-                    }
-                }
-                __syncwarp();
-                // dq_share[queries][hd] += dS^T . k over the warp's 16 keys (one k-step).
-#pragma unroll
-                for (u32 mt = 0; mt < QUERIES / 16; mt++) {
-                    u32 dsa[4];
-                    load_a<DS_STRIDE>(dsa, mine, 16 * mt, 0);
-#pragma unroll
-                    for (u32 t = 0; t < TILES; t++) {
-                        if (t < shape.tiles) {
-                            u32 b[2];
-                            load_b<STRIDE>(b, ks, warp * WARP_ROWS, 8 * t);
-                            float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                            mma_bf16(part, dsa, b);
-#pragma unroll
-                            for (u32 e = 0; e < 4; e++) {
-                                const u32 query_row = 16 * mt + lane / 4 + 8 * (e / 2);
-                                const u32 d = 8 * t + c + e % 2;
-                                atomicAdd(&dq_share[query_row * MAX_HEAD + d], part[e]);
-                            }
-                        }
-                    }
+                    u32 b[2];
+                    load_b_transposed<STRIDE>(b, qs, 16 * st, 8 * j);
+                    mma_bf16(s[j], ka, b);
+                    load_b_transposed<STRIDE>(b, dos, 16 * st, 8 * j);
+                    mma_bf16(dp[j], va, b);
                 }
             }
         }
-        if constexpr (DQ) {
-            // Every warp's share is in: add the block's into dq, and clear it for the next
-            // tile (whose shares come after the barrier at the loop's top).
-            if (__syncthreads_or(active)) {
-                for (u32 i = threadIdx.x; i < QUERIES * head_dim; i += FLASH_THREADS) {
-                    const u32 r = i / head_dim;
-                    const u32 d = i % head_dim;
-                    const u32 query = tile + r;
-                    float* cell = &dq_share[r * MAX_HEAD + d];
-                    if (query < query_end) {
-                        atomicAdd(dq + (u64)query * shape.q_width + (u64)head * head_dim + d,
-                                  *cell * scale);
-                    }
-                    *cell = 0.0f;
+        // s becomes P and dp becomes dS = P (dp - delta).
+#pragma unroll
+        for (u32 j = 0; j < QUERIES / 8; j++) {
+#pragma unroll
+            for (u32 e = 0; e < 4; e++) {
+                const u32 half = e / 2;
+                const u32 column = 8 * j + c + e % 2;
+                const u32 query = tile + column;
+                const bool visible = query >= key[half] && query < stop[half];
+                const float p =
+                    visible ? __expf(s[j][e] * scale - tile_lse[column]) : 0.0f;
+                s[j][e] = p;
+                dp[j][e] = p * (dp[j][e] - tile_delta[column]);
+            }
+        }
+        // dv += P . dout and dk += dS . q over the tile's queries, 16 per k-step.
+#pragma unroll
+        for (u32 kk = 0; kk < QUERIES / 16; kk++) {
+            u32 pa[4];
+            u32 dsa[4];
+            c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+            c_to_a(dsa, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+            for (u32 t = 0; t < TILES; t++) {
+                if (t < shape.tiles) {
+                    u32 b[2];
+                    load_b<STRIDE>(b, dos, 16 * kk, 8 * t);
+                    mma_bf16(dv_acc[t], pa, b);
+                    load_b<STRIDE>(b, qs, 16 * kk, 8 * t);
+                    mma_bf16(dk_acc[t], dsa, b);
                 }
             }
         }
@@ -732,7 +661,6 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, floa
 // same arithmetic in the same order, for heads of at most 64 (`...64`): half the
 // accumulator registers and shared memory, so more blocks share a multiprocessor; and
 // dk/dv over tiles of 32 queries for heads of at most 64 (`flash_backward_dkv64_wide`).
-// The `_dq` forms of the narrow dk/dv kernels add the query gradient too (DQ above).
 extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
 flash_forward(float* out, bf16* out_copy, float* lse, const float* q, const float* k,
     const float* v, const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
@@ -761,31 +689,19 @@ extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
 flash_backward_dkv(float* dk_heads, float* dv_heads, const float* q, const float* k, const float* v,
     const float* dout, const float* lse, const float* delta, const u32* spans, u32 rows,
     u32 heads, u32 group, u32 head_dim, float scale) {
-    flash_dkv<16, FLASH_MAX_HEAD_DIM, false>(dk_heads, dv_heads, nullptr, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
+    flash_dkv<16, FLASH_MAX_HEAD_DIM>(dk_heads, dv_heads, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
 }
 extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
 flash_backward_dkv64(float* dk_heads, float* dv_heads, const float* q, const float* k, const float* v,
     const float* dout, const float* lse, const float* delta, const u32* spans, u32 rows,
     u32 heads, u32 group, u32 head_dim, float scale) {
-    flash_dkv<16, 64, false>(dk_heads, dv_heads, nullptr, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
+    flash_dkv<16, 64>(dk_heads, dv_heads, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
 }
 extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
 flash_backward_dkv64_wide(float* dk_heads, float* dv_heads, const float* q, const float* k, const float* v,
     const float* dout, const float* lse, const float* delta, const u32* spans, u32 rows,
     u32 heads, u32 group, u32 head_dim, float scale) {
-    flash_dkv<32, 64, false>(dk_heads, dv_heads, nullptr, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
-}
-extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
-flash_backward_dkv64_dq(float* dk_heads, float* dv_heads, float* dq, const float* q, const float* k,
-    const float* v, const float* dout, const float* lse, const float* delta, const u32* spans,
-    u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
-    flash_dkv<16, 64, true>(dk_heads, dv_heads, dq, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
-}
-extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
-flash_backward_dkv64_wide_dq(float* dk_heads, float* dv_heads, float* dq, const float* q,
-    const float* k, const float* v, const float* dout, const float* lse, const float* delta,
-    const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
-    flash_dkv<32, 64, true>(dk_heads, dv_heads, dq, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
+    flash_dkv<32, 64>(dk_heads, dv_heads, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
 }
 
 // Threads per block of flash_dkv_group_sum.
