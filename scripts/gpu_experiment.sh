@@ -15,7 +15,10 @@
 # eleven (the processes share the GPU by time-slicing); the whole table (the
 # skill model's SFT carried in from the VM) took two calls of 4.5 and 4.8 minutes. A
 # later call continues an earlier one's run directory: carry its run.tar.gz.part-* and
-# name their folder in SAGE_FROM; SAGE_ARMS picks the arms of this call.
+# name their folder in SAGE_FROM, or, on the machine the earlier call left warm, name
+# that call's SAGE_RUNS in SAGE_FROM and give this one another SAGE_RUNS (a pretrained
+# model's run, too large to bring back, continues so); SAGE_ARMS picks the arms of
+# this call.
 # On an H200 (2026-11-28) the default preset (420 seeds x 3 epochs and an anneal, 1,497
 # iid tasks per evaluation) does not fit one call: the skill model and its anneal took
 # 177 s, the plain-code model 242 s and its anneal was at step 2,504 of 5,654 at the
@@ -57,7 +60,8 @@
 # and SAGE_GRACE seconds later, default 30, SIGKILL, which ends an arm in the middle of
 # its RL or evaluation: the whole script ends by about DEADLINE + GRACE + 120 s, the
 # table's stage included; give the device call that much and more), SAGE_RUNS (where runs are written, default /tmp/sage-gpu-experiment),
-# SAGE_FROM (a folder holding an earlier call's run.tar.gz.part-*), SAGE_ARMS
+# SAGE_FROM (a folder holding an earlier call's run.tar.gz.part-*, or an earlier call's
+# SAGE_RUNS on this machine), SAGE_ARMS
 # (space-separated arms of this call, default the preset's), SAGE_PROBES (space-separated
 # SEEDSxEPOCHS recipes of `sage demo` on configs/sft-copying.toml, e.g. "420x3 240x3
 # 420x2"; none by default), SAGE_SAMPLED_SEEDS (sampled evaluations of each probe at
@@ -88,28 +92,44 @@ START=$SECONDS
 NAME=$(basename "$PRESET" .toml)
 BASE=$RUNS/$NAME
 LOGS=$RUNS/logs
+if [ -n "$FROM" ] && [ "$FROM" = "$(realpath -m "$RUNS")" ]; then
+    echo "SAGE_FROM is this call's SAGE_RUNS, which a call empties first: give it another SAGE_RUNS" >&2
+    exit 1
+fi
 rm -rf "$RUNS"
 mkdir -p "$BASE" "$LOGS"
 say() { echo "[$((SECONDS - START)) s] $*"; }
-# Every 30 s: a line for each (arm, seed) newly finished in any copy of the run
-# directory, and the logs with every finished arm's run.json into OUT_DIR.
-watch_progress() {
-    local seen=" " finished line
+# A line for each (arm, seed) finished in any copy of the run directory since the last
+# call (those reported are listed in logs/reported), and the logs with every finished
+# arm's run.json into OUT_DIR/progress.tar.gz.
+report_progress() {
+    local finished line
     local summary='import json, sys
-run = json.load(open(sys.argv[1]))
-splits = ", ".join(f"{m[\"split\"]} {m[\"tgc\"]:.1f} / {m[\"sgc\"]:.1f}" for m in run["metrics"])
-print(f"{run[\"arm\"]}-{run[\"seed\"]}: {splits} (greedy TGC / SGC)")'
-    while sleep 30; do
-        for finished in "$RUNS"/*/seed-*/*/run.json; do
-            [ -f "$finished" ] || continue
-            [[ $seen == *" $finished "* ]] && continue
-            line=$(python3 -c "$summary" "$finished") || continue
-            seen="$seen$finished "
-            say "finished $line"
-        done
-        (cd "$RUNS" && find . -path '*/seed-*/*' -name run.json -print0 |
-            tar czf "$OUT_DIR/progress.tar.gz.tmp" --null -T - logs 2>/dev/null) &&
-            mv "$OUT_DIR/progress.tar.gz.tmp" "$OUT_DIR/progress.tar.gz"
+run = json.load(open(sys.argv[1]))["result"]
+splits = ", ".join("%s %.1f / %.1f" % (m["split"], m["tgc"], m["sgc"]) for m in run["metrics"])
+print("%s-%s: %s (greedy TGC / SGC)" % (run["arm"], run["seed"], splits))'
+    touch "$LOGS/reported"
+    for finished in "$RUNS"/*/seed-*/*/run.json; do
+        [ -f "$finished" ] || continue
+        grep -qxF "$finished" "$LOGS/reported" && continue
+        line=$(python3 -c "$summary" "$finished") || continue
+        echo "$finished" >>"$LOGS/reported"
+        say "finished $line"
+    done
+    (cd "$RUNS" && find . -path '*/seed-*/*' -name run.json -print0 |
+        tar czf "$OUT_DIR/progress.tar.gz.tmp" --null -T - logs 2>/dev/null) &&
+        mv "$OUT_DIR/progress.tar.gz.tmp" "$OUT_DIR/progress.tar.gz"
+}
+# report_progress every 30 s until killed (its sleep with it: a sleep left behind would
+# hold the call's output open).
+watch_progress() {
+    local sleeper
+    trap 'kill $sleeper 2>/dev/null; exit 0' TERM
+    while true; do
+        sleep 30 &
+        sleeper=$!
+        wait "$sleeper"
+        report_progress
     done
 }
 # Seconds left before the deadline (at least 1: `timeout 0` would never stop).
@@ -179,7 +199,11 @@ needs_mode() { # MODE: does an arm of this call start from it?
 # The SFT stage whose model MODE's arms start from: with [experiment.anneal], its anneal.
 start_stage() { if [ "$ANNEAL" -gt 0 ]; then echo "sft-$1-annealed"; else echo "sft-$1"; fi; }
 sft_done() { [ -f "$BASE/$(start_stage "$1")/finished.json" ]; }
-if [ -n "$FROM" ]; then
+if [ -d "$FROM/$NAME" ]; then
+    # An earlier call's runs on this machine: its merged run directory.
+    rm -rf "$BASE" && cp -a "$FROM/$NAME" "$BASE" || { echo "cannot copy $FROM/$NAME" >&2; exit 1; }
+    say "continuing the run of $FROM: $(ls "$BASE"/sft-*/finished.json 2>/dev/null | wc -l) SFT models"
+elif [ -n "$FROM" ]; then
     cat "$FROM"/run.tar.gz.part-* | tar xz -C "$RUNS" || { echo "cannot unpack $FROM/run.tar.gz.part-*" >&2; exit 1; }
     say "continuing the run of $FROM: $(ls "$BASE"/sft-*/finished.json 2>/dev/null | wc -l) SFT models"
 fi
@@ -259,6 +283,7 @@ done
 [ -n "$DIRECT_PID" ] && { wait "$DIRECT_PID"; say "sft-direct: rc $?"; }
 
 kill "$WATCH_PID" 2>/dev/null
+report_progress
 
 # --- stage 3: one run directory and its table ---------------------------------------
 for dir in "${COPIES[@]}"; do

@@ -2,12 +2,16 @@
 # Everything a GPU session carries, built here in one command (issues 35 and 37): the GPU
 # machine has no Rust toolchain, and a new session's checkout has no target/ from the
 # last one, so a session that is lent a GPU runs this first (about 10 minutes on 2
-# cores), then its two device calls:
+# cores), then its device calls, each within 30 s of the last (a machine left idle
+# longer goes back, and with it what the calls carried):
 #
 #   bash scripts/gpu_prepare.sh
-#   call 1, carrying target/smollm2-a:
+#   call 1, carrying target/smollm2-a (all of gpu_check.sh: about 5 minutes; a session
+#   that wants the lease for the experiment runs SAGE_CHECK_STEPS="parity" or
+#   "parity bench", 1 or 3 minutes):
 #     bash scripts/smollm2_parts.sh unpack && bash scripts/gpu_check.sh
-#   call 2, carrying target/smollm2-b, on the machine call 1 left warm:
+#   call 2, carrying target/smollm2-b, on the machine call 1 left warm (and a call 3
+#   continuing it: gpu_smollm2_experiment.sh's header):
 #     SAGE_SEEDS=1 SAGE_ARMS="sft-only sft-direct grpo-no-skills sage" bash scripts/gpu_smollm2_experiment.sh
 #
 # It builds scripts/gpu_check.sh's binaries (scripts/bench_cuda.py --build-only: the

@@ -9,12 +9,23 @@
 #
 # The preset's whole table (5 arms x 3 seeds, every RL arm beside its control) is more
 # than one call of 10 minutes: on an H100 one SmolLM2 RL step took 16 s alone and the
-# SFT 82 s. For a first table in one call, pick fewer seeds and arms:
+# SFT 82 s. For a first table, pick fewer seeds and arms:
 #
-#   SAGE_SEEDS=1 SAGE_ARMS="sft-only sft-direct grpo-no-skills sage" \
-#       bash scripts/gpu_smollm2_experiment.sh
+#   SAGE_SEEDS=1 SAGE_ARMS="sft-only sft-direct grpo-no-skills sage" SAGE_DEADLINE=480 \
+#       bash scripts/gpu_smollm2_experiment.sh            # device call: timeout_s 600
 #
-# SAGE_SEEDS, SAGE_ARMS, SAGE_DEADLINE and SAGE_RUNS are scripts/gpu_experiment.sh's.
+# On an H200 (2026-11-28) both SFT models were saved 110 s into that call; no arm had
+# finished its RL, control and evaluation (all three splits) 290 s later, at a deadline
+# of 400 s. So the first table likely takes a second call on the machine the first
+# left warm, carrying nothing and continuing the first call's runs in place:
+#
+#   SAGE_PRECISION=bf16 SAGE_SEEDS=1 SAGE_ARMS="sft-only sft-direct grpo-no-skills sage" \
+#       SAGE_FROM=/tmp/sage-gpu-experiment SAGE_RUNS=/tmp/sage-gpu-experiment-2 \
+#       bash scripts/gpu_experiment.sh configs/experiment-smollm2.toml
+#
+# Each finished (arm, seed) prints a line with its greedy TGC / SGC as it finishes, so
+# a call that runs out of time still says what finished. SAGE_SEEDS, SAGE_ARMS,
+# SAGE_DEADLINE, SAGE_GRACE and SAGE_RUNS are scripts/gpu_experiment.sh's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-${OUT:-target/gpu-smollm2-experiment}}
