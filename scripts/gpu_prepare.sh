@@ -10,9 +10,9 @@
 #   that wants the lease for the experiment runs SAGE_CHECK_STEPS="parity" or
 #   "parity bench", 1 or 3 minutes):
 #     bash scripts/smollm2_parts.sh unpack && bash scripts/gpu_check.sh
-#   call 2, carrying target/smollm2-b, on the machine call 1 left warm (and a call 3
-#   continuing it: gpu_smollm2_experiment.sh's header):
-#     SAGE_SEEDS=1 SAGE_ARMS="sft-only sft-direct grpo-no-skills sage" bash scripts/gpu_smollm2_experiment.sh
+#   call 2, carrying target/smollm2-b, on the machine call 1 left warm (the SFT models;
+#   call 3 runs the RL arms from them: gpu_smollm2_experiment.sh's header):
+#     SAGE_SEEDS=1 SAGE_ARMS="sft-only sft-direct" bash scripts/gpu_smollm2_experiment.sh
 #
 # It builds scripts/gpu_check.sh's binaries (scripts/bench_cuda.py --build-only: the
 # CUDA parity tests, the NVRTC test, transformer_bench) and `sage` with the cuda

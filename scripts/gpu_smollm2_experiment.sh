@@ -8,18 +8,19 @@
 # its table, JSON and logs into OUT_DIR (default $OUT or target/gpu-smollm2-experiment).
 #
 # The preset's whole table (5 arms x 3 seeds, every RL arm beside its control) is more
-# than one call of 10 minutes: on an H100 one SmolLM2 RL step took 16 s alone and the
-# SFT 82 s. For a first table, pick fewer seeds and arms:
+# than one call of 10 minutes: on an H100 one SmolLM2 RL step took 16 s alone, 25-50 s
+# with four processes side by side, and the SFT 82 s (docs/models.md). On an H200
+# (2026-11-28) one call of all four arms of one seed saved both SFT models 110 s in,
+# and no arm had finished its RL, control and evaluation 290 s later, at its deadline.
+# An arm a deadline stops runs again whole on resume, so a first table goes by stage:
+# this call with the SFT models and their evaluations alone (about 3-4 minutes),
 #
-#   SAGE_SEEDS=1 SAGE_ARMS="sft-only sft-direct grpo-no-skills sage" SAGE_DEADLINE=480 \
-#       bash scripts/gpu_smollm2_experiment.sh            # device call: timeout_s 600
+#   SAGE_SEEDS=1 SAGE_ARMS="sft-only sft-direct" bash scripts/gpu_smollm2_experiment.sh
 #
-# On an H200 (2026-11-28) both SFT models were saved 110 s into that call; no arm had
-# finished its RL, control and evaluation (all three splits) 290 s later, at a deadline
-# of 400 s. So the first table likely takes a second call on the machine the first
-# left warm, carrying nothing and continuing the first call's runs in place:
+# then, on the machine it left warm, a call carrying nothing that runs the RL arms from
+# its runs directory for the rest of the lease:
 #
-#   SAGE_PRECISION=bf16 SAGE_SEEDS=1 SAGE_ARMS="sft-only sft-direct grpo-no-skills sage" \
+#   SAGE_PRECISION=bf16 SAGE_SEEDS=1 SAGE_ARMS="grpo-no-skills sage" SAGE_DEADLINE=520 \
 #       SAGE_FROM=/tmp/sage-gpu-experiment SAGE_RUNS=/tmp/sage-gpu-experiment-2 \
 #       bash scripts/gpu_experiment.sh configs/experiment-smollm2.toml
 #
