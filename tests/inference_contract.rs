@@ -272,15 +272,26 @@ fn tiny_model<K: Device>(k: &mut K, frozen: bool) -> Transformer {
 }
 
 /// Greedy decoding of `steps` tokens after two prompts by [`tiny_model`]: every step's
-/// logits, and the cache lengths at the end.
-fn decode<K: Device>(k: &mut K, steps: usize, frozen: bool) -> (Vec<Vec<f32>>, Vec<u32>) {
+/// logits, and the cache lengths at the end. With `first_finishes_at`, the first
+/// sequence finishes before that step and the second goes on alone in a smaller cache
+/// ([`Transformer::retain_sequences`]).
+fn decode<K: Device>(
+    k: &mut K,
+    steps: usize,
+    frozen: bool,
+    first_finishes_at: Option<usize>,
+) -> (Vec<Vec<f32>>, Vec<u32>) {
     let mut model = tiny_model(k, frozen);
     let vocab = model.config().vocab_size;
     let mut cache = KvCache::new(k, &model, 2, 16).unwrap();
     let prompts: [&[u32]; 2] = [&[3, 17, 5, 40], &[9, 1]];
     let mut logits = model.prefill(k, &mut cache, &prompts).unwrap();
     let mut all = vec![logits.clone()];
-    for _ in 0..steps {
+    for step in 0..steps {
+        if first_finishes_at == Some(step) {
+            cache = model.retain_sequences(k, cache, &[false, true]).unwrap();
+            logits.drain(..vocab);
+        }
         let next: Vec<u32> = logits
             .chunks_exact(vocab)
             .map(|row| argmax(row) as u32)
@@ -294,12 +305,12 @@ fn decode<K: Device>(k: &mut K, steps: usize, frozen: bool) -> (Vec<Vec<f32>>, V
 #[test]
 fn a_decoding_step_run_twice_decodes_what_one_run_does() {
     let steps = 6;
-    let once = decode(&mut CpuBackend::new(), steps, false);
+    let once = decode(&mut CpuBackend::new(), steps, false, None);
     let mut twice = Strict {
         twice: true,
         ..Strict::default()
     };
-    let again = decode(&mut twice, steps, false);
+    let again = decode(&mut twice, steps, false, None);
     assert_eq!(
         twice.steps, steps,
         "each decoding step is one repeated step"
@@ -316,43 +327,19 @@ fn a_decoding_step_run_twice_decodes_what_one_run_does() {
 /// kept sequence's logits are those it had beside the finished one.
 #[test]
 fn a_cache_made_smaller_is_copied_from_cache_to_cache() {
-    let run = |k: &mut Strict| {
-        let mut model = tiny_model(k, false);
-        let vocab = model.config().vocab_size;
-        let mut cache = KvCache::new(k, &model, 2, 16).unwrap();
-        let prompts: [&[u32]; 2] = [&[3, 17, 5, 40], &[9, 1]];
-        let mut logits = model.prefill(k, &mut cache, &prompts).unwrap();
-        let mut all = vec![logits.clone()];
-        for step in 0..6 {
-            if step == 3 {
-                cache = model.retain_sequences(k, cache, &[false, true]).unwrap();
-                logits.drain(..vocab);
-            }
-            let next: Vec<u32> = logits
-                .chunks_exact(vocab)
-                .map(|row| argmax(row) as u32)
-                .collect();
-            logits = model.decode_step(k, &mut cache, &next).unwrap();
-            all.push(logits.clone());
-        }
-        let lengths = cache.lengths().to_vec();
-        cache.free(k).unwrap();
-        model.free(k).unwrap();
-        (all, lengths)
-    };
-    let plain = run(&mut Strict::default());
+    let plain = decode(&mut CpuBackend::new(), 6, false, Some(3));
     let mut strict = Strict {
         tag_caches: true,
         ..Strict::default()
     };
-    assert_eq!(run(&mut strict), plain);
+    assert_eq!(decode(&mut strict, 6, false, Some(3)), plain);
     assert_eq!(strict.caches, 2, "both caches came from `alloc_kv_cache`");
     assert_eq!(
         plain.1,
         vec![2 + 6],
         "one sequence kept, six tokens decoded"
     );
-    let (both, _) = decode(&mut CpuBackend::new(), 6, false);
+    let (both, _) = decode(&mut CpuBackend::new(), 6, false, None);
     let vocab = ModelConfig::tiny().vocab_size;
     for (step, (kept, beside)) in plain.0.iter().zip(&both).enumerate().skip(4) {
         assert_eq!(kept[..], beside[vocab..], "step {step}");
@@ -365,12 +352,12 @@ fn a_cache_made_smaller_is_copied_from_cache_to_cache() {
 #[test]
 fn decoding_only_copies_into_appends_to_and_attends_to_its_caches() {
     let steps = 6;
-    let plain = decode(&mut CpuBackend::new(), steps, false);
+    let plain = decode(&mut CpuBackend::new(), steps, false, None);
     let mut strict = Strict {
         tag_caches: true,
         ..Strict::default()
     };
-    assert_eq!(decode(&mut strict, steps, false), plain);
+    assert_eq!(decode(&mut strict, steps, false, None), plain);
     assert_eq!(strict.caches, 1, "the cache came from `alloc_kv_cache`");
     let choose = |k: &mut Strict| {
         let mut model = tiny_model(k, false);
@@ -402,13 +389,13 @@ fn decoding_only_copies_into_appends_to_and_attends_to_its_caches() {
 #[test]
 fn a_frozen_model_only_has_its_weights_written_and_read_by_forward_kernels() {
     let steps = 6;
-    let plain = decode(&mut CpuBackend::new(), steps, false);
+    let plain = decode(&mut CpuBackend::new(), steps, false, None);
     let mut strict = Strict {
         tag_caches: true,
         tag_frozen: true,
         ..Strict::default()
     };
-    assert_eq!(decode(&mut strict, steps, true), plain);
+    assert_eq!(decode(&mut strict, steps, true, None), plain);
     assert_eq!(strict.frozen, 1, "the weights came from `alloc_frozen`");
     let tokens = [3, 17, 5, 40, 9, 1];
     let targets = [17, 5, 40, 2, 1, 7];
