@@ -5,7 +5,8 @@
 //!   what its kernels write. A backend that runs every repeated step twice must decode
 //!   exactly what the CPU backend decodes alone.
 //! - `Kernels::alloc_kv_cache`, which lets the CUDA backend hold a cache in bf16: a cache
-//!   buffer is only copied into, appended to and attended to.
+//!   buffer is only copied into (from an ordinary buffer or another cache), appended to
+//!   and attended to.
 //! - `Kernels::alloc_frozen`, which lets the CUDA backend hold a frozen model's weights
 //!   in bf16 alone: they are written from the host, then only read by the forward
 //!   kernels that take weights.
@@ -343,6 +344,51 @@ fn a_cache_made_smaller_is_copied_from_cache_to_cache() {
     let vocab = ModelConfig::tiny().vocab_size;
     for (step, (kept, beside)) in plain.0.iter().zip(&both).enumerate().skip(4) {
         assert_eq!(kept[..], beside[vocab..], "step {step}");
+    }
+}
+
+/// The trainer's batched generation of a frozen model, with sequences that stop apart
+/// (so that its cache is made smaller on the way, as an evaluation's is), greedy and
+/// sampled: with every cache and weight handle held to what `alloc_kv_cache` and
+/// `alloc_frozen` allow, the same tokens and log-probabilities as on the CPU alone. The
+/// CUDA backend's bf16 mode refuses any other use, and on 2026-11-28 an H200 evaluation
+/// failed on one (the cache-to-cache copy, allowed since).
+#[test]
+fn generation_with_sequences_stopping_apart_keeps_to_the_buffers_rules() {
+    use sage_core::policy::SamplingParams;
+    use sage_trainer::sampling::generate;
+
+    let prompts: [&[u32]; 5] = [&[3, 17, 5, 40], &[9, 1], &[7], &[2, 2, 8], &[11, 4]];
+    for temperature in [0.0, 1.0] {
+        let params = SamplingParams {
+            temperature,
+            max_new_tokens: 9,
+            max_new_tokens_each: vec![1, 9, 2, 6, 3],
+            seed: 5,
+            ..SamplingParams::default()
+        };
+        let run = |k: &mut Strict| {
+            let mut model = tiny_model(k, true);
+            generate(k, &mut model, &prompts, &params).unwrap()
+        };
+        let plain = run(&mut Strict::default());
+        let mut strict = Strict {
+            tag_caches: true,
+            tag_frozen: true,
+            ..Strict::default()
+        };
+        assert_eq!(run(&mut strict), plain, "temperature {temperature}");
+        assert!(
+            strict.caches >= 2,
+            "the cache was made smaller: {} caches",
+            strict.caches
+        );
+        let lengths: Vec<usize> = plain.iter().map(|g| g.tokens.len()).collect();
+        assert_eq!(
+            lengths,
+            [1, 9, 2, 6, 3],
+            "each sequence stopped at its limit"
+        );
     }
 }
 
