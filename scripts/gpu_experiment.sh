@@ -59,8 +59,8 @@
 # gets SIGTERM, which an SFT stage answers by saving a checkpoint at its next step,
 # and SAGE_GRACE seconds later, default 30, SIGKILL, which ends an arm in the middle of
 # its RL or evaluation: the whole script ends by about DEADLINE + GRACE + 120 s, the
-# table's stage included; give the device call that much and more), SAGE_RUNS (where runs are written, default /tmp/sage-gpu-experiment),
-# SAGE_FROM (a folder holding an earlier call's run.tar.gz.part-*, or an earlier call's
+# table's stage included; give the device call that much and more), SAGE_RUNS (where
+# runs are written, default /tmp/sage-gpu-experiment), SAGE_FROM (a folder holding an earlier call's run.tar.gz.part-*, or an earlier call's
 # SAGE_RUNS on this machine), SAGE_ARMS
 # (space-separated arms of this call, default the preset's), SAGE_PROBES (space-separated
 # SEEDSxEPOCHS recipes of `sage demo` on configs/sft-copying.toml, e.g. "420x3 240x3
@@ -202,11 +202,10 @@ sft_done() { [ -f "$BASE/$(start_stage "$1")/finished.json" ]; }
 if [ -d "$FROM/$NAME" ]; then
     # An earlier call's runs on this machine: its merged run directory.
     rm -rf "$BASE" && cp -a "$FROM/$NAME" "$BASE" || { echo "cannot copy $FROM/$NAME" >&2; exit 1; }
-    say "continuing the run of $FROM: $(ls "$BASE"/sft-*/finished.json 2>/dev/null | wc -l) SFT models"
 elif [ -n "$FROM" ]; then
     cat "$FROM"/run.tar.gz.part-* | tar xz -C "$RUNS" || { echo "cannot unpack $FROM/run.tar.gz.part-*" >&2; exit 1; }
-    say "continuing the run of $FROM: $(ls "$BASE"/sft-*/finished.json 2>/dev/null | wc -l) SFT models"
 fi
+[ -n "$FROM" ] && say "continuing the run of $FROM: $(ls "$BASE"/sft-*/finished.json 2>/dev/null | wc -l) SFT models"
 SKILL_PID=
 if needs_mode "$SKILL_MODE" && ! sft_done "$SKILL_MODE"; then
     RAYON_NUM_THREADS=$SFT_THREADS experiment "$BASE" sft-skill ${FROM:+--resume} --arms sft-only --seeds 1 &

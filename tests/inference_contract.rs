@@ -36,8 +36,9 @@ const FROZEN_TAG: u32 = 1 << 29;
 /// The CPU backend, holding inference to its promises: each repeated step runs twice
 /// (when `twice`), counted; KV-cache buffers, counted, get tagged ids (when
 /// `tag_caches`) that only `copy` into them (from an ordinary buffer or another cache),
-/// `kv_cache_append`, `attention_decode` and `free` resolve; frozen weight buffers, counted, get tagged ids (when `tag_frozen`)
-/// that only `write`, the forward kernels that read weights and `free` resolve. It also
+/// `kv_cache_append`, `attention_decode` and `free` resolve; frozen weight buffers,
+/// counted, get tagged ids (when `tag_frozen`) that only `write`, the forward kernels
+/// that read weights and `free` resolve. It also
 /// counts the addition kernels (`add_assign`, `add_bias`) and the biased rotations
 /// (`add_bias_rope_forward`) it is asked for.
 #[derive(Default)]

@@ -41,7 +41,8 @@ pub(crate) fn copy(b: &mut CudaBackend, dst: Tensor, src: Tensor) -> Result<(), 
     );
     if from_bf16 && !to_bf16 {
         return Err(ContractError::BadArgument(format!(
-            "buffer {} is a KV cache held in bf16: it is copied only into another such              cache, not into f32 buffer {}",
+            "buffer {} is a KV cache held in bf16: it is copied only into another such \
+             cache, not into f32 buffer {}",
             src.buffer.0, dst.buffer.0
         ))
         .into());
@@ -52,6 +53,7 @@ pub(crate) fn copy(b: &mut CudaBackend, dst: Tensor, src: Tensor) -> Result<(), 
     if to_bf16 && !from_bf16 {
         return cast_bf16(b, to, from, dst.len);
     }
+    // f32 into f32, or bf16 bits from one cache into another.
     if b.gpu
         .recorder
         .skips("memcpy_dtod", [to, from, dst.len as u64])
