@@ -432,10 +432,10 @@ fn the_emulator_runs_the_exact_kernels_as_the_gpu_did() {
 /// 1e-7 (the scores are exact), out 1e-3, gradients 2-3e-3; the bound is 1e-2 (a wrong
 /// mask, tile or fragment gives errors of the order of the values). Sequences of 150,
 /// 1, 37 and 9 cross the 64-row blocks and the 64-, 32- and 16-row tiles at lengths that
-/// are not multiples of them; head widths 40 (padded to 48: 12 threads a row, so 8 of
-/// the block's 128 idle while staging), 64, 30 (not a multiple of 4: staged without
-/// 16-byte loads), all through the kernels for heads of at most 64, and 96 through those
-/// for heads of up to 128; GQA 4 on 2 (dk, dv summed over each group's per-head shares)
+/// are not multiples of them; head widths 40 (the products run over all 64 columns of
+/// the staged tiles, so columns 40-63 must be staged as zeros), 64, 30 (not a multiple of
+/// 4: staged without 16-byte loads), all through the kernels for heads of at most 64,
+/// and 96 through those for heads of up to 128; GQA 4 on 2 (dk, dv summed over each group's per-head shares)
 /// and 4 on 4 (written directly).
 #[test]
 fn the_tensor_core_kernels_match_the_cpu_to_bf16_precision() {

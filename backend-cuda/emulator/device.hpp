@@ -3,7 +3,8 @@
 // CPU backend without a GPU. One std::thread per CUDA thread; a block's threads run
 // together and blocks run one after another, so `__shared__` (a function-local static)
 // is the running block's shared memory. Barriers (with `__syncthreads_or`'s vote), warp
-// shuffles and the tensor-core mma are collective operations over std::barrier, and
+// shuffles and the tensor-core mma are collective operations over std::barrier (the mma's
+// bf16 pair conversion, `pack_f32`, is a plain function), and
 // `atomicMin` a compare-and-swap loop; the mma reassembles its operands
 // from every lane's registers by the fragment layouts the PTX ISA documents for
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, independently of the kernels'
@@ -118,7 +119,22 @@ inline float bf16_half(unsigned reg, bool high) {
     return __int_as_float((int)bits);
 }
 
+// The bf16 bits of x rounded to nearest even (a NaN stays a quiet NaN).
+inline unsigned round_bf16(float x) {
+    unsigned bits;
+    std::memcpy(&bits, &x, 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {
+        return (bits >> 16) | 0x40u;
+    }
+    return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+}
+
 }  // namespace emulator
+
+// cvt.rn.bf16x2.f32: `low` and `high` rounded to bf16, `low` in the low half.
+inline unsigned pack_f32(float low, float high) {
+    return emulator::round_bf16(low) | (emulator::round_bf16(high) << 16);
+}
 
 inline void __syncthreads() { emulator::running->all.arrive_and_wait(); }
 inline void __syncwarp() { emulator::warp_sync(); }

@@ -238,8 +238,8 @@ fn compile(family: Family, arch: &str) -> Result<CompiledFamily, CudaError> {
 pub struct AssembledFamily {
     /// The `.cu` file.
     pub file: &'static str,
-    /// The size of its cubin.
-    pub cubin_bytes: usize,
+    /// Its machine code (a cubin, which `nvdisasm` reads).
+    pub cubin: Vec<u8>,
     /// What NVRTC and ptxas printed: per kernel, registers, shared memory and spills.
     pub report: String,
 }
@@ -260,7 +260,7 @@ pub fn assemble_kernels(arch: &str) -> Result<Vec<AssembledFamily>, CudaError> {
             let (cubin, report) = run_nvrtc(family, &options, Output::Cubin)?;
             Ok(AssembledFamily {
                 file: family.file(),
-                cubin_bytes: cubin.len(),
+                cubin: cubin.into_iter().map(|byte| byte as u8).collect(),
                 report,
             })
         })

@@ -17,8 +17,10 @@
 //   A (16 x 16, 4 registers): A[r][c..c+1], A[r+8][c..c+1], A[r][c+8..c+9], A[r+8][c+8..c+9]
 //   B (16 x 8, 2 registers):  B[c..c+1][r], B[c+8..c+9][r]
 //   C (16 x 8, 4 floats):     C[r][c], C[r][c+1], C[r+8][c], C[r+8][c+1]
-// Head dimensions are padded with zeros to a multiple of 16 (the k of one mma). The mma
-// itself, `mma_bf16`, is in tensor_core.cuh, which the backend prepends to this file.
+// A kernel's products run over its widest head MAX_HEAD, whatever the model's head: the
+// staged tiles hold zeros past head_dim, which add nothing to any product. The mma
+// itself, `mma_bf16`, and `pack_f32`, which rounds two f32 into the bf16 pair of one
+// register, are in tensor_core.cuh, which the backend prepends to this file.
 
 #define FLASH_WARPS 4
 #define FLASH_THREADS (FLASH_WARPS * WARP_SIZE)
@@ -34,56 +36,72 @@
 // MAX_HEAD it holds (128, or 64 for narrower models), which sets the row stride of its
 // staged bf16 tiles, STRIDE = MAX_HEAD + 8 (8 elements of padding put the 8 rows one
 // fragment load touches in different banks), and its k-steps of 16 (STEPS) and n-tiles
-// of 8 (TILES) across a head; the staging and fragment loaders take STRIDE.
+// of 8 (TILES) across a head, all constants, so that no product waits on a branch; the
+// staging and fragment loaders take STRIDE.
 #define FLASH_MAX_HEAD_DIM 128
 
 // Two bf16 in one register, `low` in the low half.
 __device__ __forceinline__ u32 pack_bf16(bf16 low, bf16 high) {
     return (u32)low | ((u32)high << 16);
 }
-__device__ __forceinline__ u32 pack_f32(float low, float high) {
-    return pack_bf16(to_bf16(low), to_bf16(high));
-}
 // The two adjacent bf16 at `at` (an even element offset of a 16-byte-aligned tile).
 __device__ __forceinline__ u32 pair_at(const bf16* at) { return *(const u32*)at; }
 
-// Stages rows first .. first + count of the `width`-strided f32 matrix `src`, columns
-// col .. col + head_dim, as bf16 into tile[count][STRIDE]; rows at or past
-// `limit` and columns head_dim .. padded are zero. Each thread converts 4 adjacent
-// columns of one row per pass, with one 16-byte load where every row of the head is
-// 16-byte aligned, and the block covers FLASH_THREADS / (padded / 4) rows a pass: the
-// loop has no division and a quarter of the loads of one element per thread.
-template <u32 STRIDE>
-__device__ __forceinline__ void stage_rows(bf16* tile, const float* src, u32 first, u32 count,
-                                           u32 limit, u64 width, u32 col, u32 head_dim,
-                                           u32 padded) {
-    const u32 quads = padded / 4;
-    const u32 rows_per_pass = FLASH_THREADS / quads;
-    const u32 d = 4 * (threadIdx.x % quads);
-    const bool aligned = head_dim % 4 == 0 && width % 4 == 0 && col % 4 == 0 &&
-                         ((u64)src & 15) == 0;
-    for (u32 r = threadIdx.x / quads; r < count && threadIdx.x < rows_per_pass * quads;
-         r += rows_per_pass) {
-        const u32 row = first + r;
-        float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (row < limit) {
-            const float* at = src + (u64)row * width + col + d;
-            if (aligned && d < head_dim) {
-                const float4 four = *(const float4*)at;
-                x[0] = four.x;
-                x[1] = four.y;
-                x[2] = four.z;
-                x[3] = four.w;
-            } else {
+// Loads of 16 bytes each thread has in flight while staging a tile: a batch is issued
+// whole before its first value is converted, so staging 64 rows costs one or two trips
+// to memory, not one per row.
+#define STAGE_LOADS 8
+
+// Four f32 of a row from `at` (columns d .. d + 3 of a head of head_dim), zero for a row
+// outside the batch (`inside` false) and for columns at or past head_dim; `vector` says
+// one 16-byte load may read them (head and row widths multiples of 4, `at` aligned).
+__device__ __forceinline__ float4 load_quad(const float* at, bool inside, u32 d, u32 head_dim,
+                                            bool vector) {
+    float4 x = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (inside && vector && d < head_dim) {
+        x = *(const float4*)at;
+    } else if (inside && !vector) {
+        x.x = d < head_dim ? at[0] : 0.0f;
+        x.y = d + 1 < head_dim ? at[1] : 0.0f;
+        x.z = d + 2 < head_dim ? at[2] : 0.0f;
+        x.w = d + 3 < head_dim ? at[3] : 0.0f;
+    }
+    return x;
+}
+
+// Stages ROWS rows from `first` of the `width`-strided f32 matrix `src`, columns col ..
+// col + head_dim, as bf16 into tile[ROWS][MAX_HEAD + 8]; rows at or past `limit` and
+// columns head_dim .. MAX_HEAD are zero, so the products may run over the whole
+// MAX_HEAD. Each thread converts 4 adjacent columns of one row per pass, and the block
+// covers FLASH_THREADS / (MAX_HEAD / 4) rows a pass; every count is a constant, so the
+// loops unroll and a batch's loads go out together.
+template <u32 ROWS, u32 MAX_HEAD>
+__device__ __forceinline__ void stage_rows(bf16* tile, const float* src, u32 first, u32 limit,
+                                           u64 width, u32 col, u32 head_dim) {
+    constexpr u32 STRIDE = MAX_HEAD + 8;
+    constexpr u32 QUADS = MAX_HEAD / 4;
+    constexpr u32 ROWS_PER_PASS = FLASH_THREADS / QUADS;
+    constexpr u32 PASSES = ROWS / ROWS_PER_PASS;
+    static_assert(FLASH_THREADS % QUADS == 0 && ROWS % ROWS_PER_PASS == 0,
+                  "a tile is a whole number of passes");
+    const u32 d = 4 * (threadIdx.x % QUADS);
+    const u32 r0 = threadIdx.x / QUADS;
+    const bool vector = head_dim % 4 == 0 && width % 4 == 0 && col % 4 == 0 &&
+                        ((u64)src & 15) == 0;
 #pragma unroll
-                for (u32 e = 0; e < 4; e++) {
-                    x[e] = d + e < head_dim ? at[e] : 0.0f;
-                }
-            }
+    for (u32 batch = 0; batch < PASSES; batch += STAGE_LOADS) {
+        float4 x[STAGE_LOADS];
+#pragma unroll
+        for (u32 p = 0; p < STAGE_LOADS && batch + p < PASSES; p++) {
+            const u32 row = first + r0 + (batch + p) * ROWS_PER_PASS;
+            x[p] = load_quad(src + (u64)row * width + col + d, row < limit, d, head_dim, vector);
         }
-        u32* out = (u32*)(tile + r * STRIDE + d);
-        out[0] = pack_f32(x[0], x[1]);
-        out[1] = pack_f32(x[2], x[3]);
+#pragma unroll
+        for (u32 p = 0; p < STAGE_LOADS && batch + p < PASSES; p++) {
+            u32* out = (u32*)(tile + (r0 + (batch + p) * ROWS_PER_PASS) * STRIDE + d);
+            out[0] = pack_f32(x[p].x, x[p].y);
+            out[1] = pack_f32(x[p].z, x[p].w);
+        }
     }
 }
 
@@ -137,33 +155,23 @@ __device__ __forceinline__ float quad_max(float v) {
     return fmaxf(v, __shfl_xor_sync(FULL_MASK, v, 2));
 }
 
-// The widths every flash kernel derives from its arguments: the rows of q and of k, v,
-// and the head padded to a multiple of 16, in k-steps of 16 and n-tiles of 8.
+// The widths every flash kernel derives from its arguments: the rows of q and of k, v.
 struct FlashShape {
     u64 q_width;
     u64 kv_width;
-    u32 padded;
-    u32 steps;
-    u32 tiles;
 };
 
 __device__ __forceinline__ FlashShape flash_shape(u32 heads, u32 group, u32 head_dim) {
-    const u32 padded = (head_dim + 15) / 16 * 16;
-    return FlashShape{(u64)heads * head_dim, (u64)(heads / group) * head_dim, padded,
-                      padded / 16, padded / 8};
+    return FlashShape{(u64)heads * head_dim, (u64)(heads / group) * head_dim};
 }
 
-// This warp's 16 rows of a staged tile as A fragments, one per k-step of the head (zero
-// past `steps`).
+// This warp's 16 rows of a staged tile as A fragments, one per k-step of the head.
 template <u32 STEPS, u32 STRIDE>
-__device__ __forceinline__ void load_warp_rows(u32 frags[STEPS][4], const bf16* tile, u32 steps) {
+__device__ __forceinline__ void load_warp_rows(u32 frags[STEPS][4], const bf16* tile) {
     const u32 warp = threadIdx.x / WARP_SIZE;
 #pragma unroll
     for (u32 s = 0; s < STEPS; s++) {
-        frags[s][0] = frags[s][1] = frags[s][2] = frags[s][3] = 0;
-        if (s < steps) {
-            load_a<STRIDE>(frags[s], tile, warp * WARP_ROWS, 16 * s);
-        }
+        load_a<STRIDE>(frags[s], tile, warp * WARP_ROWS, 16 * s);
     }
 }
 
@@ -222,11 +230,10 @@ __device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, f
     const u32 c = 2 * (lane % 4);
 
     // This warp's query rows as A fragments, staged through the key buffer.
-    stage_rows<STRIDE>(ks, q, first, FLASH_ROWS, end, shape.q_width, head * head_dim, head_dim,
-               shape.padded);
+    stage_rows<FLASH_ROWS, MAX_HEAD>(ks, q, first, end, shape.q_width, head * head_dim, head_dim);
     __syncthreads();
     u32 qa[STEPS][4];
-    load_warp_rows<STEPS, STRIDE>(qa, ks, shape.steps);
+    load_warp_rows<STEPS, STRIDE>(qa, ks);
 
     // The lane's two rows.
     const u32 warp_first = first + warp * WARP_ROWS;
@@ -249,10 +256,8 @@ __device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, f
     // Keys from the first row's sequence start to the last row (inclusive).
     for (u32 tile = spans[2 * first]; tile < end; tile += FORWARD_KEYS) {
         __syncthreads();
-        stage_rows<STRIDE>(ks, k, tile, FORWARD_KEYS, end, shape.kv_width, kv_col, head_dim,
-                   shape.padded);
-        stage_rows<STRIDE>(vs, v, tile, FORWARD_KEYS, end, shape.kv_width, kv_col, head_dim,
-                   shape.padded);
+        stage_rows<FORWARD_KEYS, MAX_HEAD>(ks, k, tile, end, shape.kv_width, kv_col, head_dim);
+        stage_rows<FORWARD_KEYS, MAX_HEAD>(vs, v, tile, end, shape.kv_width, kv_col, head_dim);
         __syncthreads();
         // Warp-uniform: skip a tile no row of the warp sees a key of.
         if (outside(window, tile, FORWARD_KEYS)) {
@@ -265,11 +270,9 @@ __device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, f
             s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
             for (u32 st = 0; st < STEPS; st++) {
-                if (st < shape.steps) {
-                    u32 b[2];
-                    load_b_transposed<STRIDE>(b, ks, 16 * st, 8 * j);
-                    mma_bf16(s[j], qa[st], b);
-                }
+                u32 b[2];
+                load_b_transposed<STRIDE>(b, ks, 16 * st, 8 * j);
+                mma_bf16(s[j], qa[st], b);
             }
         }
         // Scale and mask, then the online softmax update per row.
@@ -322,11 +325,9 @@ __device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, f
             c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
             for (u32 t = 0; t < TILES; t++) {
-                if (t < shape.tiles) {
-                    u32 b[2];
-                    load_b<STRIDE>(b, vs, 16 * kk, 8 * t);
-                    mma_bf16(o[t], pa, b);
-                }
+                u32 b[2];
+                load_b<STRIDE>(b, vs, 16 * kk, 8 * t);
+                mma_bf16(o[t], pa, b);
             }
         }
     }
@@ -385,15 +386,15 @@ __device__ __forceinline__ void flash_dq(float* dq, const float* q, const float*
     // This warp's rows of q and of dout as A fragments.
     u32 qa[STEPS][4];
     u32 da[STEPS][4];
-    stage_rows<STRIDE>(rows_tile, q, first, FLASH_ROWS, end, shape.q_width, head * head_dim, head_dim,
-               shape.padded);
+    stage_rows<FLASH_ROWS, MAX_HEAD>(rows_tile, q, first, end, shape.q_width, head * head_dim,
+                                     head_dim);
     __syncthreads();
-    load_warp_rows<STEPS, STRIDE>(qa, rows_tile, shape.steps);
+    load_warp_rows<STEPS, STRIDE>(qa, rows_tile);
     __syncthreads();
-    stage_rows<STRIDE>(rows_tile, dout, first, FLASH_ROWS, end, shape.q_width, head * head_dim,
-               head_dim, shape.padded);
+    stage_rows<FLASH_ROWS, MAX_HEAD>(rows_tile, dout, first, end, shape.q_width, head * head_dim,
+                                     head_dim);
     __syncthreads();
-    load_warp_rows<STEPS, STRIDE>(da, rows_tile, shape.steps);
+    load_warp_rows<STEPS, STRIDE>(da, rows_tile);
 
     const u32 warp_first = first + warp * WARP_ROWS;
     u32 lo[2], hi[2];
@@ -415,8 +416,8 @@ __device__ __forceinline__ void flash_dq(float* dq, const float* q, const float*
 
     for (u32 tile = spans[2 * first]; tile < end; tile += DQ_KEYS) {
         __syncthreads();
-        stage_rows<STRIDE>(ks, k, tile, DQ_KEYS, end, shape.kv_width, kv_col, head_dim, shape.padded);
-        stage_rows<STRIDE>(vs, v, tile, DQ_KEYS, end, shape.kv_width, kv_col, head_dim, shape.padded);
+        stage_rows<DQ_KEYS, MAX_HEAD>(ks, k, tile, end, shape.kv_width, kv_col, head_dim);
+        stage_rows<DQ_KEYS, MAX_HEAD>(vs, v, tile, end, shape.kv_width, kv_col, head_dim);
         __syncthreads();
         if (outside(window, tile, DQ_KEYS)) {
             continue;
@@ -433,13 +434,11 @@ __device__ __forceinline__ void flash_dq(float* dq, const float* q, const float*
             }
 #pragma unroll
             for (u32 st = 0; st < STEPS; st++) {
-                if (st < shape.steps) {
-                    u32 b[2];
-                    load_b_transposed<STRIDE>(b, ks, 16 * st, 8 * j);
-                    mma_bf16(s[j], qa[st], b);
-                    load_b_transposed<STRIDE>(b, vs, 16 * st, 8 * j);
-                    mma_bf16(dp[j], da[st], b);
-                }
+                u32 b[2];
+                load_b_transposed<STRIDE>(b, ks, 16 * st, 8 * j);
+                mma_bf16(s[j], qa[st], b);
+                load_b_transposed<STRIDE>(b, vs, 16 * st, 8 * j);
+                mma_bf16(dp[j], da[st], b);
             }
         }
         // s becomes dS = P (dp - delta).
@@ -461,11 +460,9 @@ __device__ __forceinline__ void flash_dq(float* dq, const float* q, const float*
             c_to_a(dsa, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
             for (u32 t = 0; t < TILES; t++) {
-                if (t < shape.tiles) {
-                    u32 b[2];
-                    load_b<STRIDE>(b, ks, 16 * kk, 8 * t);
-                    mma_bf16(acc[t], dsa, b);
-                }
+                u32 b[2];
+                load_b<STRIDE>(b, ks, 16 * kk, 8 * t);
+                mma_bf16(acc[t], dsa, b);
             }
         }
     }
@@ -528,8 +525,8 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
     const u32 warp = threadIdx.x / WARP_SIZE;
     const u32 lane = threadIdx.x % WARP_SIZE;
     const u32 c = 2 * (lane % 4);
-    stage_rows<STRIDE>(ks, k, first, FLASH_ROWS, end, shape.kv_width, kv_col, head_dim, shape.padded);
-    stage_rows<STRIDE>(vs, v, first, FLASH_ROWS, end, shape.kv_width, kv_col, head_dim, shape.padded);
+    stage_rows<FLASH_ROWS, MAX_HEAD>(ks, k, first, end, shape.kv_width, kv_col, head_dim);
+    stage_rows<FLASH_ROWS, MAX_HEAD>(vs, v, first, end, shape.kv_width, kv_col, head_dim);
 
     // The lane's two key rows and the end of each one's sequence; a key outside the
     // batch is seen by no query.
@@ -557,10 +554,10 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
 
     for (u32 tile = first; tile < query_end; tile += QUERIES) {
         __syncthreads();
-        stage_rows<STRIDE>(qs, q, tile, QUERIES, query_end, shape.q_width, head * head_dim,
-                   head_dim, shape.padded);
-        stage_rows<STRIDE>(dos, dout, tile, QUERIES, query_end, shape.q_width, head * head_dim,
-                   head_dim, shape.padded);
+        stage_rows<QUERIES, MAX_HEAD>(qs, q, tile, query_end, shape.q_width, head * head_dim,
+                                      head_dim);
+        stage_rows<QUERIES, MAX_HEAD>(dos, dout, tile, query_end, shape.q_width,
+                                      head * head_dim, head_dim);
         if (threadIdx.x < QUERIES) {
             const u32 query = tile + threadIdx.x;
             const bool inside = query < query_end;
@@ -585,19 +582,17 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
         }
 #pragma unroll
         for (u32 st = 0; st < STEPS; st++) {
-            if (st < shape.steps) {
-                u32 ka[4];
-                u32 va[4];
-                load_a<STRIDE>(ka, ks, warp * WARP_ROWS, 16 * st);
-                load_a<STRIDE>(va, vs, warp * WARP_ROWS, 16 * st);
+            u32 ka[4];
+            u32 va[4];
+            load_a<STRIDE>(ka, ks, warp * WARP_ROWS, 16 * st);
+            load_a<STRIDE>(va, vs, warp * WARP_ROWS, 16 * st);
 #pragma unroll
-                for (u32 j = 0; j < QUERIES / 8; j++) {
-                    u32 b[2];
-                    load_b_transposed<STRIDE>(b, qs, 16 * st, 8 * j);
-                    mma_bf16(s[j], ka, b);
-                    load_b_transposed<STRIDE>(b, dos, 16 * st, 8 * j);
-                    mma_bf16(dp[j], va, b);
-                }
+            for (u32 j = 0; j < QUERIES / 8; j++) {
+                u32 b[2];
+                load_b_transposed<STRIDE>(b, qs, 16 * st, 8 * j);
+                mma_bf16(s[j], ka, b);
+                load_b_transposed<STRIDE>(b, dos, 16 * st, 8 * j);
+                mma_bf16(dp[j], va, b);
             }
         }
         // s becomes P and dp becomes dS = P (dp - delta).
@@ -624,13 +619,11 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
             c_to_a(dsa, dp[2 * kk], dp[2 * kk + 1]);
 #pragma unroll
             for (u32 t = 0; t < TILES; t++) {
-                if (t < shape.tiles) {
-                    u32 b[2];
-                    load_b<STRIDE>(b, dos, 16 * kk, 8 * t);
-                    mma_bf16(dv_acc[t], pa, b);
-                    load_b<STRIDE>(b, qs, 16 * kk, 8 * t);
-                    mma_bf16(dk_acc[t], dsa, b);
-                }
+                u32 b[2];
+                load_b<STRIDE>(b, dos, 16 * kk, 8 * t);
+                mma_bf16(dv_acc[t], pa, b);
+                load_b<STRIDE>(b, qs, 16 * kk, 8 * t);
+                mma_bf16(dk_acc[t], dsa, b);
             }
         }
     }

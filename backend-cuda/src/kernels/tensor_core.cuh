@@ -1,6 +1,6 @@
-// The tensor-core instruction of the kernels that use one (flash.cu), prepended to their
-// source after common.cuh; the kernel emulator (../../emulator) defines the same
-// function on CPU threads.
+// The tensor-core instruction of the kernels that use one (flash.cu), and the conversion
+// that feeds it, prepended to their source after common.cuh; the kernel emulator
+// (../../emulator) defines the same functions on CPU threads.
 
 // d += a . b for one warp, every lane taking part: a 16 x 16 bf16 A fragment (4
 // registers), a 16 x 8 bf16 B fragment (2 registers), a 16 x 8 f32 accumulator (4 floats);
@@ -11,4 +11,12 @@ __device__ __forceinline__ void mma_bf16(float d[4], const u32 a[4], const u32 b
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Two f32 as bf16 in one register, `low` in the low half, each rounded to nearest even as
+// to_bf16 rounds it: one instruction for the pair, where to_bf16 takes several per value.
+__device__ __forceinline__ u32 pack_f32(float low, float high) {
+    u32 packed;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(high), "f"(low));
+    return packed;
 }
