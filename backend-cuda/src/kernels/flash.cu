@@ -176,22 +176,39 @@ __device__ __forceinline__ void load_warp_rows(u32 frags[STEPS][4], const bf16* 
 }
 
 // The keys a warp's query rows (from `warp_first`, below `end`) can see, for skipping
-// whole tiles: none when the warp has no rows, else from its first row's sequence start
-// to its last row.
+// whole tiles and masking only where needed: none when the warp has no rows, else from
+// its first row's sequence start to its last row; `whole` when all 16 rows are in the
+// batch, with the last row's sequence start.
 struct KeyWindow {
     bool any;
+    bool whole;
     u32 start;
+    u32 first;
     u32 last;
+    u32 last_start;
 };
 
 __device__ __forceinline__ KeyWindow key_window(u32 warp_first, u32 end, const u32* spans) {
     const bool any = warp_first < end;
-    return KeyWindow{any, any ? spans[2 * warp_first] : 0, min(warp_first + WARP_ROWS, end) - 1};
+    const u32 last = min(warp_first + WARP_ROWS, end) - 1;
+    return KeyWindow{any,
+                     warp_first + WARP_ROWS <= end,
+                     any ? spans[2 * warp_first] : 0,
+                     warp_first,
+                     last,
+                     any ? spans[2 * last] : 0};
 }
 
 // Whether no row of the window sees a key of the tile of `keys` keys from `tile`.
 __device__ __forceinline__ bool outside(KeyWindow w, u32 tile, u32 keys) {
     return !w.any || tile > w.last || tile + keys <= w.start;
+}
+
+// Whether every one of the warp's 16 rows sees every key of the tile: the rows are all in
+// the batch, the tile starts at or after the last row's sequence start, and it ends at
+// or before the first row (each row sees the keys up to itself). Such a tile needs no mask.
+__device__ __forceinline__ bool sees_whole_tile(KeyWindow w, u32 tile, u32 keys) {
+    return w.whole && tile >= w.last_start && tile + keys <= w.first + 1;
 }
 
 // The keys lo ..= hi that query row `row` sees; a row at or past `end` sees none (lo > hi).
@@ -275,25 +292,41 @@ __device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, f
                 mma_bf16(s[j], qa[st], b);
             }
         }
-        // Scale and mask, then the online softmax update per row.
+        // Scale, and mask where some row of the warp does not see every key of the tile,
+        // then the online softmax update per row.
         float tile_max[2] = {NEG_BIG, NEG_BIG};
+        if (sees_whole_tile(window, tile, FORWARD_KEYS)) {
 #pragma unroll
-        for (u32 j = 0; j < FORWARD_KEYS / 8; j++) {
+            for (u32 j = 0; j < FORWARD_KEYS / 8; j++) {
 #pragma unroll
-            for (u32 e = 0; e < 4; e++) {
-                const u32 half = e / 2;
-                const u32 key = tile + 8 * j + c + e % 2;
-                const bool visible = key >= lo[half] && key <= hi[half];
-                s[j][e] = visible ? s[j][e] * scale : NEG_BIG;
-                tile_max[half] = fmaxf(tile_max[half], s[j][e]);
+                for (u32 e = 0; e < 4; e++) {
+                    s[j][e] *= scale;
+                    tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j][e]);
+                }
+            }
+        } else {
+#pragma unroll
+            for (u32 j = 0; j < FORWARD_KEYS / 8; j++) {
+#pragma unroll
+                for (u32 e = 0; e < 4; e++) {
+                    const u32 half = e / 2;
+                    const u32 key = tile + 8 * j + c + e % 2;
+                    const bool visible = key >= lo[half] && key <= hi[half];
+                    s[j][e] = visible ? s[j][e] * scale : NEG_BIG;
+                    tile_max[half] = fmaxf(tile_max[half], s[j][e]);
+                }
             }
         }
         float correction[2];
         float m_new[2];
+        // The maximum the probabilities are taken against: a row that has seen no key
+        // yet (maximum NEG_BIG) takes 0, so its masked scores still give exp(NEG_BIG) = 0.
+        float m_exp[2];
 #pragma unroll
         for (u32 half = 0; half < 2; half++) {
             m_new[half] = fmaxf(m[half], quad_max(tile_max[half]));
             correction[half] = __expf(m[half] - m_new[half]);
+            m_exp[half] = m_new[half] == NEG_BIG ? 0.0f : m_new[half];
         }
         float tile_sum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -301,7 +334,7 @@ __device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, f
 #pragma unroll
             for (u32 e = 0; e < 4; e++) {
                 const u32 half = e / 2;
-                const float p = s[j][e] == NEG_BIG ? 0.0f : __expf(s[j][e] - m_new[half]);
+                const float p = __expf(s[j][e] - m_exp[half]);
                 s[j][e] = p;
                 tile_sum[half] += p;
             }
@@ -441,15 +474,26 @@ __device__ __forceinline__ void flash_dq(float* dq, const float* q, const float*
                 mma_bf16(dp[j], da[st], b);
             }
         }
-        // s becomes dS = P (dp - delta).
+        // Scores no row may see become NEG_BIG, whose probability is 0; then s becomes
+        // dS = P (dp - delta).
+        if (!sees_whole_tile(window, tile, DQ_KEYS)) {
+#pragma unroll
+            for (u32 j = 0; j < DQ_KEYS / 8; j++) {
+#pragma unroll
+                for (u32 e = 0; e < 4; e++) {
+                    const u32 half = e / 2;
+                    const u32 key = tile + 8 * j + c + e % 2;
+                    const bool visible = key >= lo[half] && key <= hi[half];
+                    s[j][e] = visible ? s[j][e] : NEG_BIG;
+                }
+            }
+        }
 #pragma unroll
         for (u32 j = 0; j < DQ_KEYS / 8; j++) {
 #pragma unroll
             for (u32 e = 0; e < 4; e++) {
                 const u32 half = e / 2;
-                const u32 key = tile + 8 * j + c + e % 2;
-                const bool visible = key >= lo[half] && key <= hi[half];
-                const float p = visible ? __expf(s[j][e] * scale - row_lse[half]) : 0.0f;
+                const float p = __expf(s[j][e] * scale - row_lse[half]);
                 s[j][e] = p * (dp[j][e] - row_delta[half]);
             }
         }
@@ -539,6 +583,7 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
     }
     const bool warp_has_rows = warp_first < end;
     const u32 warp_stop = warp_has_rows ? spans[2 * (min(warp_first + WARP_ROWS, end) - 1) + 1] : 0;
+    const u32 stop_first = warp_has_rows ? spans[2 * warp_first + 1] : 0;
     float dk_acc[TILES][4];
     float dv_acc[TILES][4];
 #pragma unroll
@@ -595,17 +640,30 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
                 mma_bf16(dp[j], va, b);
             }
         }
-        // s becomes P and dp becomes dS = P (dp - delta).
+        // Scores of queries a key is not seen by become NEG_BIG, whose probability is 0;
+        // then s becomes P and dp becomes dS = P (dp - delta). Every key of the warp is
+        // seen by every query of the tile when the tile starts at or after the warp's
+        // last key and ends before its first key's sequence does.
+        const bool whole = warp_first + WARP_ROWS <= end && tile >= warp_first + WARP_ROWS - 1 &&
+                           tile + QUERIES <= stop_first;
+        if (!whole) {
+#pragma unroll
+            for (u32 j = 0; j < QUERIES / 8; j++) {
+#pragma unroll
+                for (u32 e = 0; e < 4; e++) {
+                    const u32 half = e / 2;
+                    const u32 query = tile + 8 * j + c + e % 2;
+                    const bool visible = query >= key[half] && query < stop[half];
+                    s[j][e] = visible ? s[j][e] : NEG_BIG;
+                }
+            }
+        }
 #pragma unroll
         for (u32 j = 0; j < QUERIES / 8; j++) {
 #pragma unroll
             for (u32 e = 0; e < 4; e++) {
-                const u32 half = e / 2;
                 const u32 column = 8 * j + c + e % 2;
-                const u32 query = tile + column;
-                const bool visible = query >= key[half] && query < stop[half];
-                const float p =
-                    visible ? __expf(s[j][e] * scale - tile_lse[column]) : 0.0f;
+                const float p = __expf(s[j][e] * scale - tile_lse[column]);
                 s[j][e] = p;
                 dp[j][e] = p * (dp[j][e] - tile_delta[column]);
             }
