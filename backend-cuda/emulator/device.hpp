@@ -3,8 +3,8 @@
 // CPU backend without a GPU. One std::thread per CUDA thread; a block's threads run
 // together and blocks run one after another, so `__shared__` (a function-local static)
 // is the running block's shared memory. Barriers (with `__syncthreads_or`'s vote), warp
-// shuffles and the tensor-core mma are collective operations over std::barrier (the mma's
-// bf16 pair conversion, `pack_f32`, is a plain function), and
+// shuffles, the tensor-core mma and the ldmatrix fragment loads are collective operations
+// over std::barrier (the mma's bf16 pair conversion, `pack_f32`, is a plain function), and
 // `atomicMin` a compare-and-swap loop; the mma reassembles its operands
 // from every lane's registers by the fragment layouts the PTX ISA documents for
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, independently of the kernels'
@@ -33,7 +33,7 @@ inline Dim3 gridDim;
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(threads)
+#define __launch_bounds__(...)
 #define __shared__ static
 #define __align__(bytes) __attribute__((aligned(bytes)))
 
@@ -81,6 +81,7 @@ struct Block {
     float shuffled[kMaxWarps][kWarp];
     unsigned a[kMaxWarps][kWarp][4];
     unsigned b[kMaxWarps][kWarp][2];
+    const unsigned short* rows[kMaxWarps][kWarp];
 };
 
 inline Block* running = nullptr;
@@ -176,6 +177,28 @@ inline float shuffle(float v, unsigned source) {
 }
 inline float __shfl_xor_sync(unsigned, float v, int mask) { return shuffle(v, emulator::lane() ^ (unsigned)mask); }
 inline float __shfl_sync(unsigned, float v, int source) { return shuffle(v, (unsigned)source); }
+
+// ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 for the warp: lanes 8m .. 8m + 7 give
+// the addresses of matrix m's 8 rows of 8 bf16; register m of lane 4g + t receives row g,
+// columns 2t and 2t + 1 of matrix m (the lower column in the low half), or with `trans`
+// column g, rows 2t and 2t + 1.
+inline void load_matrices(unsigned r[4], const unsigned short* row, bool trans) {
+    using namespace emulator;
+    Block& blk = *running;
+    const unsigned w = warp();
+    blk.rows[w][lane()] = row;
+    warp_sync();
+    const unsigned g = lane() / 4, t = lane() % 4;
+    for (unsigned m = 0; m < 4; m++) {
+        const unsigned short* const* matrix = blk.rows[w] + 8 * m;
+        const unsigned low = trans ? matrix[2 * t][g] : matrix[g][2 * t];
+        const unsigned high = trans ? matrix[2 * t + 1][g] : matrix[g][2 * t + 1];
+        r[m] = low | (high << 16);
+    }
+    warp_sync();
+}
+inline void ldmatrix_x4(unsigned r[4], const unsigned short* row) { load_matrices(r, row, false); }
+inline void ldmatrix_x4_trans(unsigned r[4], const unsigned short* row) { load_matrices(r, row, true); }
 
 // d += a . b for the warp: A 16 x 16, B 16 x 8, C 16 x 8, every lane contributing its
 // fragment registers. Layouts (lane = 4 g + t): a register i of A holds row g + 8 (i % 2),

@@ -40,13 +40,6 @@
 // staging and fragment loaders take STRIDE.
 #define FLASH_MAX_HEAD_DIM 128
 
-// Two bf16 in one register, `low` in the low half.
-__device__ __forceinline__ u32 pack_bf16(bf16 low, bf16 high) {
-    return (u32)low | ((u32)high << 16);
-}
-// The two adjacent bf16 at `at` (an even element offset of a 16-byte-aligned tile).
-__device__ __forceinline__ u32 pair_at(const bf16* at) { return *(const u32*)at; }
-
 // Loads of 16 bytes each thread has in flight while staging a tile: a batch is issued
 // whole before its first value is converted, so staging 64 rows costs one or two trips
 // to memory, not one per row.
@@ -105,35 +98,51 @@ __device__ __forceinline__ void stage_rows(bf16* tile, const float* src, u32 fir
     }
 }
 
-// The A fragment of the 16 x 16 block at (row0, k0) of a staged tile T[m][k].
+// Fragment loads are ldmatrix instructions (tensor_core.cuh): each lane points at one
+// 16-byte row of one of four 8 x 8 blocks of a staged tile (lane / 8 picks the block), and
+// the warp receives the four blocks in fragment order. Rows STRIDE apart fall in
+// different banks, so a load is one shared-memory access.
+
+// The A fragment of the 16 x 16 block at (row0, k0) of a staged tile T[m][k]: blocks
+// (row0, k0), (row0 + 8, k0), (row0, k0 + 8), (row0 + 8, k0 + 8).
 template <u32 STRIDE>
 __device__ __forceinline__ void load_a(u32 a[4], const bf16* tile, u32 row0, u32 k0) {
     const u32 lane = threadIdx.x % WARP_SIZE;
-    const bf16* at = tile + (row0 + lane / 4) * STRIDE + k0 + 2 * (lane % 4);
-    a[0] = pair_at(at);
-    a[1] = pair_at(at + 8 * STRIDE);
-    a[2] = pair_at(at + 8);
-    a[3] = pair_at(at + 8 * STRIDE + 8);
+    const u32 block = lane / 8;
+    ldmatrix_x4(a, tile + (row0 + lane % 8 + 8 * (block % 2)) * STRIDE + k0 + 8 * (block / 2));
 }
 
-// The B fragment of the 16 x 8 block at (k0, n0) of B = T^T, for a staged tile T[n][k]
-// (B's columns are the tile's rows: keys against a query's dimensions).
+// The B fragments of the 16 x 8 blocks at (k0, n0) and (k0, n0 + 8) of B = T^T, for a
+// staged tile T[n][k] (B's columns are the tile's rows: keys against a query's
+// dimensions), into b[0] and b[1]: blocks (n0, k0), (n0, k0 + 8), (n0 + 8, k0),
+// (n0 + 8, k0 + 8) of T.
 template <u32 STRIDE>
-__device__ __forceinline__ void load_b_transposed(u32 b[2], const bf16* tile, u32 k0, u32 n0) {
+__device__ __forceinline__ void load_b_transposed_pair(u32 b[2][2], const bf16* tile, u32 k0,
+                                                       u32 n0) {
     const u32 lane = threadIdx.x % WARP_SIZE;
-    const bf16* at = tile + (n0 + lane / 4) * STRIDE + k0 + 2 * (lane % 4);
-    b[0] = pair_at(at);
-    b[1] = pair_at(at + 8);
+    const u32 block = lane / 8;
+    u32 r[4];
+    ldmatrix_x4(r, tile + (n0 + lane % 8 + 8 * (block / 2)) * STRIDE + k0 + 8 * (block % 2));
+    b[0][0] = r[0];
+    b[0][1] = r[1];
+    b[1][0] = r[2];
+    b[1][1] = r[3];
 }
 
-// The B fragment of the 16 x 8 block at (k0, n0) of B = T, for a staged tile T[k][n]
-// (values against the output's dimensions): two 16-bit reads per register.
+// The B fragments of the 16 x 8 blocks at (k0, n0) and (k0, n0 + 8) of B = T, for a
+// staged tile T[k][n] (values against the output's dimensions), into b[0] and b[1]:
+// blocks (k0, n0), (k0 + 8, n0), (k0, n0 + 8), (k0 + 8, n0 + 8) of T, transposed as they
+// load (a B register pairs two rows of T).
 template <u32 STRIDE>
-__device__ __forceinline__ void load_b(u32 b[2], const bf16* tile, u32 k0, u32 n0) {
+__device__ __forceinline__ void load_b_pair(u32 b[2][2], const bf16* tile, u32 k0, u32 n0) {
     const u32 lane = threadIdx.x % WARP_SIZE;
-    const bf16* at = tile + (k0 + 2 * (lane % 4)) * STRIDE + n0 + lane / 4;
-    b[0] = pack_bf16(at[0], at[STRIDE]);
-    b[1] = pack_bf16(at[8 * STRIDE], at[9 * STRIDE]);
+    const u32 block = lane / 8;
+    u32 r[4];
+    ldmatrix_x4_trans(r, tile + (k0 + lane % 8 + 8 * (block % 2)) * STRIDE + n0 + 8 * (block / 2));
+    b[0][0] = r[0];
+    b[0][1] = r[1];
+    b[1][0] = r[2];
+    b[1][1] = r[3];
 }
 
 // The A fragment of k-step `step` (columns 16 step .. 16 step + 15) of a 16-row matrix
@@ -285,11 +294,15 @@ __device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, f
 #pragma unroll
         for (u32 j = 0; j < FORWARD_KEYS / 8; j++) {
             s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        }
+#pragma unroll
+        for (u32 j = 0; j < FORWARD_KEYS / 8; j += 2) {
 #pragma unroll
             for (u32 st = 0; st < STEPS; st++) {
-                u32 b[2];
-                load_b_transposed<STRIDE>(b, ks, 16 * st, 8 * j);
-                mma_bf16(s[j], qa[st], b);
+                u32 b[2][2];
+                load_b_transposed_pair<STRIDE>(b, ks, 16 * st, 8 * j);
+                mma_bf16(s[j], qa[st], b[0]);
+                mma_bf16(s[j + 1], qa[st], b[1]);
             }
         }
         // Scale, and mask where some row of the warp does not see every key of the tile,
@@ -357,10 +370,11 @@ __device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, f
             u32 pa[4];
             c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
-            for (u32 t = 0; t < TILES; t++) {
-                u32 b[2];
-                load_b<STRIDE>(b, vs, 16 * kk, 8 * t);
-                mma_bf16(o[t], pa, b);
+            for (u32 t = 0; t < TILES; t += 2) {
+                u32 b[2][2];
+                load_b_pair<STRIDE>(b, vs, 16 * kk, 8 * t);
+                mma_bf16(o[t], pa, b[0]);
+                mma_bf16(o[t + 1], pa, b[1]);
             }
         }
     }
@@ -465,13 +479,18 @@ __device__ __forceinline__ void flash_dq(float* dq, const float* q, const float*
                 s[j][e] = 0.0f;
                 dp[j][e] = 0.0f;
             }
+        }
+#pragma unroll
+        for (u32 j = 0; j < DQ_KEYS / 8; j += 2) {
 #pragma unroll
             for (u32 st = 0; st < STEPS; st++) {
-                u32 b[2];
-                load_b_transposed<STRIDE>(b, ks, 16 * st, 8 * j);
-                mma_bf16(s[j], qa[st], b);
-                load_b_transposed<STRIDE>(b, vs, 16 * st, 8 * j);
-                mma_bf16(dp[j], da[st], b);
+                u32 b[2][2];
+                load_b_transposed_pair<STRIDE>(b, ks, 16 * st, 8 * j);
+                mma_bf16(s[j], qa[st], b[0]);
+                mma_bf16(s[j + 1], qa[st], b[1]);
+                load_b_transposed_pair<STRIDE>(b, vs, 16 * st, 8 * j);
+                mma_bf16(dp[j], da[st], b[0]);
+                mma_bf16(dp[j + 1], da[st], b[1]);
             }
         }
         // Scores no row may see become NEG_BIG, whose probability is 0; then s becomes
@@ -503,10 +522,11 @@ __device__ __forceinline__ void flash_dq(float* dq, const float* q, const float*
             u32 dsa[4];
             c_to_a(dsa, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
-            for (u32 t = 0; t < TILES; t++) {
-                u32 b[2];
-                load_b<STRIDE>(b, ks, 16 * kk, 8 * t);
-                mma_bf16(acc[t], dsa, b);
+            for (u32 t = 0; t < TILES; t += 2) {
+                u32 b[2][2];
+                load_b_pair<STRIDE>(b, ks, 16 * kk, 8 * t);
+                mma_bf16(acc[t], dsa, b[0]);
+                mma_bf16(acc[t + 1], dsa, b[1]);
             }
         }
     }
@@ -632,12 +652,14 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
             load_a<STRIDE>(ka, ks, warp * WARP_ROWS, 16 * st);
             load_a<STRIDE>(va, vs, warp * WARP_ROWS, 16 * st);
 #pragma unroll
-            for (u32 j = 0; j < QUERIES / 8; j++) {
-                u32 b[2];
-                load_b_transposed<STRIDE>(b, qs, 16 * st, 8 * j);
-                mma_bf16(s[j], ka, b);
-                load_b_transposed<STRIDE>(b, dos, 16 * st, 8 * j);
-                mma_bf16(dp[j], va, b);
+            for (u32 j = 0; j < QUERIES / 8; j += 2) {
+                u32 b[2][2];
+                load_b_transposed_pair<STRIDE>(b, qs, 16 * st, 8 * j);
+                mma_bf16(s[j], ka, b[0]);
+                mma_bf16(s[j + 1], ka, b[1]);
+                load_b_transposed_pair<STRIDE>(b, dos, 16 * st, 8 * j);
+                mma_bf16(dp[j], va, b[0]);
+                mma_bf16(dp[j + 1], va, b[1]);
             }
         }
         // Scores of queries a key is not seen by become NEG_BIG, whose probability is 0;
@@ -676,12 +698,14 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
             c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
             c_to_a(dsa, dp[2 * kk], dp[2 * kk + 1]);
 #pragma unroll
-            for (u32 t = 0; t < TILES; t++) {
-                u32 b[2];
-                load_b<STRIDE>(b, dos, 16 * kk, 8 * t);
-                mma_bf16(dv_acc[t], pa, b);
-                load_b<STRIDE>(b, qs, 16 * kk, 8 * t);
-                mma_bf16(dk_acc[t], dsa, b);
+            for (u32 t = 0; t < TILES; t += 2) {
+                u32 b[2][2];
+                load_b_pair<STRIDE>(b, dos, 16 * kk, 8 * t);
+                mma_bf16(dv_acc[t], pa, b[0]);
+                mma_bf16(dv_acc[t + 1], pa, b[1]);
+                load_b_pair<STRIDE>(b, qs, 16 * kk, 8 * t);
+                mma_bf16(dk_acc[t], dsa, b[0]);
+                mma_bf16(dk_acc[t + 1], dsa, b[1]);
             }
         }
     }
@@ -712,13 +736,17 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
 // same arithmetic in the same order, for heads of at most 64 (`...64`): half the
 // accumulator registers and shared memory, so more blocks share a multiprocessor; and
 // dk/dv over tiles of 32 queries for heads of at most 64 (`flash_backward_dkv64_wide`).
+// The narrow forward, dq and dk/dv kernels are held to 128 registers, so that
+// FLASH_NARROW_BLOCKS blocks share a multiprocessor (left free, ptxas gives the forward
+// 164 registers, for 3 blocks); the wide dk/dv kernel would spill at that bound.
+#define FLASH_NARROW_BLOCKS 4
 extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
 flash_forward(float* out, bf16* out_copy, float* lse, const float* q, const float* k,
     const float* v, const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
     flash_forward_body<FLASH_MAX_HEAD_DIM>(out, out_copy, lse, q, k, v, spans, rows, heads, group,
                                            head_dim, scale);
 }
-extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
+extern "C" __global__ void __launch_bounds__(FLASH_THREADS, FLASH_NARROW_BLOCKS)
 flash_forward64(float* out, bf16* out_copy, float* lse, const float* q, const float* k,
     const float* v, const u32* spans, u32 rows, u32 heads, u32 group, u32 head_dim, float scale) {
     flash_forward_body<64>(out, out_copy, lse, q, k, v, spans, rows, heads, group, head_dim,
@@ -730,7 +758,7 @@ flash_backward_dq(float* dq, const float* q, const float* k, const float* v, con
     u32 head_dim, float scale) {
     flash_dq<FLASH_MAX_HEAD_DIM>(dq, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
 }
-extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
+extern "C" __global__ void __launch_bounds__(FLASH_THREADS, FLASH_NARROW_BLOCKS)
 flash_backward_dq64(float* dq, const float* q, const float* k, const float* v, const float* dout,
     const float* lse, const float* delta, const u32* spans, u32 rows, u32 heads, u32 group,
     u32 head_dim, float scale) {
@@ -742,7 +770,7 @@ flash_backward_dkv(float* dk_heads, float* dv_heads, const float* q, const float
     u32 heads, u32 group, u32 head_dim, float scale) {
     flash_dkv<16, FLASH_MAX_HEAD_DIM>(dk_heads, dv_heads, q, k, v, dout, lse, delta, spans, rows, heads, group, head_dim, scale);
 }
-extern "C" __global__ void __launch_bounds__(FLASH_THREADS)
+extern "C" __global__ void __launch_bounds__(FLASH_THREADS, FLASH_NARROW_BLOCKS)
 flash_backward_dkv64(float* dk_heads, float* dv_heads, const float* q, const float* k, const float* v,
     const float* dout, const float* lse, const float* delta, const u32* spans, u32 rows,
     u32 heads, u32 group, u32 head_dim, float scale) {
