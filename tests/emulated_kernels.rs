@@ -624,9 +624,11 @@ fn cpu_decode(
     download(&mut cpu, out)
 }
 
-/// Qwen2.5-0.5B's group of 7 query heads per key/value head at width 64, and 16 heads on
-/// one (the widest group the split kernel holds, 4 heads per warp) at width 40.
-const DECODE_SHAPES: [AttentionShape; 2] = [
+/// Qwen2.5-0.5B's group of 7 query heads per key/value head at width 64, 16 heads on one
+/// (the widest group the split kernel holds, 4 heads per warp) at width 40, and 4 on 2 at
+/// width 30. The first two stage their tiles in 16-byte chunks (8 bf16 or 4 f32); 30 is
+/// neither, so its tiles are staged one element at a time.
+const DECODE_SHAPES: [AttentionShape; 3] = [
     AttentionShape {
         heads: 14,
         kv_heads: 2,
@@ -636,6 +638,11 @@ const DECODE_SHAPES: [AttentionShape; 2] = [
         heads: 16,
         kv_heads: 1,
         head_dim: 40,
+    },
+    AttentionShape {
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 30,
     },
 ];
 

@@ -37,12 +37,16 @@ inline Dim3 gridDim;
 #define __shared__ static
 #define __align__(bytes) __attribute__((aligned(bytes)))
 
-// CUDA's built-in vectors: four floats (16 bytes), two unsigned ints (8 bytes).
+// CUDA's built-in vectors: four floats (16 bytes), two or four unsigned ints (8 or 16
+// bytes).
 struct alignas(16) float4 {
     float x, y, z, w;
 };
 struct alignas(8) uint2 {
     unsigned x, y;
+};
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
 };
 
 inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }

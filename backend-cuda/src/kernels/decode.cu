@@ -37,22 +37,79 @@ extern "C" __global__ void kv_cache_append_bf16(bf16* k_cache, bf16* v_cache, co
     append_rows(k_cache, v_cache, k, v, lengths, batch, width, capacity);
 }
 
+// 16-byte loads of keys and of values each thread has in flight while staging a tile:
+// a batch is issued whole before its first value is stored.
+#define DECODE_STAGE_LOADS 4
+
+// The values of 16 bytes of a cache row, widened exactly to f32 at `to`: 4 f32, or 8 bf16
+// (each 32-bit word holds two, the lower-indexed in its low half).
+__device__ __forceinline__ void widen_chunk(float* to, uint4 chunk, const float*) {
+    to[0] = __uint_as_float(chunk.x);
+    to[1] = __uint_as_float(chunk.y);
+    to[2] = __uint_as_float(chunk.z);
+    to[3] = __uint_as_float(chunk.w);
+}
+__device__ __forceinline__ void widen_chunk(float* to, uint4 chunk, const bf16*) {
+    const u32 words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
+#pragma unroll
+    for (u32 i = 0; i < 4; i++) {
+        to[2 * i] = __uint_as_float(words[i] << 16);
+        to[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+}
+
 // Stages rows tile .. tile + DECODE_TILE of key/value head column kv_col of sequence
 // `cache` (its first row) into ks, vs as f32; rows at or past `limit` read as zero. All
-// threads of the block take part.
+// threads of the block take part. Where a head's rows are whole 16-byte chunks (the
+// widths multiples of 4 f32 or 8 bf16, the caches 16-byte aligned), each thread loads
+// DECODE_STAGE_LOADS chunks of keys and of values before it stores any, so a tile is
+// one or two trips to memory; otherwise one element at a time.
 template <typename Cache>
 __device__ __forceinline__ void stage_decode_tile(float (*ks)[DECODE_MAX_HEAD_DIM + 1],
                                                   float (*vs)[DECODE_MAX_HEAD_DIM],
                                                   const Cache* k_cache, const Cache* v_cache,
                                                   u64 cache, u32 tile, u32 limit, u64 kv_width,
                                                   u32 kv_col, u32 head_dim) {
-    for (u32 idx = threadIdx.x; idx < DECODE_TILE * head_dim; idx += blockDim.x) {
-        const u32 j = idx / head_dim;
-        const u32 d = idx % head_dim;
-        const bool inside = tile + j < limit;
-        const u64 at = (cache + tile + j) * kv_width + kv_col + d;
-        ks[j][d] = inside ? to_f32(k_cache[at]) : 0.0f;
-        vs[j][d] = inside ? to_f32(v_cache[at]) : 0.0f;
+    constexpr u32 ELEMS = 16 / sizeof(Cache);
+    const bool chunked = head_dim % ELEMS == 0 && kv_width % ELEMS == 0 && kv_col % ELEMS == 0 &&
+                         ((u64)k_cache & 15) == 0 && ((u64)v_cache & 15) == 0;
+    if (!chunked) {
+        for (u32 idx = threadIdx.x; idx < DECODE_TILE * head_dim; idx += blockDim.x) {
+            const u32 j = idx / head_dim;
+            const u32 d = idx % head_dim;
+            const bool inside = tile + j < limit;
+            const u64 at = (cache + tile + j) * kv_width + kv_col + d;
+            ks[j][d] = inside ? to_f32(k_cache[at]) : 0.0f;
+            vs[j][d] = inside ? to_f32(v_cache[at]) : 0.0f;
+        }
+        return;
+    }
+    const u32 per_row = head_dim / ELEMS;
+    const u32 chunks = DECODE_TILE * per_row;
+    for (u32 first = threadIdx.x; first < chunks; first += DECODE_STAGE_LOADS * blockDim.x) {
+        uint4 k_chunk[DECODE_STAGE_LOADS];
+        uint4 v_chunk[DECODE_STAGE_LOADS];
+#pragma unroll
+        for (u32 i = 0; i < DECODE_STAGE_LOADS; i++) {
+            const u32 idx = first + i * blockDim.x;
+            const u32 j = idx / per_row;
+            k_chunk[i] = v_chunk[i] = uint4{0u, 0u, 0u, 0u};
+            if (idx < chunks && tile + j < limit) {
+                const u64 at = (cache + tile + j) * kv_width + kv_col + (idx % per_row) * ELEMS;
+                k_chunk[i] = *(const uint4*)(k_cache + at);
+                v_chunk[i] = *(const uint4*)(v_cache + at);
+            }
+        }
+#pragma unroll
+        for (u32 i = 0; i < DECODE_STAGE_LOADS; i++) {
+            const u32 idx = first + i * blockDim.x;
+            if (idx < chunks) {
+                const u32 j = idx / per_row;
+                const u32 d = (idx % per_row) * ELEMS;
+                widen_chunk(&ks[j][d], k_chunk[i], k_cache);
+                widen_chunk(&vs[j][d], v_chunk[i], v_cache);
+            }
+        }
     }
 }
 
