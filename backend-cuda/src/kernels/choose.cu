@@ -14,6 +14,9 @@
 // Every sum runs in a fixed order, so a row's choice repeats run to run.
 
 #define CHOOSE_THREADS 256
+// Logits each thread loads before it uses the first of them: a row of 151,936 is then
+// about 75 trips to memory per thread, not one per logit.
+#define CHOOSE_LOADS 8
 
 // Whether x is neither infinite nor NaN (its exponent bits are not all ones).
 __device__ __forceinline__ bool finite_bits(float x) {
@@ -39,13 +42,25 @@ choose_tokens(float* choices, const float* logits, const u32* uniforms, u32 voca
     float best = NEG_BIG;
     u32 best_at = 0xffffffffu;
     float finite = 1.0f;
-    for (u32 i = t; i < vocab; i += CHOOSE_THREADS) {
-        const float value = x[i];
-        if (!finite_bits(value)) {
-            finite = 0.0f;
-        } else if (value > best) {
-            best = value;
-            best_at = i;
+    for (u32 base = t; base < vocab; base += CHOOSE_LOADS * CHOOSE_THREADS) {
+        float values[CHOOSE_LOADS];
+#pragma unroll
+        for (u32 k = 0; k < CHOOSE_LOADS; k++) {
+            const u32 i = base + k * CHOOSE_THREADS;
+            values[k] = i < vocab ? x[i] : 0.0f;
+        }
+#pragma unroll
+        for (u32 k = 0; k < CHOOSE_LOADS; k++) {
+            const u32 i = base + k * CHOOSE_THREADS;
+            if (i >= vocab) {
+                continue;
+            }
+            if (!finite_bits(values[k])) {
+                finite = 0.0f;
+            } else if (values[k] > best) {
+                best = values[k];
+                best_at = i;
+            }
         }
     }
     best_value[t] = best;
@@ -79,11 +94,22 @@ choose_tokens(float* choices, const float* logits, const u32* uniforms, u32 voca
     const u32 end = min(first + chunk, vocab);
     float normaliser = 0.0f;
     float weights = 0.0f;
-    for (u32 i = first; i < end; i++) {
-        const float shifted = x[i] - max;
-        normaliser += expf(shifted);
-        if (!greedy) {
-            weights += expf(shifted * inverse_temperature);
+    for (u32 base = first; base < end; base += CHOOSE_LOADS) {
+        float values[CHOOSE_LOADS];
+#pragma unroll
+        for (u32 k = 0; k < CHOOSE_LOADS; k++) {
+            values[k] = base + k < end ? x[base + k] : 0.0f;
+        }
+#pragma unroll
+        for (u32 k = 0; k < CHOOSE_LOADS; k++) {
+            if (base + k >= end) {
+                continue;
+            }
+            const float shifted = values[k] - max;
+            normaliser += expf(shifted);
+            if (!greedy) {
+                weights += expf(shifted * inverse_temperature);
+            }
         }
     }
     const float total_normaliser = block_sum(normaliser, reduce_scratch);
