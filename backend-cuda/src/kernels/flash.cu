@@ -228,6 +228,25 @@ __device__ __forceinline__ void visible_keys(u32 row, u32 end, const u32* spans,
     hi = valid ? row : 0;
 }
 
+// Sets to NEG_BIG the scores of a warp's rows (a lane's two, r and r + 8) against a tile
+// of KEYS keys from `tile` that the rows do not see (keys outside lo ..= hi): a score of
+// NEG_BIG has probability 0, scaled or not.
+template <u32 KEYS>
+__device__ __forceinline__ void mask_scores(float s[KEYS / 8][4], u32 tile, u32 c,
+                                            const u32 lo[2], const u32 hi[2]) {
+#pragma unroll
+    for (u32 j = 0; j < KEYS / 8; j++) {
+#pragma unroll
+        for (u32 e = 0; e < 4; e++) {
+            const u32 half = e / 2;
+            const u32 key = tile + 8 * j + c + e % 2;
+            if (key < lo[half] || key > hi[half]) {
+                s[j][e] = NEG_BIG;
+            }
+        }
+    }
+}
+
 // Forward. Grid (ceil(N / 64), H); block 4 warps, each owning 16 query rows of head h.
 // out[n, h] = softmax_j(scale q[n, h] . k[j, g]) . v[j, g] over the visible keys j,
 // lse[n, h] = the log-sum-exp of those scaled scores, and out's bf16 copy when `out_copy`
@@ -307,27 +326,22 @@ __device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, f
         }
         // Scale, and mask where some row of the warp does not see every key of the tile,
         // then the online softmax update per row.
-        float tile_max[2] = {NEG_BIG, NEG_BIG};
-        if (sees_whole_tile(window, tile, FORWARD_KEYS)) {
 #pragma unroll
-            for (u32 j = 0; j < FORWARD_KEYS / 8; j++) {
+        for (u32 j = 0; j < FORWARD_KEYS / 8; j++) {
 #pragma unroll
-                for (u32 e = 0; e < 4; e++) {
-                    s[j][e] *= scale;
-                    tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j][e]);
-                }
+            for (u32 e = 0; e < 4; e++) {
+                s[j][e] *= scale;
             }
-        } else {
+        }
+        if (!sees_whole_tile(window, tile, FORWARD_KEYS)) {
+            mask_scores<FORWARD_KEYS>(s, tile, c, lo, hi);
+        }
+        float tile_max[2] = {NEG_BIG, NEG_BIG};
 #pragma unroll
-            for (u32 j = 0; j < FORWARD_KEYS / 8; j++) {
+        for (u32 j = 0; j < FORWARD_KEYS / 8; j++) {
 #pragma unroll
-                for (u32 e = 0; e < 4; e++) {
-                    const u32 half = e / 2;
-                    const u32 key = tile + 8 * j + c + e % 2;
-                    const bool visible = key >= lo[half] && key <= hi[half];
-                    s[j][e] = visible ? s[j][e] * scale : NEG_BIG;
-                    tile_max[half] = fmaxf(tile_max[half], s[j][e]);
-                }
+            for (u32 e = 0; e < 4; e++) {
+                tile_max[e / 2] = fmaxf(tile_max[e / 2], s[j][e]);
             }
         }
         float correction[2];
@@ -496,16 +510,7 @@ __device__ __forceinline__ void flash_dq(float* dq, const float* q, const float*
         // Scores no row may see become NEG_BIG, whose probability is 0; then s becomes
         // dS = P (dp - delta).
         if (!sees_whole_tile(window, tile, DQ_KEYS)) {
-#pragma unroll
-            for (u32 j = 0; j < DQ_KEYS / 8; j++) {
-#pragma unroll
-                for (u32 e = 0; e < 4; e++) {
-                    const u32 half = e / 2;
-                    const u32 key = tile + 8 * j + c + e % 2;
-                    const bool visible = key >= lo[half] && key <= hi[half];
-                    s[j][e] = visible ? s[j][e] : NEG_BIG;
-                }
-            }
+            mask_scores<DQ_KEYS>(s, tile, c, lo, hi);
         }
 #pragma unroll
         for (u32 j = 0; j < DQ_KEYS / 8; j++) {
