@@ -1,6 +1,8 @@
-// The tensor-core instruction of the kernels that use one (flash.cu), the fragment loads
-// and the conversion that feed it, prepended to their source after common.cuh; the kernel emulator
-// (../../emulator) defines the same functions on CPU threads.
+// The tensor-core instruction of the kernels that use one (flash.cu), with the fragment
+// loads and the conversion that feed it, prepended to their source after common.cuh;
+// the kernel emulator (../../emulator) defines the same functions on CPU threads. The
+// ldmatrix asm reads shared memory the block wrote before a __syncthreads, which the
+// compiler does not move it across.
 
 // d += a . b for one warp, every lane taking part: a 16 x 16 bf16 A fragment (4
 // registers), a 16 x 8 bf16 B fragment (2 registers), a 16 x 8 f32 accumulator (4 floats);
