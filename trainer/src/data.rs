@@ -5,12 +5,14 @@
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use sage_envs::environment::{EnvConfig, WorldEnv};
 use sage_envs::expert::{Expert, ExpertConfig, ExpertMode, TrajectoryRecord};
+use sage_envs::sandbox::Limits;
 use sage_envs::scenarios::{Catalog, CatalogConfig, Split};
 
 use crate::files::write_atomic;
@@ -141,6 +143,25 @@ impl ExpertDataConfig {
     }
 }
 
+/// The sandbox's wall-clock backstop for the expert's turns. The default second is a
+/// last resort against a policy's runaway code; the expert's code is the templates' own
+/// solutions, held by the deterministic limits (ticks, heap, calls). On a loaded machine
+/// (a niced run beside a build) an ordinary expert turn overran the second, and with it
+/// the whole data step failed, so the expert gets room.
+const EXPERT_WALL_CLOCK: Duration = Duration::from_secs(30);
+
+/// The environment the expert's scenarios run in: the default one, with the expert's
+/// wall-clock backstop.
+fn expert_env_config() -> EnvConfig {
+    EnvConfig {
+        limits: Limits {
+            wall_clock: EXPERT_WALL_CLOCK,
+            ..Limits::default()
+        },
+        ..EnvConfig::default()
+    }
+}
+
 /// Runs the expert over the configured split.
 pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
     config.validate()?;
@@ -177,7 +198,7 @@ pub fn expert_data(config: &ExpertDataConfig) -> Result<ExpertData, DataError> {
             .scenarios()
             .par_iter()
             .map_init(
-                || WorldEnv::new(catalog.clone(), EnvConfig::default()),
+                || WorldEnv::new(catalog.clone(), expert_env_config()),
                 |env, scenario| {
                     let env = env.as_mut().map_err(|e| DataError::World(e.to_string()))?;
                     let run = expert
