@@ -15,6 +15,8 @@
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -185,9 +187,14 @@ inline float __shfl_sync(unsigned, float v, int source) { return shuffle(v, (uns
 // ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 for the warp: lanes 8m .. 8m + 7 give
 // the addresses of matrix m's 8 rows of 8 bf16; register m of lane 4g + t receives row g,
 // columns 2t and 2t + 1 of matrix m (the lower column in the low half), or with `trans`
-// column g, rows 2t and 2t + 1.
+// column g, rows 2t and 2t + 1. A row address that is not 16-byte aligned, which the GPU
+// refuses, stops the process.
 inline void load_matrices(unsigned r[4], const unsigned short* row, bool trans) {
     using namespace emulator;
+    if (reinterpret_cast<std::uintptr_t>(row) % 16 != 0) {
+        std::fprintf(stderr, "ldmatrix: a row address is not 16-byte aligned\n");
+        std::abort();
+    }
     Block& blk = *running;
     const unsigned w = warp();
     blk.rows[w][lane()] = row;
