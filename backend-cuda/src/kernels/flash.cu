@@ -145,6 +145,14 @@ __device__ __forceinline__ void load_b_pair(u32 b[2][2], const bf16* tile, u32 k
     b[1][1] = r[3];
 }
 
+// d0 += a . b[0] and d1 += a . b[1]: one A fragment against the two n-tiles a pair load
+// gave.
+__device__ __forceinline__ void mma_pair(float d0[4], float d1[4], const u32 a[4],
+                                         const u32 b[2][2]) {
+    mma_bf16(d0, a, b[0]);
+    mma_bf16(d1, a, b[1]);
+}
+
 // The A fragment of k-step `step` (columns 16 step .. 16 step + 15) of a 16-row matrix
 // held as C fragments, one per 8 columns: probabilities or score gradients fed back in.
 __device__ __forceinline__ void c_to_a(u32 a[4], const float left[4], const float right[4]) {
@@ -186,11 +194,9 @@ __device__ __forceinline__ void load_warp_rows(u32 frags[STEPS][4], const bf16* 
 
 // The keys a warp's query rows (from `warp_first`, below `end`) can see, for skipping
 // whole tiles and masking only where needed: none when the warp has no rows, else from
-// its first row's sequence start to its last row; `whole` when all 16 rows are in the
-// batch, with the last row's sequence start.
+// its first row's sequence start to its last row, with the last row's sequence start.
 struct KeyWindow {
     bool any;
-    bool whole;
     u32 start;
     u32 first;
     u32 last;
@@ -201,7 +207,6 @@ __device__ __forceinline__ KeyWindow key_window(u32 warp_first, u32 end, const u
     const bool any = warp_first < end;
     const u32 last = min(warp_first + WARP_ROWS, end) - 1;
     return KeyWindow{any,
-                     warp_first + WARP_ROWS <= end,
                      any ? spans[2 * warp_first] : 0,
                      warp_first,
                      last,
@@ -217,7 +222,7 @@ __device__ __forceinline__ bool outside(KeyWindow w, u32 tile, u32 keys) {
 // the batch, the tile starts at or after the last row's sequence start, and it ends at
 // or before the first row (each row sees the keys up to itself). Such a tile needs no mask.
 __device__ __forceinline__ bool sees_whole_tile(KeyWindow w, u32 tile, u32 keys) {
-    return w.whole && tile >= w.last_start && tile + keys <= w.first + 1;
+    return w.last == w.first + WARP_ROWS - 1 && tile >= w.last_start && tile + keys <= w.first + 1;
 }
 
 // The keys lo ..= hi that query row `row` sees; a row at or past `end` sees none (lo > hi).
@@ -320,8 +325,7 @@ __device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, f
             for (u32 st = 0; st < STEPS; st++) {
                 u32 b[2][2];
                 load_b_transposed_pair<STRIDE>(b, ks, 16 * st, 8 * j);
-                mma_bf16(s[j], qa[st], b[0]);
-                mma_bf16(s[j + 1], qa[st], b[1]);
+                mma_pair(s[j], s[j + 1], qa[st], b);
             }
         }
         // Scale, and mask where some row of the warp does not see every key of the tile,
@@ -387,8 +391,7 @@ __device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, f
             for (u32 t = 0; t < TILES; t += 2) {
                 u32 b[2][2];
                 load_b_pair<STRIDE>(b, vs, 16 * kk, 8 * t);
-                mma_bf16(o[t], pa, b[0]);
-                mma_bf16(o[t + 1], pa, b[1]);
+                mma_pair(o[t], o[t + 1], pa, b);
             }
         }
     }
@@ -500,11 +503,9 @@ __device__ __forceinline__ void flash_dq(float* dq, const float* q, const float*
             for (u32 st = 0; st < STEPS; st++) {
                 u32 b[2][2];
                 load_b_transposed_pair<STRIDE>(b, ks, 16 * st, 8 * j);
-                mma_bf16(s[j], qa[st], b[0]);
-                mma_bf16(s[j + 1], qa[st], b[1]);
+                mma_pair(s[j], s[j + 1], qa[st], b);
                 load_b_transposed_pair<STRIDE>(b, vs, 16 * st, 8 * j);
-                mma_bf16(dp[j], da[st], b[0]);
-                mma_bf16(dp[j + 1], da[st], b[1]);
+                mma_pair(dp[j], dp[j + 1], da[st], b);
             }
         }
         // Scores no row may see become NEG_BIG, whose probability is 0; then s becomes
@@ -530,8 +531,7 @@ __device__ __forceinline__ void flash_dq(float* dq, const float* q, const float*
             for (u32 t = 0; t < TILES; t += 2) {
                 u32 b[2][2];
                 load_b_pair<STRIDE>(b, ks, 16 * kk, 8 * t);
-                mma_bf16(acc[t], dsa, b[0]);
-                mma_bf16(acc[t + 1], dsa, b[1]);
+                mma_pair(acc[t], acc[t + 1], dsa, b);
             }
         }
     }
@@ -660,11 +660,9 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
             for (u32 j = 0; j < QUERIES / 8; j += 2) {
                 u32 b[2][2];
                 load_b_transposed_pair<STRIDE>(b, qs, 16 * st, 8 * j);
-                mma_bf16(s[j], ka, b[0]);
-                mma_bf16(s[j + 1], ka, b[1]);
+                mma_pair(s[j], s[j + 1], ka, b);
                 load_b_transposed_pair<STRIDE>(b, dos, 16 * st, 8 * j);
-                mma_bf16(dp[j], va, b[0]);
-                mma_bf16(dp[j + 1], va, b[1]);
+                mma_pair(dp[j], dp[j + 1], va, b);
             }
         }
         // Scores of queries a key is not seen by become NEG_BIG, whose probability is 0;
@@ -706,11 +704,9 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
             for (u32 t = 0; t < TILES; t += 2) {
                 u32 b[2][2];
                 load_b_pair<STRIDE>(b, dos, 16 * kk, 8 * t);
-                mma_bf16(dv_acc[t], pa, b[0]);
-                mma_bf16(dv_acc[t + 1], pa, b[1]);
+                mma_pair(dv_acc[t], dv_acc[t + 1], pa, b);
                 load_b_pair<STRIDE>(b, qs, 16 * kk, 8 * t);
-                mma_bf16(dk_acc[t], dsa, b[0]);
-                mma_bf16(dk_acc[t + 1], dsa, b[1]);
+                mma_pair(dk_acc[t], dk_acc[t + 1], dsa, b);
             }
         }
     }
