@@ -228,7 +228,7 @@ fn main() {
     let limits = Limits {
         max_heap_bytes: 256 << 20,
         max_api_value_bytes: 256 << 20,
-        wall_clock: Duration::from_secs(30),
+        cpu_time: Duration::from_secs(30),
         ..Limits::default()
     };
     let in_process = large_frame(&mut Sandbox::new(limits.clone()));

@@ -13,11 +13,11 @@ use sage_envs::sandbox::{
 
 /// The default limits. Debug builds run the interpreter many times slower and with far
 /// bigger stack frames (the sandbox's stack is sized for optimized builds), so there
-/// the wall-clock cancel is pushed beyond any case here and code and ticks are cut down.
+/// the CPU-time cancel is pushed beyond any case here and code and ticks are cut down.
 fn limits() -> Limits {
     let mut limits = Limits::default();
     if cfg!(debug_assertions) {
-        limits.wall_clock = Duration::from_secs(120);
+        limits.cpu_time = Duration::from_secs(120);
         limits.max_code_bytes = 8 << 10;
         limits.max_ticks = 100_000;
     }
@@ -363,7 +363,7 @@ fn the_deepest_data_the_heap_allows_survives_every_kind_of_use() {
             if let Some(error) = outcome.error {
                 let allowed = [
                     LimitKind::Heap,
-                    LimitKind::WallClock,
+                    LimitKind::CpuTime,
                     LimitKind::SequenceLength,
                 ]
                 .map(ExecErrorKind::Limit);
@@ -631,15 +631,15 @@ fn expired_tokens_fail_cleanly() {
 }
 
 #[test]
-fn slow_builtins_are_stopped_by_the_wall_clock_as_a_last_resort() {
+fn slow_builtins_are_stopped_by_the_cpu_time_limit_as_a_last_resort() {
     let limits = Limits {
-        wall_clock: Duration::from_millis(100),
+        cpu_time: Duration::from_millis(100),
         ..limits()
     };
     attack_with(
         limits,
         "x = list(range(1000000))\nfor i in range(100000):\n    x.insert(0, i)",
-        ExecErrorKind::Limit(LimitKind::WallClock),
+        ExecErrorKind::Limit(LimitKind::CpuTime),
     );
 }
 

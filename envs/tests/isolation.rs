@@ -11,18 +11,20 @@ use std::time::{Duration, Instant};
 
 use fake_host::FakeHost;
 use sage_envs::sandbox::{
-    ExecErrorKind, ExecOutcome, FunctionOrigin, FunctionRef, Isolation, LimitKind, Limits, Sandbox,
+    ApiError, ApiHost, ApiSpec, ExecErrorKind, ExecOutcome, FunctionOrigin, FunctionRef, Isolation,
+    LimitKind, Limits, Sandbox,
 };
+use serde_json::{Map, Value};
 
 /// The worker binary cargo built for these tests.
 const WORKER: &str = env!("CARGO_BIN_EXE_sage-sandbox-worker");
 
 /// The default limits; debug builds run the interpreter far slower, so there the
-/// interpreter's wall clock is pushed out (the process limits stay as they are).
+/// interpreter's CPU-time cancel is pushed out, and the kernel's backstop with it.
 fn limits() -> Limits {
     let mut limits = Limits::default();
     if cfg!(debug_assertions) {
-        limits.wall_clock = Duration::from_secs(20);
+        limits.cpu_time = Duration::from_secs(20);
     }
     limits
 }
@@ -87,8 +89,9 @@ fn skills_load_and_reset_clears_the_session() {
     assert!(error.message.contains("`y`"), "{}", error.message);
 }
 
-/// Time an attack may take in all: the kill timer (`Limits::kill_after`, 2 s by
-/// default) plus starting a fresh worker, with room for a loaded machine.
+/// Time an attack may take in all: the kernel's CPU-time backstop
+/// (`Limits::cpu_backstop`, 2 s by default) plus starting a fresh worker, with room for a
+/// loaded machine.
 const ATTACK_BUDGET: Duration = Duration::from_secs(8);
 
 /// Runs `code` in an isolated session that holds a variable and a library skill, and
@@ -142,7 +145,9 @@ fn contained(code: &str) -> ExecOutcome {
 fn process_limit(kind: ExecErrorKind) -> bool {
     matches!(
         kind,
-        ExecErrorKind::Limit(LimitKind::ProcessMemory | LimitKind::CpuTime | LimitKind::WallClock)
+        ExecErrorKind::Limit(
+            LimitKind::ProcessMemory | LimitKind::ProcessCpuTime | LimitKind::WallClock
+        )
     )
 }
 
@@ -225,8 +230,8 @@ fn large_api_arguments_are_refused_before_anything_is_sent() {
         let b = worker.execute(code, &mut host);
         let elapsed = start.elapsed();
         assert_eq!(a, b, "outcomes differ for:\n{code}");
-        // Refused in the worker before the call is encoded: far from the kill timer.
-        assert!(elapsed < limits.kill_after(), "took {elapsed:?}:\n{code}");
+        // Refused in the worker before the call is encoded: far from any time limit.
+        assert!(elapsed < limits.cpu_time, "took {elapsed:?}:\n{code}");
         let error = b.error.expect("refused");
         assert_eq!(
             error.kind,
@@ -257,7 +262,7 @@ fn a_large_frame_crosses_the_pipe_in_time_linear_in_its_size() {
     let mut limits = limits();
     limits.max_heap_bytes = 256 << 20;
     limits.max_api_value_bytes = 256 << 20;
-    limits.wall_clock = Duration::from_secs(30);
+    limits.cpu_time = Duration::from_secs(30);
     let mut worker = isolated(limits);
     let mut host = FakeHost::new();
     let code = "s = \"\".join([chr(1) * 1000000] * 32)\nprint(len(apis.util.echo(value=s)))";
@@ -300,4 +305,91 @@ fn code_over_the_size_limit_is_refused_without_sending_it() {
         b.expect_err("refused").kind,
         ExecErrorKind::Limit(LimitKind::CodeSize)
     );
+}
+
+/// The fake world, answering each call only after `delay`: a slow host, or a caller
+/// whose thread is held up.
+struct SlowHost {
+    world: FakeHost,
+    delay: Duration,
+}
+
+impl ApiHost for SlowHost {
+    fn spec(&self, app: &str, api: &str) -> Option<&ApiSpec> {
+        self.world.spec(app, api)
+    }
+
+    fn app_names(&self) -> Vec<String> {
+        self.world.app_names()
+    }
+
+    fn api_names(&self, app: &str) -> Vec<String> {
+        self.world.api_names(app)
+    }
+
+    fn call(&mut self, app: &str, api: &str, args: Map<String, Value>) -> Result<Value, ApiError> {
+        std::thread::sleep(self.delay);
+        self.world.call(app, api, args)
+    }
+}
+
+#[test]
+fn time_spent_waiting_does_not_count_against_the_cpu_limit() {
+    // Two calls, each answered after 0.8 s: the execution takes over 1.6 s, past the
+    // CPU limit of 1 s, but spends almost none of it computing. When the limit counted
+    // elapsed time, the interpreter cancelled it after the second call.
+    let limits = Limits {
+        cpu_time: Duration::from_secs(1),
+        ..limits()
+    };
+    let code = "a = apis.util.echo(value=20)\nb = apis.util.echo(value=22)\nprint(a + b)";
+    for mut sandbox in both(limits) {
+        let mut host = SlowHost {
+            world: FakeHost::new(),
+            delay: Duration::from_millis(800),
+        };
+        let start = Instant::now();
+        let outcome = sandbox.execute(code, &mut host);
+        assert!(start.elapsed() > Duration::from_millis(1600));
+        assert_eq!(
+            outcome.observation(),
+            "42\n",
+            "{:?}: {:?}",
+            sandbox.isolation(),
+            outcome.error
+        );
+    }
+}
+
+#[test]
+fn computing_past_the_cpu_limit_is_cancelled_with_the_time_spent() {
+    let limits = Limits {
+        cpu_time: Duration::from_millis(200),
+        ..limits()
+    };
+    // Native work the tick budget does not see: each insert at the front moves the
+    // whole list.
+    let code = "x = list(range(1000000))\nfor i in range(100000):\n    x.insert(0, i)";
+    for mut sandbox in both(limits.clone()) {
+        let mut host = FakeHost::new();
+        let outcome = sandbox.execute(code, &mut host);
+        let error = outcome.error.expect("cancelled");
+        assert_eq!(
+            error.kind,
+            ExecErrorKind::Limit(LimitKind::CpuTime),
+            "{:?}: {}",
+            sandbox.isolation(),
+            error.message
+        );
+        assert!(
+            error
+                .message
+                .contains("ms of CPU time (the limit is 200 ms)"),
+            "{}",
+            error.message
+        );
+        // The interpreter cancelled it: the worker and its session live on.
+        let after = sandbox.execute("print(len(x) > 1000000)", &mut host);
+        assert_eq!(after.observation(), "True\n");
+    }
 }

@@ -12,11 +12,11 @@ use sage_envs::sandbox::{
 };
 
 /// The default limits, except that debug builds (an interpreter many times slower) get
-/// a wall-clock cancel far beyond any case here, so that it never decides an outcome.
+/// a CPU-time cancel far beyond any case here, so that it never decides an outcome.
 fn limits() -> Limits {
     let mut limits = Limits::default();
     if cfg!(debug_assertions) {
-        limits.wall_clock = Duration::from_secs(120);
+        limits.cpu_time = Duration::from_secs(120);
     }
     limits
 }

@@ -44,7 +44,7 @@ fn new_world() -> World {
         .map(|s| s.tasks[0].task.clone())
         .collect();
     let limits = Limits {
-        wall_clock: Duration::from_millis(100),
+        cpu_time: Duration::from_millis(100),
         max_ticks: 100_000,
         max_output_bytes: 2 << 10,
         max_process_memory_bytes: 512 << 20,

@@ -143,15 +143,15 @@ impl ExpertDataConfig {
     }
 }
 
-/// The sandbox's wall-clock backstop for the expert's turns. The default second is a
-/// last resort against a policy's runaway code; the expert's code is the templates' own
-/// solutions, held by the deterministic limits (ticks, heap, calls). On a loaded machine
-/// (a niced run beside a build) an ordinary expert turn overran the second, and with it
-/// the whole data step failed, so the expert gets room.
-const EXPERT_WALL_CLOCK: Duration = Duration::from_secs(30);
+/// How long the expert's data step waits for a sandbox worker's answer before it kills
+/// it (the default is a minute). The expert's code is the templates' own solutions, so
+/// a worker that does not answer has been made to wait, not run away: a run paused with
+/// `SIGSTOP` beside other work finds its execution in flight past any shorter timer when
+/// it continues, and one killed worker fails the whole data step.
+const EXPERT_WALL_CLOCK: Duration = Duration::from_secs(3600);
 
 /// The environment the expert's scenarios run in: the default one, with the expert's
-/// wall-clock backstop.
+/// longer wait on its workers.
 fn expert_env_config() -> EnvConfig {
     EnvConfig {
         limits: Limits {

@@ -8,12 +8,12 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::Instant;
 
 use starlark::eval::Evaluator;
 use starlark::values::ProvidesStaticType;
 
 use super::api::ApiCall;
+use super::clock::CpuClock;
 use super::error::ExecErrorKind;
 use super::host_slot::HostSlot;
 use super::limits::Limits;
@@ -40,8 +40,8 @@ pub(crate) struct ExecContext {
     /// The kind and message of the error sandbox code raised, if it raised one (the
     /// interpreter may report a different error after it, e.g. its own cancel check).
     pub failure: Cell<Option<(ExecErrorKind, String)>>,
-    /// When the wall-clock cancel fires.
-    pub deadline: Instant,
+    /// The CPU time the execution has spent, against [`Limits::cpu_time`].
+    pub cpu: CpuClock,
     /// Ticks charged by built-ins for the work their inputs cost (see `work.rs`), on top
     /// of the interpreter's own.
     pub native_work: Cell<u64>,
@@ -69,7 +69,7 @@ impl ExecContext {
             api_calls: RefCell::new(Vec::new()),
             episode_calls_before,
             failure: Cell::new(None),
-            deadline: Instant::now() + limits.wall_clock,
+            cpu: CpuClock::start(limits.cpu_time),
             native_work: Cell::new(0),
             off_heap_bytes: Cell::new(off_heap_bytes),
         }
@@ -81,16 +81,12 @@ impl ExecContext {
         (heap_bytes as u64).saturating_add(self.off_heap_bytes.get())
     }
 
-    /// The message of a wall-clock cancel, with the time the execution has run.
-    pub(crate) fn wall_clock_message(&self) -> String {
-        let limit = self.limits.wall_clock;
-        let ran = Instant::now()
-            .saturating_duration_since(self.deadline)
-            .saturating_add(limit);
+    /// The message of a CPU-time cancel, with the time the execution has spent.
+    pub(crate) fn cpu_time_message(&self) -> String {
         format!(
-            "execution cancelled after {} ms of wall-clock time (the limit is {} ms)",
-            ran.as_millis(),
-            limit.as_millis()
+            "execution cancelled after {} ms of CPU time (the limit is {} ms)",
+            self.cpu.spent().as_millis(),
+            self.limits.cpu_time.as_millis()
         )
     }
 

@@ -1,11 +1,13 @@
 //! The resource limits of the sandbox ([`Limits`]) and the names of the limits an
 //! execution can hit ([`LimitKind`]).
 //!
-//! Every limit except [`Limits::wall_clock`] and the worker process's own limits
-//! ([`Limits::max_process_memory_bytes`], the CPU-time and kill backstops of
-//! [`Limits::kill_after`]) is deterministic: the same code against the same host hits the
-//! same limit at the same point on every run. The process limits only bind on code that
-//! escapes the deterministic ones (work or memory inside a single built-in call).
+//! Every limit except the two on time ([`Limits::cpu_time`], [`Limits::wall_clock`]) and
+//! the worker process's own ([`Limits::max_process_memory_bytes`], the kernel's CPU-time
+//! backstop of [`Limits::cpu_backstop`]) is deterministic: the same code against the same
+//! host hits the same limit at the same point on every run. The time limits count the
+//! work the execution does, not how busy the machine is, and the process limits only bind
+//! on code that escapes the deterministic ones (work or memory inside a single built-in
+//! call).
 
 use std::fmt;
 use std::time::Duration;
@@ -52,8 +54,20 @@ pub struct Limits {
     pub max_int_bits: u64,
     /// Characters of text `int()` converts (CPython caps it at 4,300 digits too).
     pub max_int_digits: usize,
-    /// Last-resort cancel of one execution after this much wall-clock time; the other
-    /// limits are meant to stop ordinary runaway code long before it.
+    /// CPU time the thread running one execution may spend on it before the interpreter
+    /// cancels it; the deterministic limits are meant to stop ordinary runaway code long
+    /// before it. Time the thread spends waiting does not count: for a core on a loaded
+    /// machine, stopped by a signal, or (under process isolation) for the caller's answer
+    /// to an API call. So the same code is cancelled at about the same point however busy
+    /// the machine is. (Where the platform has no per-thread CPU clock, elapsed time.)
+    pub cpu_time: Duration,
+    /// How long the caller waits for a worker process to finish one execution before it
+    /// kills the worker (process isolation only). A worker that computes is stopped by
+    /// [`Limits::cpu_time`] and then by the kernel ([`Limits::cpu_backstop`]); this
+    /// catches one that stops answering without computing. It counts elapsed time, so it
+    /// is set far above the CPU limit: a loaded machine stretches a second of CPU into
+    /// many, and a run paused (`SIGSTOP`) for longer than this finds the workers of its
+    /// executions in flight killed when it continues.
     pub wall_clock: Duration,
     /// Address space a sandbox worker process may use besides its evaluation stack (the
     /// program itself, the interpreter's heap and any data outside it); a worker that
@@ -77,19 +91,21 @@ impl Default for Limits {
             max_value_depth: 100,
             max_int_bits: 4096,
             max_int_digits: 4300,
-            wall_clock: Duration::from_secs(1),
+            cpu_time: Duration::from_secs(1),
+            wall_clock: Duration::from_secs(60),
             max_process_memory_bytes: 1 << 30,
         }
     }
 }
 
 impl Limits {
-    /// How long the caller waits for a worker process to finish one execution before it
-    /// kills the worker: twice [`Limits::wall_clock`] and at least one second more, so
-    /// the interpreter's own cancel always gets its chance first. The worker's CPU-time
-    /// limit per execution is the same figure rounded up to whole seconds.
-    pub fn kill_after(&self) -> Duration {
-        self.wall_clock + self.wall_clock.max(Duration::from_secs(1))
+    /// CPU time a worker process may use on one execution before the kernel stops it
+    /// (`RLIMIT_CPU`, rounded up to whole seconds): twice [`Limits::cpu_time`] and at
+    /// least one second more, so the interpreter's own cancel always gets its chance
+    /// first. It binds on work inside a single built-in call, which the interpreter
+    /// cannot interrupt.
+    pub fn cpu_backstop(&self) -> Duration {
+        self.cpu_time + self.cpu_time.max(Duration::from_secs(1))
     }
 }
 
@@ -116,13 +132,14 @@ pub enum LimitKind {
     ValueDepth,
     /// [`Limits::max_int_bits`] or [`Limits::max_int_digits`].
     IntegerSize,
-    /// [`Limits::wall_clock`], or the worker process was killed after
-    /// [`Limits::kill_after`].
+    /// [`Limits::cpu_time`]: the interpreter cancelled the execution.
+    CpuTime,
+    /// [`Limits::wall_clock`]: the worker process did not answer in time and was killed.
     WallClock,
     /// [`Limits::max_process_memory_bytes`]: the worker process ran out of memory.
     ProcessMemory,
-    /// The worker process used up its CPU time (see [`Limits::kill_after`]).
-    CpuTime,
+    /// [`Limits::cpu_backstop`]: the kernel stopped the worker process.
+    ProcessCpuTime,
 }
 
 impl LimitKind {
@@ -161,17 +178,21 @@ impl LimitKind {
                 "integer larger than {} bits (or text of more than {} digits given to int())",
                 limits.max_int_bits, limits.max_int_digits
             ),
+            LimitKind::CpuTime => format!(
+                "execution cancelled after {} ms of CPU time",
+                limits.cpu_time.as_millis()
+            ),
             LimitKind::WallClock => format!(
-                "execution cancelled after {} ms of wall-clock time",
+                "no answer from the sandbox process within {} ms",
                 limits.wall_clock.as_millis()
             ),
             LimitKind::ProcessMemory => format!(
                 "memory limit of the sandbox process ({} MiB) exceeded",
                 limits.max_process_memory_bytes >> 20
             ),
-            LimitKind::CpuTime => format!(
+            LimitKind::ProcessCpuTime => format!(
                 "CPU time limit of the sandbox process ({} s per execution) exceeded",
-                limits.kill_after().as_secs_f64().ceil()
+                limits.cpu_backstop().as_secs_f64().ceil()
             ),
         }
     }
@@ -190,9 +211,10 @@ impl fmt::Display for LimitKind {
             LimitKind::SequenceLength => "sequence length",
             LimitKind::ValueDepth => "value depth",
             LimitKind::IntegerSize => "integer size",
+            LimitKind::CpuTime => "CPU time",
             LimitKind::WallClock => "wall clock",
             LimitKind::ProcessMemory => "process memory",
-            LimitKind::CpuTime => "CPU time",
+            LimitKind::ProcessCpuTime => "process CPU time",
         };
         f.write_str(name)
     }

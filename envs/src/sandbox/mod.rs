@@ -37,6 +37,7 @@ mod api;
 mod apis;
 mod builtins;
 mod charged;
+mod clock;
 mod context;
 mod error;
 mod host_slot;

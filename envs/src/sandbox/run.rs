@@ -1,12 +1,11 @@
 //! Running one piece of code (an agent's execution or a library skill) in a session's
 //! module: the size check, parsing and preparation, the evaluator's limits (ticks, call
-//! depth, the periodic wall-clock and heap check, the per-statement hook that checks the
+//! depth, the periodic CPU-time and heap check, the per-statement hook that checks the
 //! heap and traces functions), the classification of the error that ended it, and
 //! keeping the session's heap under its limit between executions.
 
 use std::cell::Cell;
 use std::rc::Rc;
-use std::time::Instant;
 
 use starlark::codemap::FileSpanRef;
 use starlark::environment::Module;
@@ -101,8 +100,8 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
         return JobResult::failed(ExecError::bare(ExecErrorKind::Internal, e.to_string()));
     }
     eval.set_check_cancelled(Box::new(|| {
-        let reason = if Instant::now() >= ctx.deadline {
-            Some(LimitKind::WallClock)
+        let reason = if ctx.cpu.expired() {
+            Some(LimitKind::CpuTime)
         } else if ctx.memory_held(heap.allocated_bytes()) > ctx.limits.max_heap_bytes as u64 {
             Some(LimitKind::Heap)
         } else {
@@ -124,9 +123,9 @@ pub(crate) fn run_job(module: &Module<'_>, job: &Job) -> JobResult {
         let (kind, message) = match ctx.failure.take() {
             Some(raised) => raised,
             None => match classify(ctx, &e, cancelled.get(), ticks) {
-                ExecErrorKind::Limit(LimitKind::WallClock) => (
-                    ExecErrorKind::Limit(LimitKind::WallClock),
-                    ctx.wall_clock_message(),
+                ExecErrorKind::Limit(LimitKind::CpuTime) => (
+                    ExecErrorKind::Limit(LimitKind::CpuTime),
+                    ctx.cpu_time_message(),
                 ),
                 ExecErrorKind::Limit(limit) => {
                     (ExecErrorKind::Limit(limit), limit.describe(&ctx.limits))

@@ -7,9 +7,7 @@
 //! then holds the execution to every limit a long call could pass: the tick budget (the
 //! interpreter's ticks plus the charged ones), the memory limit (the heap plus about
 //! [`ENTRY_BYTES`] for each dict or set entry a checked built-in built outside it, see
-//! [`record_entries`]) and the wall clock.
-
-use std::time::Instant;
+//! [`record_entries`]) and the CPU time.
 
 use starlark::eval::Evaluator;
 
@@ -41,23 +39,23 @@ pub(crate) fn record_entries(eval: &Evaluator<'_, '_, '_>, entries: u64) -> star
 }
 
 /// Fails when the execution is past its tick budget (the interpreter's ticks plus the
-/// charged ones), its memory limit (the heap plus the recorded entries) or its wall
-/// clock.
+/// charged ones), its memory limit (the heap plus the recorded entries) or its CPU
+/// time.
 pub(crate) fn check_limits(
     ctx: &ExecContext,
     eval: &Evaluator<'_, '_, '_>,
 ) -> starlark::Result<()> {
     check_budget(ctx, eval)?;
-    if Instant::now() >= ctx.deadline {
+    if ctx.cpu.expired() {
         return Err(ctx.raise(
-            ExecErrorKind::Limit(LimitKind::WallClock),
-            ctx.wall_clock_message(),
+            ExecErrorKind::Limit(LimitKind::CpuTime),
+            ctx.cpu_time_message(),
         ));
     }
     Ok(())
 }
 
-/// [`check_limits`] without the wall clock, which costs a clock read: the check made
+/// [`check_limits`] without the CPU time, which costs a clock read: the check made
 /// before every statement (the interpreter reads the clock itself every 1,000 ticks).
 pub(crate) fn check_budget(
     ctx: &ExecContext,

@@ -140,7 +140,7 @@ impl WorkerSandbox {
         let request = Request::FunctionSource {
             function: function.clone(),
         };
-        let deadline = Instant::now() + self.limits.kill_after();
+        let deadline = Instant::now() + self.limits.wall_clock;
         let reply = worker
             .input
             .write(&request, Some(deadline))
@@ -162,7 +162,7 @@ impl WorkerSandbox {
             executions: self.executions,
             episode_api_calls: self.episode_api_calls,
         };
-        let deadline = Instant::now() + self.limits.kill_after();
+        let deadline = Instant::now() + self.limits.wall_clock;
         if let Some(worker) = self.worker.as_mut() {
             if worker.input.write(&reset, Some(deadline)).is_ok() {
                 return Ok(());
@@ -204,7 +204,7 @@ impl WorkerSandbox {
 
     /// Loads one skill into the worker and reads its reply.
     fn load_into_worker(&mut self, source: &str) -> Result<String, ExecError> {
-        let deadline = Instant::now() + self.limits.kill_after();
+        let deadline = Instant::now() + self.limits.wall_clock;
         let source = bounded_code(source, self.limits.max_code_bytes);
         let stop = match self.ready_worker() {
             Ok(worker) => {
@@ -241,7 +241,7 @@ impl WorkerSandbox {
         served: &mut Vec<ApiCall>,
         start: Instant,
     ) -> Result<(ExecOutcome, u32), Stop> {
-        let deadline = start + self.limits.kill_after();
+        let deadline = start + self.limits.wall_clock;
         let code = bounded_code(code, self.limits.max_code_bytes);
         let worker = self.ready_worker()?;
         // The table goes to the worker only when it differs from the one it has.
@@ -355,8 +355,8 @@ impl Stop {
     fn describe(&self, limits: &Limits) -> String {
         match self {
             Stop::Died(Death::Limit(LimitKind::WallClock)) => format!(
-                "it ran past the sandbox's time limit and its process was killed after {} ms",
-                limits.kill_after().as_millis()
+                "its process gave no answer within {} ms and was killed",
+                limits.wall_clock.as_millis()
             ),
             Stop::Died(Death::Limit(limit)) => limit.describe(limits),
             Stop::Died(Death::Crash(how)) => format!("the sandbox process crashed ({how})"),

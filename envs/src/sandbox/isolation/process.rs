@@ -172,7 +172,7 @@ fn describe_exit(status: ExitStatus, stderr: &str) -> Death {
         return Death::Limit(LimitKind::ProcessMemory);
     }
     match status.signal() {
-        Some(libc::SIGXCPU) => Death::Limit(LimitKind::CpuTime),
+        Some(libc::SIGXCPU) => Death::Limit(LimitKind::ProcessCpuTime),
         Some(signal) => Death::Crash(format!("it was ended by signal {signal}")),
         None => Death::Crash(format!(
             "it exited with code {}",

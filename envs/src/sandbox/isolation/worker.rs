@@ -206,10 +206,10 @@ fn limit_process(address_space_bytes: u64) -> io::Result<()> {
     sys::set_soft_limit(Resource::AddressSpace, address_space_bytes)
 }
 
-/// Allows the coming execution [`Limits::kill_after`] (rounded up to seconds) of CPU
+/// Allows the coming execution [`Limits::cpu_backstop`] (rounded up to seconds) of CPU
 /// time on top of what the worker has used so far; past it the kernel stops the worker
 /// with `SIGXCPU`.
 fn limit_cpu_time(limits: &Limits) -> io::Result<()> {
-    let budget = limits.kill_after().as_secs_f64().ceil() as u64;
+    let budget = limits.cpu_backstop().as_secs_f64().ceil() as u64;
     sys::set_soft_limit(Resource::CpuTime, sys::cpu_seconds_used()? + budget)
 }
