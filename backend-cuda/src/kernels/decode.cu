@@ -53,8 +53,8 @@ __device__ __forceinline__ void widen_chunk(float* to, uint4 chunk, const bf16*)
     const u32 words[4] = {chunk.x, chunk.y, chunk.z, chunk.w};
 #pragma unroll
     for (u32 i = 0; i < 4; i++) {
-        to[2 * i] = __uint_as_float(words[i] << 16);
-        to[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+        to[2 * i] = from_bf16((bf16)(words[i] & 0xffffu));
+        to[2 * i + 1] = from_bf16((bf16)(words[i] >> 16));
     }
 }
 
