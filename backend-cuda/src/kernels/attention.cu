@@ -24,17 +24,33 @@
 #define BACKWARD_ROWS_PER_WARP 2
 #define BACKWARD_ROWS (ATTN_WARPS * BACKWARD_ROWS_PER_WARP)
 
+// Elements each thread loads before it stores any while staging a tile: loads issued one
+// after another are in flight together, where a load stored before the next is issued
+// waits out its own trip to memory (a 32 x 64 tile is 16 elements a thread).
+#define STAGE_LOADS 8
+
 // Loads `count` rows (from `first`, of `limit` valid ones) of `width`-strided `src`,
 // columns col .. col + hd, times `factor`, into tile[TILE][stride]; rows past the
 // limit read as zero.
 __device__ __forceinline__ void load_rows(float* tile, u32 stride, const float* src, u32 first,
                                           u32 count, u32 limit, u64 width, u32 col, u32 head_dim,
                                           float factor) {
-    for (u32 idx = threadIdx.x; idx < count * head_dim; idx += ATTN_THREADS) {
-        const u32 r = idx / head_dim;
-        const u32 d = idx % head_dim;
-        const u32 row = first + r;
-        tile[r * stride + d] = row < limit ? src[(u64)row * width + col + d] * factor : 0.0f;
+    const u32 total = count * head_dim;
+    for (u32 base = threadIdx.x; base < total; base += ATTN_THREADS * STAGE_LOADS) {
+        float values[STAGE_LOADS];
+#pragma unroll
+        for (u32 i = 0; i < STAGE_LOADS; i++) {
+            const u32 idx = base + i * ATTN_THREADS;
+            const u32 row = first + idx / head_dim;
+            values[i] = idx < total && row < limit
+                            ? src[(u64)row * width + col + idx % head_dim] * factor
+                            : 0.0f;
+        }
+#pragma unroll
+        for (u32 i = 0; i < STAGE_LOADS; i++) {
+            const u32 idx = base + i * ATTN_THREADS;
+            if (idx < total) tile[(idx / head_dim) * stride + idx % head_dim] = values[i];
+        }
     }
 }
 
