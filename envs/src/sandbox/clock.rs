@@ -21,8 +21,6 @@ pub(crate) struct CpuClock {
     limit: Duration,
     /// Before this instant the execution cannot have spent its limit.
     next_read: Cell<Instant>,
-    /// The execution is past its limit (kept, so that every later check agrees).
-    expired: Cell<bool>,
 }
 
 impl CpuClock {
@@ -32,23 +30,18 @@ impl CpuClock {
             started: thread_cpu_time(),
             limit,
             next_read: Cell::new(Instant::now() + limit),
-            expired: Cell::new(false),
         }
     }
 
     /// Whether the execution has spent its limit. Must be asked on the thread that
     /// started the clock.
     pub(crate) fn expired(&self) -> bool {
-        if self.expired.get() {
-            return true;
-        }
         let now = Instant::now();
         if now < self.next_read.get() {
             return false;
         }
         let spent = self.spent();
         if spent >= self.limit {
-            self.expired.set(true);
             return true;
         }
         self.next_read.set(now + (self.limit - spent));

@@ -183,7 +183,7 @@ impl LimitKind {
                 limits.cpu_time.as_millis()
             ),
             LimitKind::WallClock => format!(
-                "no answer from the sandbox process within {} ms",
+                "the sandbox process gave no answer within {} ms and was killed",
                 limits.wall_clock.as_millis()
             ),
             LimitKind::ProcessMemory => format!(

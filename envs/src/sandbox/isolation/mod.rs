@@ -28,8 +28,7 @@ use protocol::{PipeError, Reply, Request};
 
 use super::session::eval_stack_bytes;
 use super::{
-    ApiCall, ApiHost, ApiSpec, ExecError, ExecErrorKind, ExecOutcome, FunctionRef, LimitKind,
-    Limits,
+    ApiCall, ApiHost, ApiSpec, ExecError, ExecErrorKind, ExecOutcome, FunctionRef, Limits,
 };
 
 /// Executions stopped by killing or losing their worker process, in this process.
@@ -354,10 +353,6 @@ enum Stop {
 impl Stop {
     fn describe(&self, limits: &Limits) -> String {
         match self {
-            Stop::Died(Death::Limit(LimitKind::WallClock)) => format!(
-                "its process gave no answer within {} ms and was killed",
-                limits.wall_clock.as_millis()
-            ),
             Stop::Died(Death::Limit(limit)) => limit.describe(limits),
             Stop::Died(Death::Crash(how)) => format!("the sandbox process crashed ({how})"),
             Stop::Protocol(what) => format!("the sandbox process misbehaved ({what})"),
