@@ -203,6 +203,12 @@ pub struct ExperimentConfig {
     /// over seeds then holds how much a second SFT run of the recipe moves every row.
     /// Off: one SFT model per mode, shared by every seed.
     pub sft_per_seed: bool,
+    /// Give every SFT model the same number of optimizer steps: as many as `[sft]
+    /// epochs` take on the mode with the most data (the others see more passes over
+    /// theirs), and every anneal likewise with `[experiment.anneal] epochs`. Off: each
+    /// model takes `epochs` passes over its own data, so the plain-code model, whose
+    /// answers write out what a skill call names, gets more updates.
+    pub equal_sft_steps: bool,
     /// The arms, by name (see [`Arm::name`]).
     #[serde(with = "text::list")]
     pub arms: Vec<Arm>,
@@ -233,6 +239,7 @@ impl Default for ExperimentConfig {
         ExperimentConfig {
             seeds: 3,
             sft_per_seed: false,
+            equal_sft_steps: false,
             arms: Arm::DEFAULT.to_vec(),
             controls: true,
             skill_data: ExpertMode::Skills,

@@ -553,3 +553,101 @@ fn an_experiment_with_sft_per_seed_trains_each_seed_its_own_models_and_starts_it
     assert!(error.contains("sft_per_seed = true"), "{error}");
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The rows of `sft-NAME/metrics/sft.jsonl` under `dir`.
+fn sft_rows(dir: &Path, name: &str) -> Vec<serde_json::Value> {
+    let path = dir.join(format!("sft-{name}/metrics/sft.jsonl"));
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn equal_sft_steps_trains_every_model_for_the_largest_modes_steps_and_leaves_that_mode_as_it_was() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("sage-experiment-equal-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let mut config = tiny(&dir.join("equal"), 1);
+    config.experiment.arms = vec![Arm::SftOnly, Arm::SftDirect];
+    config.experiment.equal_sft_steps = true;
+    config.experiment.anneal.epochs = 1;
+    config.experiment.anneal.warmup_steps = 0;
+    let mut reporter = Recorder::default();
+    run(&config, false, &mut reporter).unwrap();
+    let line = reporter
+        .lines
+        .iter()
+        .find(|l| l.starts_with("equal SFT steps: "))
+        .unwrap_or_else(|| panic!("{:?}", reporter.lines));
+    let per_epoch = |mode: &str| -> usize {
+        let at = line.find(&format!("{mode}: ")).unwrap() + mode.len() + 2;
+        line[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (skills, direct) = (per_epoch("skills"), per_epoch("direct"));
+    // Plain code writes out what a skill call names: more batches per epoch.
+    assert!(direct > skills, "{line}");
+    assert_eq!(
+        line,
+        &format!(
+            "equal SFT steps: {direct} per model, {direct} per anneal (batches per epoch: \
+             skills: {skills}, direct: {direct})"
+        )
+    );
+    let equal = dir.join("equal");
+    for stage in ["skills", "direct", "skills-annealed", "direct-annealed"] {
+        assert_eq!(sft_rows(&equal, stage).len(), direct, "{stage}");
+    }
+    // The skill model takes its steps into a second pass over its data.
+    let last_epoch = sft_rows(&equal, "skills").last().unwrap()["epoch"].clone();
+    assert_eq!(last_epoch, serde_json::json!(1));
+
+    // The mode with the most data trains as it would without the setting, to the bit.
+    let mut unequal = config.clone();
+    unequal.run.dir = dir.join("unequal");
+    unequal.experiment.equal_sft_steps = false;
+    run(&unequal, false, &mut Recorder::default()).unwrap();
+    let weights = |run: &str, stage: &str| {
+        fs::read(
+            dir.join(run)
+                .join(format!("sft-{stage}/model/model.safetensors")),
+        )
+        .unwrap()
+    };
+    assert!(weights("equal", "direct-annealed") == weights("unequal", "direct-annealed"));
+    assert!(weights("equal", "skills") != weights("unequal", "skills"));
+    assert_eq!(sft_rows(&dir.join("unequal"), "skills").len(), skills);
+
+    // Part of the recipe: a resumed run without it is refused, naming it.
+    let error = run(&unequal_at(&config), true, &mut Recorder::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("equal_sft_steps = true"), "{error}");
+
+    // It sizes `[sft] steps` itself: both set is refused before anything runs.
+    let mut both = tiny(&dir.join("both"), 1);
+    both.experiment.equal_sft_steps = true;
+    both.sft.steps = 5;
+    let error = run(&both, false, &mut Recorder::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("leave [sft] steps at 0 (it is 5)"),
+        "{error}"
+    );
+    assert!(!dir.join("both").exists());
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `config` without `equal_sft_steps`, in the same directory.
+fn unequal_at(config: &RunConfig) -> RunConfig {
+    let mut unequal = config.clone();
+    unequal.experiment.equal_sft_steps = false;
+    unequal
+}

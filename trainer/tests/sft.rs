@@ -248,3 +248,51 @@ fn sft_lowers_the_loss_and_resumes_exactly_from_its_state() {
     }
     assert_eq!(resumed_losses, losses, "bit-identical on the CPU backend");
 }
+
+#[test]
+fn a_run_of_set_steps_continues_epoch_after_epoch_and_stops_there() {
+    let tk = tokenizer();
+    let template = ChatTemplate::new(&tk).unwrap();
+    let data = SftData::parse(&jsonl(24), &template).unwrap();
+    let by_epochs = SftConfig {
+        epochs: 2,
+        batch_tokens: 4 * data.examples[0].tokens.len(),
+        seed: 3,
+        ..SftConfig::default()
+    };
+    let losses = |config: &SftConfig| {
+        let mut model = policy(tk.vocab_size(), 5);
+        let mut trainer = SftTrainer::new(config.clone(), &data, SftState::default());
+        let mut steps = Vec::new();
+        while let Some(step) = trainer.next_step(&mut model, &data).unwrap() {
+            steps.push((step.epoch, step.loss, step.progress));
+        }
+        (steps, trainer.total_steps())
+    };
+    let (two_epochs, total) = losses(&by_epochs);
+    let per_epoch =
+        SftTrainer::new(by_epochs.clone(), &data, SftState::default()).batches_per_epoch();
+    assert!(per_epoch >= 4, "{per_epoch} batches per epoch");
+    assert_eq!(total, 2 * per_epoch);
+
+    // As many steps as the two epochs take: the same run (epochs is not read).
+    let same = SftConfig {
+        epochs: 9,
+        steps: total,
+        ..by_epochs.clone()
+    };
+    assert_eq!(losses(&same).0, two_epochs);
+
+    // Two steps more: the third epoch's first two batches, the schedule over all of them.
+    let longer = SftConfig {
+        steps: total + 2,
+        ..by_epochs
+    };
+    let (steps, longer_total) = losses(&longer);
+    assert_eq!(longer_total, total + 2);
+    assert_eq!(steps.len() as u64, total + 2);
+    let epochs: Vec<u64> = steps.iter().map(|s| s.0).collect();
+    assert_eq!(epochs[total as usize..], [2, 2]);
+    assert_eq!(steps.last().unwrap().2, 1.0);
+    assert!(steps[total as usize - 1].2 < 1.0);
+}

@@ -361,11 +361,12 @@ fn record(config: &RunConfig, command: &str) -> Result<(), PipelineError> {
     })
 }
 
-/// Resets what `sage sft --resume` may change: the number of epochs (a resumed run may
-/// train longer), the checkpoint cadence, the backend and the directory.
+/// Resets what `sage sft --resume` may change: the number of epochs or steps (a resumed
+/// run may train longer), the checkpoint cadence, the backend and the directory.
 fn sft_resumable(config: &mut RunConfig) {
     settings::portable(config);
     config.sft.epochs = 0;
+    config.sft.steps = 0;
     config.run.checkpoint_every = 0;
     config.run.keep_checkpoints = 0;
 }

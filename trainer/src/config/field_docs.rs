@@ -181,7 +181,12 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
         "lr",
         "the learning rate of every step",
     ),
-    ("sft", "epochs", "passes over the training data"),
+    ("sft", "epochs", "passes over the training data (unless steps is set)"),
+    (
+        "sft",
+        "steps",
+        "optimizer steps of the run, epoch after epoch (0: epochs whole passes)",
+    ),
     (
         "sft",
         "batch_tokens",
@@ -421,6 +426,11 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
         "experiment",
         "arms",
         "the arms: sft-only, sft-direct, grpo-no-skills, sage, ...",
+    ),
+    (
+        "experiment",
+        "equal_sft_steps",
+        "every SFT model takes the steps of the mode with the most data",
     ),
     (
         "experiment",

@@ -64,8 +64,12 @@ impl std::error::Error for SftError {}
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SftConfig {
-    /// Passes over the training data.
+    /// Passes over the training data (unless `steps` is set).
     pub epochs: u64,
+    /// Optimizer steps of the whole run, taken epoch after epoch over the data (the last
+    /// epoch may end part-way); 0: `epochs` whole passes. Two models trained on data of
+    /// different sizes get the same number of updates this way.
+    pub steps: u64,
     /// Token budget of one optimizer step's batch.
     pub batch_tokens: usize,
     /// Seed of the batch order.
@@ -78,6 +82,7 @@ impl Default for SftConfig {
     fn default() -> SftConfig {
         SftConfig {
             epochs: 3,
+            steps: 0,
             batch_tokens: 8192,
             seed: 0,
             lora: LoraSettings::default(),
@@ -147,9 +152,18 @@ impl SftTrainer {
         self.state
     }
 
-    /// Optimizer steps the whole run takes.
+    /// Optimizer steps the whole run takes: `steps` where set, else `epochs` passes.
     pub fn total_steps(&self) -> u64 {
-        self.config.epochs * self.batches_per_epoch as u64
+        match self.config.steps {
+            0 => self.config.epochs * self.batches_per_epoch(),
+            steps => steps,
+        }
+    }
+
+    /// Optimizer steps of one pass over the data (the batches are the same every epoch,
+    /// only their order changes).
+    pub fn batches_per_epoch(&self) -> u64 {
+        self.batches_per_epoch as u64
     }
 
     /// Runs the next batch (forward, backward, optimizer step); `None` when the run is
@@ -159,6 +173,9 @@ impl SftTrainer {
         policy: &mut P,
         data: &SftData,
     ) -> Result<Option<SftStep>, P::Error> {
+        if self.state.step >= self.total_steps() || self.batches.is_empty() {
+            return Ok(None);
+        }
         if self.state.batch >= self.batches.len() {
             self.state.epoch += 1;
             self.state.batch = 0;
@@ -168,9 +185,6 @@ impl SftTrainer {
                 self.config.seed,
                 self.state.epoch,
             );
-        }
-        if self.state.epoch >= self.config.epochs || self.batches.is_empty() {
-            return Ok(None);
         }
         let batch: Vec<&SftExample> = self.batches[self.state.batch]
             .iter()

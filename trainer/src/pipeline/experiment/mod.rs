@@ -30,11 +30,13 @@ use crate::sft::{SftData, SftState, SftTrainer};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{load_model, read_config, CONFIG_FILE};
 
+mod equal_steps;
 mod plots;
 mod resume;
 mod sft;
 mod tables;
 
+use equal_steps::EqualSteps;
 use plots::plot_rewards;
 use resume::{FinishedArm, RunRecord};
 use sft::{sft, SftDirs};
@@ -90,6 +92,16 @@ pub fn run_experiment<K: Kernels>(
         .experiment
         .validate()
         .map_err(|message| PipelineError::new("config", format!("[experiment]: {message}")))?;
+    if config.experiment.equal_sft_steps && config.sft.steps != 0 {
+        return Err(PipelineError::new(
+            "config",
+            format!(
+                "[experiment] equal_sft_steps sizes every SFT model's steps itself: leave \
+                 [sft] steps at 0 (it is {})",
+                config.sft.steps
+            ),
+        ));
+    }
     let arms = &config.experiment.arms;
     let dir = &config.run.dir;
     let init = config.experiment.init_dir();
@@ -189,6 +201,8 @@ pub fn run_experiment<K: Kernels>(
         vec![(None, seeds)]
     };
     let mut warned = Vec::new();
+    // Under `equal_sft_steps`, sized from every mode's data when a stage first needs it.
+    let mut equal_steps: Option<EqualSteps> = None;
     let mut runs = Vec::new();
     for (sft_seed, arm_seeds) in rounds {
         for &mode in &modes {
@@ -213,7 +227,25 @@ pub fn run_experiment<K: Kernels>(
                 warn_turn_limits(&train, &config.eval, Some(&config.rl));
                 warned.push(mode);
             }
-            for stage in pending {
+            if config.experiment.equal_sft_steps && equal_steps.is_none() {
+                let mut others = Vec::new();
+                for &other in modes.iter().filter(|&&other| other != mode) {
+                    let files = prepare(other, reporter)?;
+                    others.push((other, load_sft_data(&files.train, &template, reporter)?));
+                }
+                let mut every_mode = vec![(mode, &train)];
+                every_mode.extend(others.iter().map(|(other, data)| (*other, data)));
+                let (steps, line) = EqualSteps::of(config, &every_mode);
+                reporter.info(&line);
+                equal_steps = Some(steps);
+            }
+            for mut stage in pending {
+                if let Some(steps) = equal_steps {
+                    stage.config.sft.steps = match stage.annealing {
+                        true => steps.anneal,
+                        false => steps.sft,
+                    };
+                }
                 if stage.annealing {
                     check_anneal_length(&stage.config, &train)?;
                 }
@@ -315,12 +347,16 @@ fn check_anneal_length(annealing: &RunConfig, train: &SftData) -> Result<(), Pip
     let anneal = &annealing.experiment.anneal;
     let steps = SftTrainer::new(annealing.sft.clone(), train, SftState::default()).total_steps();
     if anneal.warmup_steps > steps {
+        let sized_by = match annealing.sft.steps {
+            0 => format!("{} epochs of this data", anneal.epochs),
+            _ => "as [experiment] equal_sft_steps sizes it".to_owned(),
+        };
         return Err(PipelineError::new(
             "config",
             format!(
                 "[experiment.anneal] warmup_steps = {} is longer than the anneal's {steps} \
-                 steps ({} epochs of this data)",
-                anneal.warmup_steps, anneal.epochs
+                 steps ({sized_by})",
+                anneal.warmup_steps
             ),
         ));
     }
