@@ -625,7 +625,9 @@ fn equal_sft_steps_trains_every_model_for_the_largest_modes_steps_and_leaves_tha
     assert_eq!(sft_rows(&dir.join("unequal"), "skills").len(), skills);
 
     // Part of the recipe: a resumed run without it is refused, naming it.
-    let error = run(&unequal_at(&config), true, &mut Recorder::default())
+    let mut without = config.clone();
+    without.experiment.equal_sft_steps = false;
+    let error = run(&without, true, &mut Recorder::default())
         .unwrap_err()
         .to_string();
     assert!(error.contains("equal_sft_steps = true"), "{error}");
@@ -643,11 +645,4 @@ fn equal_sft_steps_trains_every_model_for_the_largest_modes_steps_and_leaves_tha
     );
     assert!(!dir.join("both").exists());
     fs::remove_dir_all(&dir).unwrap();
-}
-
-/// `config` without `equal_sft_steps`, in the same directory.
-fn unequal_at(config: &RunConfig) -> RunConfig {
-    let mut unequal = config.clone();
-    unequal.experiment.equal_sft_steps = false;
-    unequal
 }
