@@ -600,6 +600,9 @@ fn equal_sft_steps_trains_every_model_for_the_largest_modes_steps_and_leaves_tha
              skills: {skills}, direct: {direct})"
         )
     );
+    // Each mode's arms run as soon as its models are saved, before the next mode trains.
+    let position = |line: &str| reporter.lines.iter().position(|l| l == line).unwrap();
+    assert!(position("stage seed 0: sft-only") < position("stage sft on direct trajectories"));
     let equal = dir.join("equal");
     for stage in ["skills", "direct", "skills-annealed", "direct-annealed"] {
         assert_eq!(sft_rows(&equal, stage).len(), direct, "{stage}");

@@ -192,9 +192,10 @@ pub fn run_experiment<K: Kernels>(
         Some(seed) => seed..seed + 1,
         None => 0..config.experiment.seeds,
     };
-    // The SFT models, then the arms that start from them: one shared model per mode
-    // before every seed's arms, or (`sft_per_seed`) each seed's own models just before
-    // its arms, so that a long run finishes whole seeds as it goes.
+    // Each mode's SFT models, then the arms that start from them, before the next mode's
+    // models train: one shared model per mode before every seed's arms, or
+    // (`sft_per_seed`) each seed's own models just before its arms, so that a long run
+    // finishes whole arms and seeds as it goes.
     let rounds: Vec<(Option<u64>, Range<u64>)> = if config.experiment.sft_per_seed {
         seeds.map(|seed| (Some(seed), seed..seed + 1)).collect()
     } else {
@@ -217,99 +218,101 @@ pub fn run_experiment<K: Kernels>(
                     None => pending.push(stage),
                 }
             }
-            if pending.is_empty() {
-                continue;
-            }
-            let files = prepare(mode, reporter)?;
-            let train = load_sft_data(&files.train, &template, reporter)?;
-            let dev = load_sft_data(&files.dev, &template, reporter)?;
-            if !warned.contains(&mode) {
-                warn_turn_limits(&train, &config.eval, Some(&config.rl));
-                warned.push(mode);
-            }
-            if config.experiment.equal_sft_steps && equal_steps.is_none() {
-                let mut others = Vec::new();
-                for &other in modes.iter().filter(|&&other| other != mode) {
-                    let files = prepare(other, reporter)?;
-                    others.push((other, load_sft_data(&files.train, &template, reporter)?));
+            if !pending.is_empty() {
+                let files = prepare(mode, reporter)?;
+                let train = load_sft_data(&files.train, &template, reporter)?;
+                let dev = load_sft_data(&files.dev, &template, reporter)?;
+                if !warned.contains(&mode) {
+                    warn_turn_limits(&train, &config.eval, Some(&config.rl));
+                    warned.push(mode);
                 }
-                let mut every_mode = vec![(mode, &train)];
-                every_mode.extend(others.iter().map(|(other, data)| (*other, data)));
-                let (steps, line) = EqualSteps::of(config, &every_mode);
-                reporter.info(&line);
-                equal_steps = Some(steps);
-            }
-            for mut stage in pending {
-                if let Some(steps) = equal_steps {
-                    stage.config.sft.steps = match stage.annealing {
-                        true => steps.anneal,
-                        false => steps.sft,
-                    };
-                }
-                if stage.annealing {
-                    check_anneal_length(&stage.config, &train)?;
-                }
-                reporter.stage(&stage.title);
-                let stage_dir = dir.join(&stage.dir);
-                let checkpoints = record.sft_checkpoints(&stage.dir)?;
-                let dirs = SftDirs {
-                    stage: &stage_dir,
-                    checkpoints: &checkpoints,
-                };
-                let (backend, done) =
-                    sft(k, &stage.config, &tokenizer, (&train, &dev), dirs, reporter)?;
-                k = backend;
-                record.mark_sft_finished(&stage.dir, done)?;
-                record.remove_sft_checkpoints(&stage.dir)?;
-            }
-        }
-        for seed in arm_seeds {
-            let mut seeded = config.clone();
-            seeded.rl.seed = config.rl.seed.wrapping_add(seed);
-            seeded.eval.seed = config.eval.seed.wrapping_add(seed);
-            let seed_dir = dir.join(format!("seed-{seed}"));
-            for &arm in arms {
-                match record.finished_arm(&seed_dir, arm)? {
-                    FinishedArm::Reusable(run) => {
-                        reporter.info(&format!(
-                            "seed {seed}: {}: reused from the run being resumed",
-                            arm.name()
-                        ));
-                        runs.push(run);
-                        continue;
+                if config.experiment.equal_sft_steps && equal_steps.is_none() {
+                    let mut others = Vec::new();
+                    for &other in modes.iter().filter(|&&other| other != mode) {
+                        let files = prepare(other, reporter)?;
+                        others.push((other, load_sft_data(&files.train, &template, reporter)?));
                     }
-                    FinishedArm::OtherSettings(found) => reporter.info(&format!(
-                        "seed {seed}: {}: ran with `{}`, not `{}`, so run again",
-                        arm.name(),
-                        found.was,
-                        found.now
-                    )),
-                    FinishedArm::NotRun => {}
+                    let mut every_mode = vec![(mode, &train)];
+                    every_mode.extend(others.iter().map(|(other, data)| (*other, data)));
+                    let (steps, line) = EqualSteps::of(config, &every_mode);
+                    reporter.info(&line);
+                    equal_steps = Some(steps);
                 }
-                reporter.stage(&format!("seed {seed}: {}", arm.name()));
-                let sft_dir = dir
-                    .join(sft_stage_dir(arm.sft_mode(skill_data), annealed, sft_seed))
-                    .join("model");
-                let paths = ArmPaths {
-                    sft_dir: &sft_dir,
-                    seed_dir: &seed_dir,
-                };
-                let (run, backend) = run_arm(
-                    k,
-                    another_backend,
-                    &seeded,
-                    arm,
-                    seed,
-                    &tokenizer,
-                    paths,
-                    reporter,
-                )?;
-                k = backend;
-                record.mark_arm_finished(&seed_dir, &run)?;
-                runs.push(run);
+                for mut stage in pending {
+                    if let Some(steps) = equal_steps {
+                        stage.config.sft.steps = match stage.annealing {
+                            true => steps.anneal,
+                            false => steps.sft,
+                        };
+                    }
+                    if stage.annealing {
+                        check_anneal_length(&stage.config, &train)?;
+                    }
+                    reporter.stage(&stage.title);
+                    let stage_dir = dir.join(&stage.dir);
+                    let checkpoints = record.sft_checkpoints(&stage.dir)?;
+                    let dirs = SftDirs {
+                        stage: &stage_dir,
+                        checkpoints: &checkpoints,
+                    };
+                    let (backend, done) =
+                        sft(k, &stage.config, &tokenizer, (&train, &dev), dirs, reporter)?;
+                    k = backend;
+                    record.mark_sft_finished(&stage.dir, done)?;
+                    record.remove_sft_checkpoints(&stage.dir)?;
+                }
+            }
+            // The arms that start from this mode's models, before the next mode trains.
+            for seed in arm_seeds.clone() {
+                let mut seeded = config.clone();
+                seeded.rl.seed = config.rl.seed.wrapping_add(seed);
+                seeded.eval.seed = config.eval.seed.wrapping_add(seed);
+                let seed_dir = dir.join(format!("seed-{seed}"));
+                for &arm in arms.iter().filter(|arm| arm.sft_mode(skill_data) == mode) {
+                    match record.finished_arm(&seed_dir, arm)? {
+                        FinishedArm::Reusable(run) => {
+                            reporter.info(&format!(
+                                "seed {seed}: {}: reused from the run being resumed",
+                                arm.name()
+                            ));
+                            runs.push(run);
+                            continue;
+                        }
+                        FinishedArm::OtherSettings(found) => reporter.info(&format!(
+                            "seed {seed}: {}: ran with `{}`, not `{}`, so run again",
+                            arm.name(),
+                            found.was,
+                            found.now
+                        )),
+                        FinishedArm::NotRun => {}
+                    }
+                    reporter.stage(&format!("seed {seed}: {}", arm.name()));
+                    let sft_dir = dir
+                        .join(sft_stage_dir(arm.sft_mode(skill_data), annealed, sft_seed))
+                        .join("model");
+                    let paths = ArmPaths {
+                        sft_dir: &sft_dir,
+                        seed_dir: &seed_dir,
+                    };
+                    let (run, backend) = run_arm(
+                        k,
+                        another_backend,
+                        &seeded,
+                        arm,
+                        seed,
+                        &tokenizer,
+                        paths,
+                        reporter,
+                    )?;
+                    k = backend;
+                    record.mark_arm_finished(&seed_dir, &run)?;
+                    runs.push(run);
+                }
             }
         }
     }
+    // In the order of the seeds, then of `[experiment] arms`.
+    runs.sort_by_key(|run| (run.seed, arms.iter().position(|arm| arm.name() == run.arm)));
     let printed = format!(
         "{}\n{}\n{}",
         experiment_table(&runs, arms),
