@@ -627,6 +627,13 @@ fn equal_sft_steps_trains_every_model_for_the_largest_modes_steps_and_leaves_tha
     assert!(weights("equal", "skills") != weights("unequal", "skills"));
     assert_eq!(sft_rows(&dir.join("unequal"), "skills").len(), skills);
 
+    // The steps do not depend on the arms: a run of the skill arms alone sizes them the same.
+    let mut skill_arms = config.clone();
+    skill_arms.run.dir = dir.join("skill-arms");
+    skill_arms.experiment.arms = vec![Arm::SftOnly];
+    run(&skill_arms, false, &mut Recorder::default()).unwrap();
+    assert!(weights("skill-arms", "skills-annealed") == weights("equal", "skills-annealed"));
+
     // Part of the recipe: a resumed run without it is refused, naming it.
     let mut without = config.clone();
     without.experiment.equal_sft_steps = false;

@@ -227,8 +227,13 @@ pub fn run_experiment<K: Kernels>(
                     warned.push(mode);
                 }
                 if config.experiment.equal_sft_steps && equal_steps.is_none() {
+                    // Both modes, whichever arms this run has, so that a model's steps do
+                    // not depend on the arms beside it (a resumed run may add arms).
                     let mut others = Vec::new();
-                    for &other in modes.iter().filter(|&&other| other != mode) {
+                    for other in [skill_data, ExpertMode::Direct]
+                        .into_iter()
+                        .filter(|&other| other != mode)
+                    {
                         let files = prepare(other, reporter)?;
                         others.push((other, load_sft_data(&files.train, &template, reporter)?));
                     }
