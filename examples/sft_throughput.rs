@@ -94,6 +94,8 @@ fn raw_path(
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // The expert's agent code runs in worker processes started from this program.
+    sage_envs::sandbox::serve_worker_if_asked();
     let steps: usize = std::env::args().nth(1).map_or(Ok(30), |s| s.parse())?;
     let dir = std::env::temp_dir().join(format!("sage-sft-throughput-{}", std::process::id()));
     let mut config = RunConfig::default();

@@ -453,10 +453,14 @@ fn pack_a<const MR: usize>(dst: &mut [f32], a: &ArrayView2<'_, f32>) {
         dst.iter_mut().for_each(|d| d[rows..].fill(0.0));
     }
     if a.ncols() > 1 && a.strides()[0] == 1 {
-        // Columns contiguous (a transposed operand): one copy per depth step.
+        // Columns contiguous (a transposed operand): one copy per depth step, of a
+        // fixed size for a whole panel (moves, not a call to memcpy per MR values).
         for (d, column) in dst.iter_mut().zip(a.columns()) {
             match column.to_slice() {
-                Some(column) => d[..rows].copy_from_slice(column),
+                Some(column) => match <&[f32; MR]>::try_from(column) {
+                    Ok(whole) => *d = *whole,
+                    Err(_) => d[..rows].copy_from_slice(column),
+                },
                 None => d.iter_mut().zip(column).for_each(|(d, &x)| *d = x),
             }
         }
