@@ -204,11 +204,11 @@ pub struct ExperimentConfig {
     /// Off: one SFT model per mode, shared by every seed.
     pub sft_per_seed: bool,
     /// Give every SFT model the same number of optimizer steps: as many as `[sft]
-    /// epochs` take on the mode with the most data, of `skill_data` and `direct` whatever
-    /// the arms (the other sees more passes over its own), and every anneal likewise
-    /// with `[experiment.anneal] epochs`. Off: each
-    /// model takes `epochs` passes over its own data, so the plain-code model, whose
-    /// answers write out what a skill call names, gets more updates.
+    /// epochs` take on the larger data of `skill_data` and `direct`, whatever the arms
+    /// (the other model sees more passes over its own), and every anneal likewise with
+    /// `[experiment.anneal] epochs`. Off: each model takes `epochs` passes over its own
+    /// data, so the plain-code model, whose answers write out what a skill call names,
+    /// gets more updates.
     pub equal_sft_steps: bool,
     /// The arms, by name (see [`Arm::name`]).
     #[serde(with = "text::list")]
