@@ -7,6 +7,7 @@ use std::fmt::Write;
 use sage_envs::expert::ExpertMode;
 
 use crate::config::RunConfig;
+use crate::pipeline::PipelineError;
 use crate::sft::{SftData, SftState, SftTrainer};
 
 /// The step counts shared by the SFT stages of every mode.
@@ -19,17 +20,29 @@ pub(super) struct EqualSteps {
 }
 
 impl EqualSteps {
-    /// The counts for `modes`' training data under `config`, and a line saying how they
-    /// were sized (each mode's batches per epoch).
-    pub fn of(config: &RunConfig, modes: &[(ExpertMode, &SftData)]) -> (EqualSteps, String) {
+    /// The counts under `config` from the training data of both modes, the skill data
+    /// and plain code, whichever arms the run has (so that a model's steps do not depend
+    /// on the arms beside it: a resumed run may add arms): `loaded`, one mode's data,
+    /// and the other's from `load`. Also a line saying how they were sized (each mode's
+    /// batches per epoch).
+    pub fn size(
+        config: &RunConfig,
+        loaded: (ExpertMode, &SftData),
+        load: &mut dyn FnMut(ExpertMode) -> Result<SftData, PipelineError>,
+    ) -> Result<(EqualSteps, String), PipelineError> {
+        let per_epoch = |train: &SftData| {
+            SftTrainer::new(config.sft.clone(), train, SftState::default()).batches_per_epoch()
+        };
         let mut largest = 0;
         let mut sizes = String::new();
-        for (mode, train) in modes {
-            let per_epoch =
-                SftTrainer::new(config.sft.clone(), train, SftState::default()).batches_per_epoch();
-            largest = largest.max(per_epoch);
+        for mode in [config.experiment.skill_data, ExpertMode::Direct] {
+            let batches = match loaded {
+                (loaded_mode, train) if loaded_mode == mode => per_epoch(train),
+                _ => per_epoch(&load(mode)?),
+            };
+            largest = largest.max(batches);
             let sep = if sizes.is_empty() { "" } else { ", " };
-            let _ = write!(sizes, "{sep}{mode}: {per_epoch}");
+            let _ = write!(sizes, "{sep}{mode}: {batches}");
         }
         let steps = EqualSteps {
             sft: config.sft.epochs * largest,
@@ -39,6 +52,6 @@ impl EqualSteps {
             "equal SFT steps: {} per model, {} per anneal (batches per epoch: {sizes})",
             steps.sft, steps.anneal
         );
-        (steps, line)
+        Ok((steps, line))
     }
 }

@@ -187,7 +187,6 @@ pub fn run_experiment<K: Kernels>(
     let template = ChatTemplate::new(&tokenizer)
         .map_err(failed("tokenizer"))?
         .with_max_len(max_len);
-    let annealed = config.experiment.anneal.epochs > 0;
     let seeds = match config.experiment.only_seed {
         Some(seed) => seed..seed + 1,
         None => 0..config.experiment.seeds,
@@ -205,6 +204,12 @@ pub fn run_experiment<K: Kernels>(
     // Under `equal_sft_steps`, sized from every mode's data when a stage first needs it.
     let mut equal_steps: Option<EqualSteps> = None;
     let mut runs = Vec::new();
+    let shared = ArmsShared {
+        config,
+        another_backend,
+        record: &record,
+        tokenizer: &tokenizer,
+    };
     for (sft_seed, arm_seeds) in rounds {
         for &mode in &modes {
             // The stages this run has not finished; their data is loaded once for all.
@@ -227,19 +232,11 @@ pub fn run_experiment<K: Kernels>(
                     warned.push(mode);
                 }
                 if config.experiment.equal_sft_steps && equal_steps.is_none() {
-                    // Both modes, whichever arms this run has, so that a model's steps do
-                    // not depend on the arms beside it (a resumed run may add arms).
-                    let mut others = Vec::new();
-                    for other in [skill_data, ExpertMode::Direct]
-                        .into_iter()
-                        .filter(|&other| other != mode)
-                    {
+                    let mut load = |other: ExpertMode| {
                         let files = prepare(other, reporter)?;
-                        others.push((other, load_sft_data(&files.train, &template, reporter)?));
-                    }
-                    let mut every_mode = vec![(mode, &train)];
-                    every_mode.extend(others.iter().map(|(other, data)| (*other, data)));
-                    let (steps, line) = EqualSteps::of(config, &every_mode);
+                        load_sft_data(&files.train, &template, reporter)
+                    };
+                    let (steps, line) = EqualSteps::size(config, (mode, &train), &mut load)?;
                     reporter.info(&line);
                     equal_steps = Some(steps);
                 }
@@ -268,52 +265,15 @@ pub fn run_experiment<K: Kernels>(
                 }
             }
             // The arms that start from this mode's models, before the next mode trains.
-            for seed in arm_seeds.clone() {
-                let mut seeded = config.clone();
-                seeded.rl.seed = config.rl.seed.wrapping_add(seed);
-                seeded.eval.seed = config.eval.seed.wrapping_add(seed);
-                let seed_dir = dir.join(format!("seed-{seed}"));
-                for &arm in arms.iter().filter(|arm| arm.sft_mode(skill_data) == mode) {
-                    match record.finished_arm(&seed_dir, arm)? {
-                        FinishedArm::Reusable(run) => {
-                            reporter.info(&format!(
-                                "seed {seed}: {}: reused from the run being resumed",
-                                arm.name()
-                            ));
-                            runs.push(run);
-                            continue;
-                        }
-                        FinishedArm::OtherSettings(found) => reporter.info(&format!(
-                            "seed {seed}: {}: ran with `{}`, not `{}`, so run again",
-                            arm.name(),
-                            found.was,
-                            found.now
-                        )),
-                        FinishedArm::NotRun => {}
-                    }
-                    reporter.stage(&format!("seed {seed}: {}", arm.name()));
-                    let sft_dir = dir
-                        .join(sft_stage_dir(arm.sft_mode(skill_data), annealed, sft_seed))
-                        .join("model");
-                    let paths = ArmPaths {
-                        sft_dir: &sft_dir,
-                        seed_dir: &seed_dir,
-                    };
-                    let (run, backend) = run_arm(
-                        k,
-                        another_backend,
-                        &seeded,
-                        arm,
-                        seed,
-                        &tokenizer,
-                        paths,
-                        reporter,
-                    )?;
-                    k = backend;
-                    record.mark_arm_finished(&seed_dir, &run)?;
-                    runs.push(run);
-                }
-            }
+            k = run_arms_of_mode(
+                k,
+                &shared,
+                mode,
+                sft_seed,
+                arm_seeds.clone(),
+                &mut runs,
+                reporter,
+            )?;
         }
     }
     // In the order of the seeds, then of `[experiment] arms`.
@@ -421,6 +381,83 @@ fn sft_stages(
         annealing: true,
     };
     vec![main, stage]
+}
+
+/// What every arm of a run shares.
+struct ArmsShared<'a, K> {
+    config: &'a RunConfig,
+    /// Opens a second backend, for the `sage-kl` arm's frozen reference.
+    another_backend: &'a dyn Fn() -> Result<K, PipelineError>,
+    record: &'a RunRecord,
+    tokenizer: &'a Tokenizer,
+}
+
+/// Runs, under each of `seeds`, every configured arm that starts from `mode`'s SFT model
+/// (seed `sft_seed`'s own, or the shared one), or reuses what the run being resumed
+/// finished under today's settings; appends each result to `runs` and returns the
+/// backend.
+fn run_arms_of_mode<K: Kernels>(
+    mut k: K,
+    shared: &ArmsShared<'_, K>,
+    mode: ExpertMode,
+    sft_seed: Option<u64>,
+    seeds: Range<u64>,
+    runs: &mut Vec<ArmRun>,
+    reporter: &mut dyn Reporter,
+) -> Result<K, PipelineError> {
+    let config = shared.config;
+    let skill_data = config.experiment.skill_data;
+    let annealed = config.experiment.anneal.epochs > 0;
+    let sft_dir = config
+        .run
+        .dir
+        .join(sft_stage_dir(mode, annealed, sft_seed))
+        .join("model");
+    for seed in seeds {
+        let mut seeded = config.clone();
+        seeded.rl.seed = config.rl.seed.wrapping_add(seed);
+        seeded.eval.seed = config.eval.seed.wrapping_add(seed);
+        let seed_dir = config.run.dir.join(format!("seed-{seed}"));
+        let arms = config.experiment.arms.iter();
+        for &arm in arms.filter(|arm| arm.sft_mode(skill_data) == mode) {
+            match shared.record.finished_arm(&seed_dir, arm)? {
+                FinishedArm::Reusable(run) => {
+                    reporter.info(&format!(
+                        "seed {seed}: {}: reused from the run being resumed",
+                        arm.name()
+                    ));
+                    runs.push(run);
+                    continue;
+                }
+                FinishedArm::OtherSettings(found) => reporter.info(&format!(
+                    "seed {seed}: {}: ran with `{}`, not `{}`, so run again",
+                    arm.name(),
+                    found.was,
+                    found.now
+                )),
+                FinishedArm::NotRun => {}
+            }
+            reporter.stage(&format!("seed {seed}: {}", arm.name()));
+            let paths = ArmPaths {
+                sft_dir: &sft_dir,
+                seed_dir: &seed_dir,
+            };
+            let (run, backend) = run_arm(
+                k,
+                shared.another_backend,
+                &seeded,
+                arm,
+                seed,
+                shared.tokenizer,
+                paths,
+                reporter,
+            )?;
+            k = backend;
+            shared.record.mark_arm_finished(&seed_dir, &run)?;
+            runs.push(run);
+        }
+    }
+    Ok(k)
 }
 
 /// Where an arm starts and writes.
