@@ -362,6 +362,25 @@ fn time_spent_waiting_does_not_count_against_the_cpu_limit() {
 }
 
 #[test]
+fn time_spent_answering_api_calls_does_not_count_against_the_kill_timer() {
+    // Each call is answered after 1.2 s, past the 1 s kill timer: the worker waits on
+    // the caller then, not the other way round. When the timer counted elapsed time, it
+    // killed the worker during the first answer.
+    let limits = Limits {
+        wall_clock: Duration::from_secs(1),
+        ..limits()
+    };
+    let mut sandbox = isolated(limits);
+    let mut host = SlowHost {
+        world: FakeHost::new(),
+        delay: Duration::from_millis(1200),
+    };
+    let code = "a = apis.util.echo(value=20)\nb = apis.util.echo(value=22)\nprint(a + b)";
+    let outcome = sandbox.execute(code, &mut host);
+    assert_eq!(outcome.observation(), "42\n", "{:?}", outcome.error);
+}
+
+#[test]
 fn computing_past_the_cpu_limit_is_cancelled_with_the_time_spent() {
     let limits = Limits {
         cpu_time: Duration::from_millis(200),
@@ -392,4 +411,176 @@ fn computing_past_the_cpu_limit_is_cancelled_with_the_time_spent() {
         let after = sandbox.execute("print(len(x) > 1000000)", &mut host);
         assert_eq!(after.observation(), "True\n");
     }
+}
+
+/// Set, to a test's name, in the environment of a copy of this test binary that runs
+/// that test alone (see [`start_alone`]).
+const ALONE: &str = "SAGE_TEST_ALONE";
+
+/// Whether this process is the copy of the test binary started to run `test` alone.
+fn running_alone(test: &str) -> bool {
+    std::env::var(ALONE).is_ok_and(|name| name == test)
+}
+
+/// Starts this test binary again to run `test` alone, in a process group of its own
+/// (its workers join it), with its output piped back.
+fn start_alone(test: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([test, "--exact", "--nocapture"])
+        .env(ALONE, test)
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the copy of the test binary starts")
+}
+
+/// Waits for a run [`start_alone`] started to end, at most a minute (then kills it and
+/// fails), and returns whether it succeeded with what it printed that was not read yet.
+fn finish(mut run: std::process::Child) -> (bool, String) {
+    use std::io::Read;
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = run.try_wait().expect("the run's status") {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            signal(-(run.id() as i32), libc::SIGKILL);
+            panic!("the run did not end within a minute");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut said = String::new();
+    if let Some(mut stdout) = run.stdout.take() {
+        stdout.read_to_string(&mut said).expect("the run's output");
+    }
+    (status.success(), said)
+}
+
+/// Sends `signal` to a process (or, negative, a process group) the test started.
+fn signal(pid: i32, signal: libc::c_int) {
+    // SAFETY: kill(2) touches no memory; the id is of a process this test started.
+    assert_eq!(
+        unsafe { libc::kill(pid, signal) },
+        0,
+        "kill({pid}, {signal})"
+    );
+}
+
+/// How long [`a_run_stopped_past_the_kill_timer_continues_its_execution`] keeps the run
+/// stopped: past its kill timer (2 s).
+const PAUSE_FOR: Duration = Duration::from_secs(3);
+
+#[test]
+fn a_run_stopped_past_the_kill_timer_continues_its_execution() {
+    const TEST: &str = "a_run_stopped_past_the_kill_timer_continues_its_execution";
+    if running_alone(TEST) {
+        return run_to_be_paused();
+    }
+    use std::io::{BufRead, BufReader};
+    // The run and its worker are stopped whole, as `kill -STOP -- -PGID` stops a
+    // training run.
+    let mut run = start_alone(TEST);
+    let group = -(run.id() as i32);
+    let mut stdout = BufReader::new(run.stdout.take().expect("stdout"));
+    let mut said = String::new();
+    while !said.ends_with("executing\n") {
+        let read = stdout.read_line(&mut said).expect("a line");
+        assert!(read > 0, "the run ended before executing:\n{said}");
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    signal(group, libc::SIGSTOP);
+    std::thread::sleep(PAUSE_FOR);
+    signal(group, libc::SIGCONT);
+    run.stdout = Some(stdout.into_inner());
+    let (succeeded, rest) = finish(run);
+    said.push_str(&rest);
+    assert!(succeeded, "the paused run failed:\n{said}");
+    // The stop fell inside the execution, which then completed.
+    let took = said
+        .lines()
+        .find_map(|line| line.strip_prefix("executed in ms: "))
+        .and_then(|ms| ms.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no execution time in:\n{said}"));
+    assert!(took >= PAUSE_FOR.as_millis() as u64, "{said}");
+    assert!(
+        said.contains(&format!("outcome: {}", 1_499_998_500_000u64 % 997)),
+        "{said}"
+    );
+}
+
+/// The run [`a_run_stopped_past_the_kill_timer_continues_its_execution`] pauses: an
+/// isolated execution of about half a second of work under a 2 s kill timer, which the
+/// test stops for 3 s while it computes.
+fn run_to_be_paused() {
+    let limits = Limits {
+        wall_clock: Duration::from_secs(2),
+        cpu_time: Duration::from_secs(20),
+        max_ticks: 1 << 40,
+        ..Limits::default()
+    };
+    let mut sandbox = isolated(limits);
+    let mut host = FakeHost::new();
+    let code = "n = 0\nfor j in range(3):\n    for i in range(1000000):\n        n = (n + i) % 997\nprint(n)";
+    println!("executing");
+    let start = Instant::now();
+    let outcome = sandbox.execute(code, &mut host);
+    println!("executed in ms: {}", start.elapsed().as_millis());
+    assert!(outcome.succeeded(), "{:?}", outcome.error);
+    println!("outcome: {}", outcome.observation().trim());
+}
+
+#[test]
+fn a_worker_that_stops_answering_is_killed_after_the_kill_timer() {
+    const TEST: &str = "a_worker_that_stops_answering_is_killed_after_the_kill_timer";
+    if !running_alone(TEST) {
+        // Alone, so that the only child process of the run is this test's worker.
+        let (succeeded, said) = finish(start_alone(TEST));
+        assert!(succeeded, "the run failed:\n{said}");
+        assert!(said.contains("killed after ms: "), "{said}");
+        return;
+    }
+    let kill_timer = Duration::from_secs(1);
+    let mut sandbox = isolated(Limits {
+        wall_clock: kill_timer,
+        ..limits()
+    });
+    let mut host = FakeHost::new();
+    assert!(sandbox.execute("x = 1", &mut host).succeeded());
+    // The worker stops (as a worker stuck without computing would): the caller still
+    // waits in its poll slices, which count, and kills it when the timer runs out.
+    let own = std::process::id().to_string();
+    let workers: Vec<i32> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                // The parent's id is the second field after the command's closing ')'.
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                    == Some(own.as_str())
+            })
+        })
+        .collect();
+    assert_eq!(workers.len(), 1, "workers: {workers:?}");
+    signal(workers[0], libc::SIGSTOP);
+    let start = Instant::now();
+    let outcome = sandbox.execute("print(x)", &mut host);
+    let took = start.elapsed();
+    let error = outcome.error.expect("killed");
+    assert_eq!(
+        error.kind,
+        ExecErrorKind::Limit(LimitKind::WallClock),
+        "{}",
+        error.message
+    );
+    // The timer counts from the start of the execution; a thread whose poll timed out
+    // runs again within tens of milliseconds.
+    assert!(
+        took >= kill_timer && took < kill_timer + Duration::from_millis(500),
+        "{took:?}"
+    );
+    println!("killed after ms: {}", took.as_millis());
+    // A fresh worker carries on, without the stopped one's variables.
+    assert_eq!(sandbox.execute("print(2)", &mut host).observation(), "2\n");
 }

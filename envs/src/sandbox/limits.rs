@@ -64,10 +64,11 @@ pub struct Limits {
     /// How long the caller waits for a worker process to finish one execution before it
     /// kills the worker (process isolation only). A worker that computes is stopped by
     /// [`Limits::cpu_time`] and then by the kernel ([`Limits::cpu_backstop`]); this
-    /// catches one that stops answering without computing. It counts elapsed time, so it
-    /// is set far above the CPU limit: a loaded machine stretches a second of CPU into
-    /// many, and a run paused (`SIGSTOP`) for longer than this finds the workers of its
-    /// executions in flight killed when it continues.
+    /// catches one that stops answering without computing. It counts the time the caller
+    /// spends waiting on the worker, so it is set far above the CPU limit: a loaded
+    /// machine stretches a second of CPU into many. The caller's own time answering the
+    /// worker's API calls does not count, nor time in which the caller did not run (a
+    /// run paused with `SIGSTOP`, a thread starved of a CPU for over a second).
     pub wall_clock: Duration,
     /// Address space a sandbox worker process may use besides its evaluation stack (the
     /// program itself, the interpreter's heap and any data outside it); a worker that

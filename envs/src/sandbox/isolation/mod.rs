@@ -12,6 +12,7 @@
 //! [`stopped_workers`] goes up. Idle workers wait in a pool (`process.rs`) between
 //! episodes, so a reset costs one message, not a process start.
 
+mod deadline;
 mod process;
 mod protocol;
 mod sys;
@@ -23,6 +24,7 @@ use std::time::Instant;
 
 pub use process::{serve_worker_if_asked, worker_program, WORKER_ARG, WORKER_ENV};
 
+use deadline::Deadline;
 use process::{give_back, take_idle, Death, Worker};
 use protocol::{PipeError, Reply, Request};
 
@@ -139,12 +141,12 @@ impl WorkerSandbox {
         let request = Request::FunctionSource {
             function: function.clone(),
         };
-        let deadline = Instant::now() + self.limits.wall_clock;
+        let deadline = Deadline::after(self.limits.wall_clock);
         let reply = worker
             .input
-            .write(&request, Some(deadline))
+            .write(&request, Some(&deadline))
             .ok()
-            .and_then(|()| worker.output.read::<Reply>(Some(deadline)).ok());
+            .and_then(|()| worker.output.read::<Reply>(Some(&deadline)).ok());
         match reply {
             Some(Reply::Source(source)) => source,
             _ => {
@@ -161,9 +163,9 @@ impl WorkerSandbox {
             executions: self.executions,
             episode_api_calls: self.episode_api_calls,
         };
-        let deadline = Instant::now() + self.limits.wall_clock;
+        let deadline = Deadline::after(self.limits.wall_clock);
         if let Some(worker) = self.worker.as_mut() {
-            if worker.input.write(&reset, Some(deadline)).is_ok() {
+            if worker.input.write(&reset, Some(&deadline)).is_ok() {
                 return Ok(());
             }
             self.discard_worker();
@@ -175,7 +177,7 @@ impl WorkerSandbox {
         };
         worker
             .input
-            .write(&reset, Some(deadline))
+            .write(&reset, Some(&deadline))
             .map_err(|e| std::io::Error::other(format!("the new worker took no reset: {e}")))?;
         self.worker = Some(worker);
         Ok(())
@@ -203,15 +205,15 @@ impl WorkerSandbox {
 
     /// Loads one skill into the worker and reads its reply.
     fn load_into_worker(&mut self, source: &str) -> Result<String, ExecError> {
-        let deadline = Instant::now() + self.limits.wall_clock;
+        let deadline = Deadline::after(self.limits.wall_clock);
         let source = bounded_code(source, self.limits.max_code_bytes);
         let stop = match self.ready_worker() {
             Ok(worker) => {
                 let request = Request::LoadSkill {
                     source: source.to_owned(),
                 };
-                let sent = worker.input.write(&request, Some(deadline));
-                match sent.and_then(|()| worker.output.read::<Reply>(Some(deadline))) {
+                let sent = worker.input.write(&request, Some(&deadline));
+                match sent.and_then(|()| worker.output.read::<Reply>(Some(&deadline))) {
                     Ok(Reply::Loaded(result)) => return result,
                     Ok(other) => Stop::Protocol(format!("it replied {other:?}")),
                     Err(PipeError::TimedOut) => self.kill_worker(true),
@@ -240,7 +242,7 @@ impl WorkerSandbox {
         served: &mut Vec<ApiCall>,
         start: Instant,
     ) -> Result<(ExecOutcome, u32), Stop> {
-        let deadline = start + self.limits.wall_clock;
+        let deadline = Deadline::starting(start, self.limits.wall_clock);
         let code = bounded_code(code, self.limits.max_code_bytes);
         let worker = self.ready_worker()?;
         // The table goes to the worker only when it differs from the one it has.
@@ -254,7 +256,7 @@ impl WorkerSandbox {
             code: code.to_owned(),
             specs: specs.clone(),
         };
-        if let Err(error) = worker.input.write(&request, Some(deadline)) {
+        if let Err(error) = worker.input.write(&request, Some(&deadline)) {
             return Err(self.kill_worker(matches!(error, PipeError::TimedOut)));
         }
         if specs.is_some() {
@@ -262,21 +264,23 @@ impl WorkerSandbox {
         }
         loop {
             let worker = self.worker.as_mut().ok_or(Stop::Lost)?;
-            let reply = match worker.output.read::<Reply>(Some(deadline)) {
+            let reply = match worker.output.read::<Reply>(Some(&deadline)) {
                 Ok(reply) => reply,
                 Err(PipeError::TimedOut) => return Err(self.kill_worker(true)),
                 Err(_) => return Err(self.kill_worker(false)),
             };
             match reply {
                 Reply::ApiCall { app, api, args } => {
-                    let result = host.call(&app, &api, args).map_err(|e| e.message);
+                    let result = deadline
+                        .not_waiting(|| host.call(&app, &api, args))
+                        .map_err(|e| e.message);
                     served.push(ApiCall {
                         app,
                         api,
                         error: result.as_ref().err().cloned(),
                     });
                     let answer = Request::ApiResult(result);
-                    if let Err(error) = worker.input.write(&answer, Some(deadline)) {
+                    if let Err(error) = worker.input.write(&answer, Some(&deadline)) {
                         return Err(self.kill_worker(matches!(error, PipeError::TimedOut)));
                     }
                 }

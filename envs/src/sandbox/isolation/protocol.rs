@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::deadline::{Deadline, POLL_SLICE};
 use super::sys;
 use crate::sandbox::{ApiSpec, ExecError, ExecOutcome, FunctionRef, Limits};
 
@@ -86,7 +87,7 @@ impl<W: Write + AsRawFd> FrameWriter<W> {
     pub(crate) fn write(
         &mut self,
         message: &impl Serialize,
-        deadline: Option<Instant>,
+        deadline: Option<&Deadline>,
     ) -> Result<(), PipeError> {
         let mut frame = vec![0u8; 4];
         serde_json::to_writer(&mut frame, message)
@@ -175,7 +176,7 @@ impl<R: Read + AsRawFd> FrameReader<R> {
     /// The next frame, decoded; waits until `deadline` at most (`None`: for ever).
     pub(crate) fn read<T: DeserializeOwned>(
         &mut self,
-        deadline: Option<Instant>,
+        deadline: Option<&Deadline>,
     ) -> Result<T, PipeError> {
         self.fill(4, deadline)?;
         let header: [u8; 4] = self.buffer[self.start..self.start + 4]
@@ -201,7 +202,7 @@ impl<R: Read + AsRawFd> FrameReader<R> {
     }
 
     /// Makes at least `needed` unread bytes available, in time linear in `needed`.
-    fn fill(&mut self, needed: usize, deadline: Option<Instant>) -> Result<(), PipeError> {
+    fn fill(&mut self, needed: usize, deadline: Option<&Deadline>) -> Result<(), PipeError> {
         if self.end - self.start < needed && self.start > 0 {
             self.buffer.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -233,7 +234,7 @@ impl<R: Read + AsRawFd> FrameReader<R> {
                 Err(e) => return Err(PipeError::Broken(e.to_string())),
             }
             // Checked after every read, so a peer that trickles cannot outlast it.
-            if deadline.is_some_and(|d| Instant::now() >= d) && self.end - self.start < needed {
+            if deadline.is_some_and(|d| d.left().is_none()) && self.end - self.start < needed {
                 return Err(PipeError::TimedOut);
             }
         }
@@ -249,16 +250,14 @@ enum Ready {
 }
 
 /// Waits until `fd` can be read (or written) without blocking, or `deadline` passes
-/// (`None`: no deadline).
-fn wait_ready(fd: RawFd, ready: Ready, deadline: Option<Instant>) -> Result<(), PipeError> {
+/// (`None`: no deadline). It sleeps at most [`POLL_SLICE`] at a time, so that the
+/// deadline sees a stop of the caller as one long gap between its readings.
+fn wait_ready(fd: RawFd, ready: Ready, deadline: Option<&Deadline>) -> Result<(), PipeError> {
     loop {
         let timeout_ms = match deadline {
             Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(PipeError::TimedOut);
-                }
-                left.as_millis().clamp(1, i32::MAX as u128) as i32
+                let left = deadline.left().ok_or(PipeError::TimedOut)?;
+                left.min(POLL_SLICE).as_millis().max(1) as i32
             }
             None => -1,
         };
