@@ -124,6 +124,18 @@ fn the_table_gives_mean_and_spread_over_seeds_per_split_and_arm() {
             .position(|l| l.split_whitespace().nth(1) == Some(arm))
     };
     assert!(position("sft-only") < position("sage"), "{table}");
+    // A run of some seeds alone (`--only-seed`) names them, not a count up to the last.
+    let table = experiment_table(&runs[1..2], &[Arm::Sage]);
+    assert!(
+        table.lines().next().unwrap().contains("over 1 seed (1);"),
+        "{table}"
+    );
+    let later = [
+        run(Arm::Sage, 1, 10.0, 100.0),
+        run(Arm::Sage, 4, 20.0, 300.0),
+    ];
+    let table = experiment_table(&later, &[Arm::Sage]);
+    assert!(table.contains("over 2 seeds (1, 4);"), "{table}");
 }
 
 #[test]

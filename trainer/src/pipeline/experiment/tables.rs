@@ -15,6 +15,24 @@ pub fn mean_std(values: &[f64]) -> (f64, f64) {
     (mean, variance.sqrt())
 }
 
+/// The seeds `runs` hold, as the table's header says them: "3 seeds" for seeds 0 to 2,
+/// and the seeds themselves otherwise ("1 seed (4)", "2 seeds (0, 3)"), since a run of
+/// some seeds (`--only-seed`) tables those alone.
+fn seeds_label(runs: &[ArmRun]) -> String {
+    let mut seeds: Vec<u64> = runs.iter().map(|r| r.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    let count = match seeds.len() {
+        1 => "1 seed".to_owned(),
+        n => format!("{n} seeds"),
+    };
+    if seeds.iter().copied().eq(0..seeds.len() as u64) {
+        return count;
+    }
+    let list: Vec<String> = seeds.iter().map(u64::to_string).collect();
+    format!("{count} ({})", list.join(", "))
+}
+
 /// The table of SAGE.md: per split and arm, the mean ± spread over seeds of TGC, SGC,
 /// steps, tokens, skill usage, success skill usage and skill writing, and beside TGC and
 /// SGC the 95% Wilson interval of their seed mean over the tasks (scenarios) of one
@@ -29,9 +47,9 @@ pub fn experiment_table(runs: &[ArmRun], arms: &[Arm]) -> String {
             }
         }
     }
-    let seeds = runs.iter().map(|r| r.seed).max().map_or(0, |s| s + 1);
+    let seeds = seeds_label(runs);
     let mut out = format!(
-        "{:<12} {:<18} {:>5} {:>13} {:>14} {:>13} {:>14} {:>11} {:>13} {:>13} {:>13} {:>13}   (mean ± std over {seeds} seeds; 95% CI over tasks)\n",
+        "{:<12} {:<18} {:>5} {:>13} {:>14} {:>13} {:>14} {:>11} {:>13} {:>13} {:>13} {:>13}   (mean ± std over {seeds}; 95% CI over tasks)\n",
         "split", "arm", "tasks", "TGC %", "TGC 95% CI", "SGC %", "SGC 95% CI", "steps", "tokens", "usage %", "succ.use %", "write %"
     );
     for split in splits {
