@@ -145,9 +145,9 @@ impl ExpertDataConfig {
 
 /// How long the expert's data step waits for a sandbox worker's answer before it kills
 /// it (the default is a minute). The expert's code is the templates' own solutions, so
-/// a worker that does not answer has been made to wait, not run away: a run paused with
-/// `SIGSTOP` beside other work finds its execution in flight past any shorter timer when
-/// it continues, and one killed worker fails the whole data step.
+/// a worker that does not answer has been starved of a CPU by other work, not run away,
+/// and one killed worker fails the whole data step. (A run paused with `SIGSTOP` needs
+/// no longer timer: the kill timer leaves out time in which the caller did not run.)
 const EXPERT_WALL_CLOCK: Duration = Duration::from_secs(3600);
 
 /// The environment the expert's scenarios run in: the default one, with the expert's
