@@ -65,8 +65,9 @@ fn code(text: &str) -> String {
     format!("Trying something.\n\n```python\n{text}\n```")
 }
 
-/// Time one hostile turn may take: the CPU limits stop every attack here (1 s of CPU, then
-/// the kernel at 2 s), plus a fresh worker; the kill timer (a minute) never comes into it.
+/// Time one hostile turn may take: the slowest limit that stops an attack here is CPU time
+/// (1 s, then the kernel at 2 s), plus a fresh worker; the kill timer (a minute) never
+/// comes into it.
 const TURN_BUDGET: Duration = Duration::from_secs(8);
 
 /// The longest observation a turn may give: the printed output and the traceback are

@@ -467,6 +467,22 @@ fn signal(pid: i32, signal: libc::c_int) {
     );
 }
 
+/// The processes whose parent is this one (from `/proc/PID/stat`).
+fn child_processes() -> Vec<i32> {
+    let own = std::process::id().to_string();
+    let parent_of = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The parent's id is the second field after the command's closing ')'.
+        let (_, rest) = stat.rsplit_once(')')?;
+        rest.split_whitespace().nth(1).map(str::to_owned)
+    };
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| parent_of(pid).as_deref() == Some(own.as_str()))
+        .collect()
+}
+
 /// How long [`a_run_stopped_past_the_kill_timer_continues_its_execution`] keeps the run
 /// stopped: past its kill timer (2 s).
 const PAUSE_FOR: Duration = Duration::from_secs(3);
@@ -549,19 +565,7 @@ fn a_worker_that_stops_answering_is_killed_after_the_kill_timer() {
     assert!(sandbox.execute("x = 1", &mut host).succeeded());
     // The worker stops (as a worker stuck without computing would): the caller still
     // waits in its poll slices, which count, and kills it when the timer runs out.
-    let own = std::process::id().to_string();
-    let workers: Vec<i32> = std::fs::read_dir("/proc")
-        .expect("/proc")
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                // The parent's id is the second field after the command's closing ')'.
-                stat.rsplit_once(')')
-                    .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-                    == Some(own.as_str())
-            })
-        })
-        .collect();
+    let workers = child_processes();
     assert_eq!(workers.len(), 1, "workers: {workers:?}");
     signal(workers[0], libc::SIGSTOP);
     let start = Instant::now();
