@@ -298,14 +298,18 @@ impl RunConfig {
     /// steps of 2 chains x 4 rollouts of episodes of at most 4 turns on training
     /// scenarios the SFT data did not hold, and the
     /// [large evaluation](RunConfig::with_large_eval). Turns may take 512 new tokens:
-    /// the expert's longest skill definition is about 410. The SFT stages checkpoint
-    /// every 1,000 steps (about 5 minutes on two cores), which `--resume` continues.
+    /// the expert's longest skill definition is about 410. Both SFT models and both
+    /// anneals take the same optimizer steps (`[experiment] equal_sft_steps`): the
+    /// plain-code model's, whose answers are longer, so neither start gets more updates
+    /// than the other. The SFT stages checkpoint every 1,000 steps (5-7 minutes on two
+    /// cores), which `--resume` continues.
     pub fn experiment(dir: impl Into<PathBuf>) -> RunConfig {
         let mut config = RunConfig::default().with_copying_sft().with_large_eval();
         config.run.dir = dir.into();
         config.run.checkpoint_every = 1000;
         config.data.bound_reuse = true;
         config.experiment.anneal.epochs = 1;
+        config.experiment.equal_sft_steps = true;
         config.eval.rollout.max_turns = 4;
         config.eval.rollout.max_new_tokens = 512;
         config.rl.steps = 16;
