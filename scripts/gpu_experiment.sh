@@ -26,6 +26,10 @@
 # ran an update-off control's 16 steps in about 170 s each, and sft-only's evaluation
 # took 200 s. So about 13-15 minutes for the table: two calls, whose run directory
 # (81 MB with the plain-code model's checkpoint) is more than one call brings back.
+# Since 2026-12-01 the default preset gives the skill model the plain-code model's steps
+# (`[experiment] equal_sft_steps`), so its SFT takes about as long as the plain-code one,
+# and each of the two SFT processes also writes the other mode's expert data to size
+# them.
 #
 # Stages (each process's log in OUT_DIR/logs.tar.gz, a line per stage on stdout):
 #   1. the SFT models this call's arms start from that the run lacks (all of them, or
