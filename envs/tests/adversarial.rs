@@ -1,14 +1,15 @@
 //! Adversarial code against the sandbox with its default limits: every case must end
-//! quickly (well under 2 s in a release build) with a clear error of the expected kind,
-//! and leave the session usable with its earlier state intact.
+//! quickly (well under 2 s of CPU time in a release build) with a clear error of the
+//! expected kind, and leave the session usable with its earlier state intact.
 
 mod fake_host;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fake_host::FakeHost;
 use sage_envs::sandbox::{
-    ExecErrorKind, ExecOutcome, FunctionOrigin, FunctionRef, LimitKind, Limits, Sandbox,
+    thread_cpu_time, ExecErrorKind, ExecOutcome, FunctionOrigin, FunctionRef, LimitKind, Limits,
+    Sandbox,
 };
 
 /// The default limits. Debug builds run the interpreter many times slower and with far
@@ -33,7 +34,25 @@ fn deep(release: usize) -> usize {
     }
 }
 
-/// Time any case may take; debug builds run the interpreter far slower.
+/// CPU time the test's thread spends from a start. The in-process sandbox runs code on
+/// its caller's thread, so this is the work a case cost; elapsed time is not, as it
+/// grows with whatever else the machine runs (2.4 s against the 1.5 s budget was
+/// measured beside the other tests and a training job on 2 cores).
+struct CpuStopwatch(Duration);
+
+impl CpuStopwatch {
+    /// Starts counting the calling thread's CPU time.
+    fn start() -> CpuStopwatch {
+        CpuStopwatch(thread_cpu_time())
+    }
+
+    /// CPU time the thread has spent since the start.
+    fn elapsed(&self) -> Duration {
+        thread_cpu_time().saturating_sub(self.0)
+    }
+}
+
+/// CPU time any case may take; debug builds run the interpreter far slower.
 fn time_budget() -> Duration {
     if cfg!(debug_assertions) {
         Duration::from_secs(20)
@@ -51,7 +70,7 @@ fn attack(code: &str, expected: ExecErrorKind) -> ExecOutcome {
 fn attack_with(limits: Limits, code: &str, expected: ExecErrorKind) -> ExecOutcome {
     let (mut sb, mut host) = (Sandbox::new(limits), FakeHost::new());
     assert!(sb.execute("keep = 41", &mut host).succeeded());
-    let start = Instant::now();
+    let start = CpuStopwatch::start();
     let outcome = sb.execute(code, &mut host);
     let elapsed = start.elapsed();
     let Some(error) = outcome.error.clone() else {
@@ -212,7 +231,7 @@ fn deeply_nested_data_is_handled_without_crashing() {
         &mut host,
     );
     assert!(build.succeeded(), "{}", build.observation());
-    let start = Instant::now();
+    let start = CpuStopwatch::start();
     for code in [
         "print(x)",
         "s = str(x)",
@@ -344,7 +363,7 @@ fn the_deepest_data_the_heap_allows_survives_every_kind_of_use() {
         );
         assert!(grown.succeeded(), "{}", grown.observation());
         for code in guarded {
-            let start = Instant::now();
+            let start = CpuStopwatch::start();
             let error = sb.execute(code, &mut host).error.expect(code);
             assert_eq!(
                 error.kind,
@@ -405,7 +424,7 @@ fn built_ins_that_work_on_whole_collections_are_charged() {
         &many_entries,
     ] {
         let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
-        let start = Instant::now();
+        let start = CpuStopwatch::start();
         let error = sb.execute(&deep_ticks(code), &mut host).error.expect(code);
         assert!(stopped.contains(&error.kind), "{code}: {}", error.traceback);
         assert!(
@@ -536,7 +555,7 @@ fn charged_built_ins_behave_as_before() {
 #[test]
 fn huge_prints_are_truncated() {
     let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
-    let start = Instant::now();
+    let start = CpuStopwatch::start();
     let outcome = sb.execute(
         &format!(
             "print('a' * 1000000)\nfor i in range({}):\n    print(i, 'b' * 100)",
@@ -566,7 +585,7 @@ fn pathological_source_is_refused_or_survived() {
         format!("x = {}0", "-".repeat(2 * depth - 8)),
     ] {
         let (mut sb, mut host) = (Sandbox::new(limits.clone()), FakeHost::new());
-        let start = Instant::now();
+        let start = CpuStopwatch::start();
         let outcome = sb.execute(&code, &mut host);
         assert!(
             start.elapsed() < time_budget(),
@@ -696,7 +715,7 @@ fn concatenation_chains_hit_the_memory_limit_before_they_are_built() {
 fn sb_attack(code: &str) -> ExecErrorKind {
     let (mut sb, mut host) = (Sandbox::new(limits()), FakeHost::new());
     assert!(sb.execute("keep = 41", &mut host).succeeded());
-    let start = Instant::now();
+    let start = CpuStopwatch::start();
     let outcome = sb.execute(code, &mut host);
     assert!(
         start.elapsed() < time_budget(),

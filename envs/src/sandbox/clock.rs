@@ -54,10 +54,13 @@ impl CpuClock {
     }
 }
 
-/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`).
+/// The calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`): the clock that
+/// [`Limits::cpu_time`](super::Limits::cpu_time) is counted on. An in-process execution
+/// runs on its caller's thread, so the difference of two readings around it is what it
+/// spent, however loaded the machine.
 #[cfg(unix)]
 #[allow(unsafe_code)]
-fn thread_cpu_time() -> Duration {
+pub fn thread_cpu_time() -> Duration {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -75,7 +78,7 @@ fn thread_cpu_time() -> Duration {
 
 /// Elsewhere, time since the first read: the thread's CPU time is at most this.
 #[cfg(not(unix))]
-fn thread_cpu_time() -> Duration {
+pub fn thread_cpu_time() -> Duration {
     elapsed_time()
 }
 

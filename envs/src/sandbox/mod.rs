@@ -60,6 +60,7 @@ pub use api::{
     bind_args, json_type_name, ApiCall, ApiError, ApiHost, ApiSpec, ArgProblem, BindError,
     ParamSpec, ParamType,
 };
+pub use clock::thread_cpu_time;
 pub use error::{ExecError, ExecErrorKind};
 #[cfg(target_os = "linux")]
 pub use isolation::{
