@@ -4,7 +4,8 @@
 //! loss plot, `sft --resume` continues from the latest checkpoint, `eval` reads it,
 //! `generate` plays a scenario with it, and `train` runs RL from it, resumably; an
 //! experiment's anneal stage equals `sft --init` from its SFT model, to the bit, and an
-//! experiment resumed with `--rl-steps` trains its RL arms again from the same SFT model.
+//! experiment resumed with `--rl-steps` trains its RL arms again from the same SFT model;
+//! `tables` puts kept results of two runs together.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -122,6 +123,60 @@ fn bad_inputs_fail_with_one_clear_message() {
     assert!(!output.status.success());
     assert!(
         stderr(&output).contains("not compiled"),
+        "{}",
+        stderr(&output)
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn tables_put_two_runs_together_and_write_their_files() {
+    // Seed 2 of the per-seed run, its skill arms replaced by the equal-steps run's.
+    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results");
+    let per_seed = results.join("experiment-default-per-seed-2026-11-28.json");
+    let equal_steps = results.join("experiment-default-equal-steps-seed2-2026-12-01.json");
+    let dir = scratch("tables");
+    let output = sage(&[
+        "tables",
+        per_seed.to_str().unwrap(),
+        equal_steps.to_str().unwrap(),
+        "--seeds",
+        "2",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let printed = String::from_utf8_lossy(&output.stdout);
+    let replaced: Vec<&str> = printed.lines().filter(|l| l.contains("replaces")).collect();
+    assert_eq!(replaced.len(), 2, "{printed}");
+    assert!(
+        replaced[0].starts_with("sft-only under seed 2"),
+        "{printed}"
+    );
+    assert!(replaced[1].starts_with("sage under seed 2"), "{printed}");
+    // SAGE 95.4 SGC at equal steps against GRPO's 95.0 (docs/results.md, seed 2).
+    let claim = printed
+        .lines()
+        .find(|l| l.starts_with("sage vs grpo-no-skills"))
+        .unwrap_or_else(|| panic!("no claim row in\n{printed}"));
+    assert!(claim.contains("+0.4 ± 0.0"), "{printed}");
+    let rows: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("experiment.json")).unwrap()).unwrap();
+    let arms: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["arm"].as_str().unwrap())
+        .collect();
+    assert_eq!(arms, ["sft-only", "sft-direct", "grpo-no-skills", "sage"]);
+    assert!(fs::read_to_string(dir.join("experiment.md"))
+        .unwrap()
+        .contains("sage vs grpo-no-skills"));
+
+    let output = sage(&["tables", dir.join("absent.json").to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("absent.json"),
         "{}",
         stderr(&output)
     );

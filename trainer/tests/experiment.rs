@@ -1,5 +1,5 @@
-//! `experiment`: each arm's settings, the table's mean ± spread over seeds, and bad arm
-//! names.
+//! `experiment`: each arm's settings, the table's mean ± spread over seeds, bad arm
+//! names, and the tables of several runs' `experiment.json` put together.
 
 use sage_core::retrieval::RetrievalMode;
 use sage_core::reward::RewardKind;
@@ -10,7 +10,8 @@ use sage_trainer::eval::{EvalConfig, EvalMetrics, TemplateMetrics};
 use sage_trainer::experiment::{Arm, ExperimentConfig};
 use sage_trainer::metrics::Series;
 use sage_trainer::pipeline::experiment::{
-    claim_table, experiment_table, gain_table, template_table, ArmControl, ArmRun,
+    claim_table, experiment_table, experiment_tables, gain_table, merge_runs, read_experiment_json,
+    template_table, ArmControl, ArmRun, Replacement,
 };
 use sage_trainer::rl::control_gap;
 use sage_trainer::rl::RlConfig;
@@ -274,27 +275,13 @@ fn the_gain_table_puts_each_arm_against_its_control_and_its_sft_start() {
 
 #[test]
 fn the_claim_table_puts_sage_against_grpo_and_outcome_only_seed_by_seed() {
-    let run = |arm: Arm, seed, sgc: f64, tokens: f64, steps: f64| ArmRun {
-        arm: arm.name().to_owned(),
-        seed,
-        metrics: vec![EvalMetrics {
-            split: "iid".to_owned(),
-            tgc: sgc + 5.0,
-            sgc,
-            avg_tokens: tokens,
-            avg_steps: steps,
-            ..EvalMetrics::default()
-        }],
-        rl_seconds: 0.0,
-        control: None,
-    };
     let runs = [
-        run(Arm::Sage, 0, 90.0, 120.0, 1.5),
-        run(Arm::Sage, 1, 86.0, 140.0, 1.5),
-        run(Arm::Sage, 2, 70.0, 100.0, 1.0),
-        run(Arm::GrpoNoSkills, 0, 88.0, 240.0, 2.0),
-        run(Arm::GrpoNoSkills, 1, 88.0, 260.0, 2.0),
-        run(Arm::OutcomeOnly, 0, 80.0, 200.0, 2.0),
+        iid_run(Arm::Sage, 0, 90.0, 120.0, 1.5),
+        iid_run(Arm::Sage, 1, 86.0, 140.0, 1.5),
+        iid_run(Arm::Sage, 2, 70.0, 100.0, 1.0),
+        iid_run(Arm::GrpoNoSkills, 0, 88.0, 240.0, 2.0),
+        iid_run(Arm::GrpoNoSkills, 1, 88.0, 260.0, 2.0),
+        iid_run(Arm::OutcomeOnly, 0, 80.0, 200.0, 2.0),
     ];
     let arms = [Arm::GrpoNoSkills, Arm::Sage, Arm::OutcomeOnly, Arm::SageK3];
     let table = claim_table(&runs, &arms, "iid", false);
@@ -382,4 +369,147 @@ fn the_template_table_shows_only_the_templates_where_the_arms_part() {
     assert_eq!(lines[3], "1 of 2 templates have the same TGC in every arm");
     // One arm alone has nothing to compare.
     assert_eq!(template_table(&runs[..2], &[Arm::Sage], "iid"), "");
+}
+
+/// An arm run with one `iid` row of this SGC (TGC 5 points above it), tokens and steps
+/// per task.
+fn iid_run(arm: Arm, seed: u64, sgc: f64, tokens: f64, steps: f64) -> ArmRun {
+    ArmRun {
+        arm: arm.name().to_owned(),
+        seed,
+        metrics: vec![EvalMetrics {
+            split: "iid".to_owned(),
+            tgc: sgc + 5.0,
+            sgc,
+            avg_tokens: tokens,
+            avg_steps: steps,
+            ..EvalMetrics::default()
+        }],
+        rl_seconds: 0.0,
+        control: None,
+    }
+}
+
+#[test]
+fn runs_put_together_keep_the_later_files_row_of_an_arm_and_seed() {
+    use std::path::PathBuf;
+    let first = PathBuf::from("first/experiment.json");
+    let second = PathBuf::from("second/experiment.json");
+    let files = [
+        (
+            first.clone(),
+            vec![
+                iid_run(Arm::Sage, 1, 80.0, 100.0, 1.0),
+                iid_run(Arm::GrpoNoSkills, 0, 90.0, 100.0, 1.0),
+                iid_run(Arm::Sage, 0, 70.0, 100.0, 1.0),
+                iid_run(Arm::GrpoNoSkills, 1, 90.0, 100.0, 1.0),
+            ],
+        ),
+        (
+            second.clone(),
+            vec![iid_run(Arm::Sage, 0, 95.0, 100.0, 1.0)],
+        ),
+    ];
+    let merged = merge_runs(&files, None).unwrap();
+    // In the order of the seeds, then of the arms' table order (GRPO before SAGE).
+    let order: Vec<(&str, u64, f64)> = merged
+        .runs
+        .iter()
+        .map(|r| (r.arm.as_str(), r.seed, r.metrics[0].sgc))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("grpo-no-skills", 0, 90.0),
+            ("sage", 0, 95.0),
+            ("grpo-no-skills", 1, 90.0),
+            ("sage", 1, 80.0)
+        ]
+    );
+    assert_eq!(merged.arms, [Arm::GrpoNoSkills, Arm::Sage]);
+    assert_eq!(
+        merged.replaced,
+        [Replacement {
+            arm: "sage".to_owned(),
+            seed: 0,
+            earlier: first.clone(),
+            later: second.clone(),
+        }]
+    );
+    // The claim over both seeds uses the later row: SGC +5 and -10 -> -2.5 ± 7.5.
+    let (printed, with_templates) = experiment_tables(&merged.runs, &merged.arms, false);
+    let claim = printed
+        .lines()
+        .find(|l| l.starts_with("sage vs grpo-no-skills"))
+        .unwrap_or_else(|| panic!("no claim row in\n{printed}"));
+    assert!(claim.contains("-2.5 ± 7.5"), "{printed}");
+    assert!(with_templates.starts_with(&printed));
+    // Keeping seed 1 alone drops seed 0's rows, so nothing was replaced.
+    let seed_one = merge_runs(&files, Some(&[1])).unwrap();
+    assert_eq!(seed_one.runs.len(), 2);
+    assert!(seed_one.replaced.is_empty());
+    // No row left, or one arm and seed twice in a file: an error naming the problem.
+    let none = merge_runs(&files, Some(&[7])).unwrap_err();
+    assert!(none.message.contains("[7]"), "{}", none.message);
+    let twice = [(
+        first.clone(),
+        vec![
+            iid_run(Arm::Sage, 2, 1.0, 100.0, 1.0),
+            iid_run(Arm::Sage, 2, 2.0, 100.0, 1.0),
+        ],
+    )];
+    let error = merge_runs(&twice, None).unwrap_err();
+    assert!(
+        error.message.contains("first/experiment.json")
+            && error.message.contains("sage under seed 2 appears twice"),
+        "{}",
+        error.message
+    );
+}
+
+#[test]
+fn every_kept_result_reads_as_an_experiment_and_bad_files_are_named() {
+    // The JSON of every table docs/results keeps, whatever build wrote it.
+    let results = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results");
+    let mut read = 0;
+    for entry in std::fs::read_dir(&results).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let runs = read_experiment_json(&path).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!runs.is_empty(), "{}", path.display());
+            read += 1;
+        }
+    }
+    assert!(
+        read >= 10,
+        "only {read} JSON files in {}",
+        results.display()
+    );
+    let dir = std::env::temp_dir().join(format!("sage-tables-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let not_rows = dir.join("config.json");
+    std::fs::write(&not_rows, r#"{"arm": "sage"}"#).unwrap();
+    let message = read_experiment_json(&not_rows).unwrap_err().message;
+    assert!(
+        message.contains("config.json") && message.contains("not an experiment.json"),
+        "{message}"
+    );
+    let unknown = dir.join("unknown.json");
+    let mut row = serde_json::to_value(vec![iid_run(Arm::Sage, 3, 1.0, 100.0, 1.0)]).unwrap();
+    row[0]["arm"] = "sage-v2".into();
+    std::fs::write(&unknown, row.to_string()).unwrap();
+    let message = read_experiment_json(&unknown).unwrap_err().message;
+    assert!(
+        message.contains("unknown.json")
+            && message.contains("seed 3")
+            && message.contains("sage-v2"),
+        "{message}"
+    );
+    let missing = read_experiment_json(&dir.join("absent.json")).unwrap_err();
+    assert!(
+        missing.message.contains("absent.json"),
+        "{}",
+        missing.message
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -14,7 +14,9 @@ use sage_trainer::data::{expert_data, write_records};
 use sage_trainer::environments::serve::WorldServer;
 use sage_trainer::environments::EnvKind;
 use sage_trainer::import::import_gguf;
-use sage_trainer::pipeline::experiment::run_experiment;
+use sage_trainer::pipeline::experiment::{
+    experiment_tables, merge_runs, read_experiment_json, run_experiment, write_experiment_files,
+};
 use sage_trainer::pipeline::{
     check_resumed_lora, failed, fresh_model, load_sft_data, plot_sft_loss, prepare_data,
     resumed_sft_policy, run_demo, run_eval, run_on_backend, run_sft, start_lora, train_tokenizer,
@@ -273,6 +275,12 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
                 .serve(&format!("{host}:{port}"), exit_with_parent)
                 .map_err(|e| PipelineError::new("serve-world", e.to_string()))
         }
+        Command::Tables {
+            files,
+            seeds,
+            shared_sft,
+            out,
+        } => tables(&files, seeds.as_deref(), shared_sft, out.as_deref()),
         Command::Backends => {
             for backend in Backend::compiled() {
                 println!("{backend}");
@@ -284,6 +292,39 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
             Ok(())
         }
     }
+}
+
+/// `sage tables`: the experiment's tables from the rows of `files`, with the rows each
+/// later file replaced, printed and (with `out`) written as an experiment's files.
+fn tables(
+    files: &[PathBuf],
+    seeds: Option<&[u64]>,
+    shared_sft: bool,
+    out: Option<&Path>,
+) -> Result<(), PipelineError> {
+    let read = files
+        .iter()
+        .map(|path| Ok((path.clone(), read_experiment_json(path)?)))
+        .collect::<Result<Vec<_>, PipelineError>>()?;
+    let merged = merge_runs(&read, seeds)?;
+    for replaced in &merged.replaced {
+        println!(
+            "{} under seed {}: the row of {} replaces that of {}",
+            replaced.arm,
+            replaced.seed,
+            replaced.later.display(),
+            replaced.earlier.display()
+        );
+    }
+    let (printed, table) = experiment_tables(&merged.runs, &merged.arms, shared_sft);
+    print!("{printed}");
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| PipelineError::new("tables", format!("{}: {e}", dir.display())))?;
+        write_experiment_files(dir, &merged.runs, &table)?;
+        println!("written: {}", dir.join("experiment.md").display());
+    }
+    Ok(())
 }
 
 /// The lines of `sage env`.

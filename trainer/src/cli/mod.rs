@@ -161,6 +161,24 @@ enum Command {
         #[arg(long)]
         resume: bool,
     },
+    /// Prints an experiment's tables from the `experiment.json` of one or more runs
+    /// (seeds run apart, or arms rerun beside the run they complete): a later file's row
+    /// of an arm and seed replaces an earlier file's, and each replacement is printed.
+    Tables {
+        /// The `experiment.json` files, in order.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Comma-separated seeds to keep (default: every seed of the files).
+        #[arg(long, value_delimiter = ',')]
+        seeds: Option<Vec<u64>>,
+        /// The rows come from one SFT model per mode shared by every seed (adds the
+        /// claim table's note that its ± leaves out a second SFT run's spread).
+        #[arg(long)]
+        shared_sft: bool,
+        /// Also write the rows and tables as DIR/experiment.json and DIR/experiment.md.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Evaluates a checkpoint on the built-in world.
     Eval {
         #[command(flatten)]

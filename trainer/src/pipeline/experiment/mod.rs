@@ -31,12 +31,14 @@ use crate::tokenizer::Tokenizer;
 use crate::weights::{load_model, read_config, CONFIG_FILE};
 
 mod equal_steps;
+mod merge;
 mod plots;
 mod resume;
 mod sft;
 mod tables;
 
 use equal_steps::EqualSteps;
+pub use merge::{experiment_tables, merge_runs, read_experiment_json, MergedRuns, Replacement};
 use plots::plot_rewards;
 use resume::{FinishedArm, RunRecord};
 use sft::{sft, SftDirs};
@@ -278,24 +280,27 @@ pub fn run_experiment<K: Kernels>(
     }
     // In the order of the seeds, then of `[experiment] arms`.
     runs.sort_by_key(|run| (run.seed, arms.iter().position(|arm| arm.name() == run.arm)));
-    let printed = format!(
-        "{}\n{}\n{}",
-        experiment_table(&runs, arms),
-        gain_table(&runs, arms, "iid"),
-        claim_table(&runs, arms, "iid", !config.experiment.sft_per_seed)
-    );
+    let (printed, table) = experiment_tables(&runs, arms, !config.experiment.sft_per_seed);
     reporter.result(&printed);
-    // The template table is long: in experiment.md only.
-    let table = format!("{printed}\n{}", template_table(&runs, arms, "iid"));
+    write_experiment_files(dir, &runs, &table)?;
+    plot_rewards(dir, arms, reporter)?;
+    Ok(runs)
+}
+
+/// Writes `runs` as `dir/experiment.json` and `table` (the tables, templates included)
+/// as `dir/experiment.md`.
+pub fn write_experiment_files(
+    dir: &Path,
+    runs: &[ArmRun],
+    table: &str,
+) -> Result<(), PipelineError> {
     let write = |path: PathBuf, text: String| {
         fs::write(&path, text)
             .map_err(|e| PipelineError::new("experiment", format!("{}: {e}", path.display())))
     };
-    let json = serde_json::to_string_pretty(&runs).map_err(failed("experiment"))?;
+    let json = serde_json::to_string_pretty(runs).map_err(failed("experiment"))?;
     write(dir.join("experiment.json"), json)?;
-    write(dir.join("experiment.md"), format!("```\n{table}```\n"))?;
-    plot_rewards(dir, arms, reporter)?;
-    Ok(runs)
+    write(dir.join("experiment.md"), format!("```\n{table}```\n"))
 }
 
 /// One SFT stage of an experiment: its directory in the run directory (`sft-NAME/`,
