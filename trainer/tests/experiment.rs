@@ -297,10 +297,13 @@ fn the_claim_table_puts_sage_against_grpo_and_outcome_only_seed_by_seed() {
     let grpo = row("sage vs grpo-no-skills");
     assert_eq!(grpo.split_whitespace().nth(3), Some("2"), "seeds: {table}");
     assert!(grpo.contains("+0.0 ± 2.0"), "{table}");
+    // Its paired standard error: sample spread 2.83 over sqrt(2); none from one seed.
+    assert_eq!(grpo.split_whitespace().nth(7), Some("2.00"), "{table}");
     assert!(grpo.contains("0.52x") && grpo.contains("0.75x"), "{table}");
     // Against outcome-only, seed 0 only: +10 SGC at 0.60x its tokens.
     let outcome = row("sage vs sage-outcome-only");
     assert!(outcome.contains("+10.0 ± 0.0"), "{table}");
+    assert_eq!(outcome.split_whitespace().nth(7), Some("-"), "{table}");
     assert!(outcome.contains("0.60x"), "{table}");
     // A listed arm without runs, and an arm not listed, have no row.
     assert!(

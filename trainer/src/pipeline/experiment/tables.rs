@@ -182,8 +182,9 @@ const CLAIM_PAIRS: [(Arm, Arm); 4] = [
 
 /// The paper's claim in this run's terms: for each pair of [`CLAIM_PAIRS`] whose arms
 /// both ran, on `split`, the arm's SGC and TGC minus the baseline's under the same seed
-/// (mean ± spread over the seeds both ran), and its mean tokens and steps per task as a
-/// share of the baseline's over those seeds. Empty when no pair ran. With
+/// (mean ± spread over the seeds both ran, and the SGC difference's paired standard
+/// error), and its mean tokens and steps per task as a share of the baseline's over
+/// those seeds. Empty when no pair ran. With
 /// `sft_shared` (one SFT model per mode for every seed), a row against GRPO without
 /// skills, whose arms start from two different SFT models, is followed by a note that
 /// its ± leaves out how much a second SFT run moves each start.
@@ -209,10 +210,23 @@ pub fn claim_table(runs: &[ArmRun], arms: &[Arm], split: &str, sft_shared: bool)
         if pairs.is_empty() {
             continue;
         }
+        let differences = |f: fn(&EvalMetrics) -> f64| -> Vec<f64> {
+            pairs.iter().map(|(a, b)| f(a) - f(b)).collect()
+        };
         let difference = |f: fn(&EvalMetrics) -> f64| {
-            let values: Vec<f64> = pairs.iter().map(|(a, b)| f(a) - f(b)).collect();
-            let (mean, std) = mean_std(&values);
+            let (mean, std) = mean_std(&differences(f));
             format!("{:>16}", format!("{mean:+.1} ± {std:.1}"))
+        };
+        // The standard error of the mean paired difference (sample spread over sqrt(n)),
+        // which says whether the mean is told apart from 0; none from one seed.
+        let standard_error = |f: fn(&EvalMetrics) -> f64| {
+            let values = differences(f);
+            let n = values.len() as f64;
+            if values.len() < 2 {
+                return format!("{:>9}", "-");
+            }
+            let (_, std) = mean_std(&values);
+            format!("{:>9.2}", std * (n / (n - 1.0)).sqrt() / n.sqrt())
         };
         let ratio = |f: fn(&EvalMetrics) -> f64| {
             let (of_arm, of_baseline) = pairs
@@ -225,10 +239,11 @@ pub fn claim_table(runs: &[ArmRun], arms: &[Arm], split: &str, sft_shared: bool)
             }
         };
         rows.push_str(&format!(
-            "{:<40} {:>5} {} {} {} {}\n",
+            "{:<40} {:>5} {} {} {} {} {}\n",
             format!("{} vs {}", arm.name(), baseline.name()),
             pairs.len(),
             difference(|m| m.sgc),
+            standard_error(|m| m.sgc),
             difference(|m| m.tgc),
             ratio(|m| m.avg_tokens),
             ratio(|m| m.avg_steps),
@@ -245,10 +260,11 @@ pub fn claim_table(runs: &[ArmRun], arms: &[Arm], split: &str, sft_shared: bool)
         );
     }
     format!(
-        "{:<40} {:>5} {:>16} {:>16} {:>13} {:>13}   ({split}; the paper, SAGE vs GRPO: +8.9 SGC, 0.41x tokens, 0.74x steps)\n{rows}",
+        "{:<40} {:>5} {:>16} {:>9} {:>16} {:>13} {:>13}   ({split}; the paper, SAGE vs GRPO: +8.9 SGC, 0.41x tokens, 0.74x steps)\n{rows}",
         "claim",
         "seeds",
         "SGC diff",
+        "SGC s.e.",
         "TGC diff",
         "tokens",
         "steps",
