@@ -447,6 +447,18 @@ fn runs_put_together_keep_the_later_files_row_of_an_arm_and_seed() {
         .unwrap_or_else(|| panic!("no claim row in\n{printed}"));
     assert!(claim.contains("-2.5 ± 7.5"), "{printed}");
     assert!(with_templates.starts_with(&printed));
+    // Every arm ran both seeds: no note on seeds. With seed 1 of GRPO alone, a note.
+    assert!(!printed.contains("different seeds"), "{printed}");
+    let uneven = [
+        merged.runs[1].clone(),
+        merged.runs[2].clone(),
+        merged.runs[3].clone(),
+    ];
+    let (printed, _) = experiment_tables(&uneven, &merged.arms, false);
+    assert!(
+        printed.contains("(the arms ran different seeds: grpo-no-skills 1; sage 0, 1)"),
+        "{printed}"
+    );
     // Keeping seed 1 alone drops seed 0's rows, so nothing was replaced.
     let seed_one = merge_runs(&files, Some(&[1])).unwrap();
     assert_eq!(seed_one.runs.len(), 2);
