@@ -38,11 +38,13 @@ mod sft;
 mod tables;
 
 use equal_steps::EqualSteps;
-pub use merge::{experiment_tables, merge_runs, read_experiment_json, MergedRuns, Replacement};
+pub use merge::{merge_runs, read_experiment_json, MergedRuns, Replacement};
 use plots::plot_rewards;
 use resume::{FinishedArm, RunRecord};
 use sft::{sft, SftDirs};
-pub use tables::{claim_table, experiment_table, gain_table, mean_std, template_table};
+pub use tables::{
+    claim_table, experiment_table, experiment_tables, gain_table, mean_std, template_table,
+};
 
 /// One arm trained and evaluated under one seed.
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -1,7 +1,8 @@
 //! The experiment's tables: every arm's evaluation per split, every RL arm's gains over
 //! its control and its SFT start, the paper's claim (SAGE against GRPO without skills
 //! and against the outcome-only reward), as mean and spread over seeds, and the
-//! templates where the arms part.
+//! templates where the arms part; and all of them together as `sage experiment` prints
+//! them.
 
 use super::{ArmControl, ArmRun};
 use crate::eval::{wilson_interval, EvalMetrics, TemplateMetrics};
@@ -336,4 +337,51 @@ pub fn template_table(runs: &[ArmRun], arms: &[Arm], split: &str) -> String {
         templates.len()
     ));
     out
+}
+
+/// The tables `sage experiment` prints at its end, from `runs` of `arms`: every arm's
+/// evaluation, the gains over the controls and starts, and the claim on `iid` (with the
+/// note on shared SFT models when `sft_shared`). The second string adds the template
+/// table, as `experiment.md` holds it.
+pub fn experiment_tables(runs: &[ArmRun], arms: &[Arm], sft_shared: bool) -> (String, String) {
+    let printed = format!(
+        "{}{}\n{}\n{}",
+        experiment_table(runs, arms),
+        uneven_seeds(runs, arms),
+        gain_table(runs, arms, "iid"),
+        claim_table(runs, arms, "iid", sft_shared)
+    );
+    let with_templates = format!("{printed}\n{}", template_table(runs, arms, "iid"));
+    (printed, with_templates)
+}
+
+/// A line naming each arm's seeds when the arms did not all run the same seeds (rows
+/// put together from several runs), since the table's header counts the seeds of every
+/// row; empty when they did.
+fn uneven_seeds(runs: &[ArmRun], arms: &[Arm]) -> String {
+    let seeds_of = |arm: &Arm| -> Vec<u64> {
+        let mut seeds: Vec<u64> = runs
+            .iter()
+            .filter(|r| r.arm == arm.name())
+            .map(|r| r.seed)
+            .collect();
+        seeds.sort_unstable();
+        seeds
+    };
+    let per_arm: Vec<(&Arm, Vec<u64>)> = arms
+        .iter()
+        .map(|arm| (arm, seeds_of(arm)))
+        .filter(|(_, seeds)| !seeds.is_empty())
+        .collect();
+    if per_arm.windows(2).all(|pair| pair[0].1 == pair[1].1) {
+        return String::new();
+    }
+    let listed: Vec<String> = per_arm
+        .iter()
+        .map(|(arm, seeds)| {
+            let seeds: Vec<String> = seeds.iter().map(u64::to_string).collect();
+            format!("{} {}", arm.name(), seeds.join(", "))
+        })
+        .collect();
+    format!("(the arms ran different seeds: {})\n", listed.join("; "))
 }
