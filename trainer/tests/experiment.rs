@@ -526,5 +526,19 @@ fn every_kept_result_reads_as_an_experiment_and_bad_files_are_named() {
         "{}",
         missing.message
     );
+    // A run directory stands for its experiment.json.
+    let no_run = read_experiment_json(&dir).unwrap_err();
+    assert!(
+        no_run.message.contains("experiment.json"),
+        "{}",
+        no_run.message
+    );
+    std::fs::write(
+        dir.join("experiment.json"),
+        row.to_string().replace("sage-v2", "sage"),
+    )
+    .unwrap();
+    let from_dir = read_experiment_json(&dir).unwrap();
+    assert_eq!((from_dir[0].arm.as_str(), from_dir[0].seed), ("sage", 3));
     std::fs::remove_dir_all(&dir).unwrap();
 }

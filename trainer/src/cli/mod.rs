@@ -165,7 +165,7 @@ enum Command {
     /// (seeds run apart, or arms rerun beside the run they complete): a later file's row
     /// of an arm and seed replaces an earlier file's, and each replacement is printed.
     Tables {
-        /// The `experiment.json` files, in order.
+        /// The `experiment.json` files (or the run directories holding them), in order.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Comma-separated seeds to keep (default: every seed of the files).
