@@ -37,14 +37,12 @@ pub struct Replacement {
 /// `path` may be the file or the run directory that holds it. A file that is not one,
 /// or names an arm this build does not know, is an error naming the file.
 pub fn read_experiment_json(path: &Path) -> Result<Vec<ArmRun>, PipelineError> {
-    let in_dir;
     let path = if path.is_dir() {
-        in_dir = path.join("experiment.json");
-        &in_dir
+        path.join("experiment.json")
     } else {
-        path
+        path.to_path_buf()
     };
-    let text = std::fs::read_to_string(path)
+    let text = std::fs::read_to_string(&path)
         .map_err(|e| PipelineError::new("tables", format!("{}: {e}", path.display())))?;
     let runs: Vec<ArmRun> = serde_json::from_str(&text).map_err(|e| {
         PipelineError::new(

@@ -20,9 +20,7 @@ pub fn mean_std(values: &[f64]) -> (f64, f64) {
 /// and the seeds themselves otherwise ("1 seed (4)", "2 seeds (0, 3)"), since a run of
 /// some seeds (`--only-seed`) tables those alone.
 fn seeds_label(runs: &[ArmRun]) -> String {
-    let mut seeds: Vec<u64> = runs.iter().map(|r| r.seed).collect();
-    seeds.sort_unstable();
-    seeds.dedup();
+    let seeds = seeds_of(runs.iter());
     let count = match seeds.len() {
         1 => "1 seed".to_owned(),
         n => format!("{n} seeds"),
@@ -30,8 +28,21 @@ fn seeds_label(runs: &[ArmRun]) -> String {
     if seeds.iter().copied().eq(0..seeds.len() as u64) {
         return count;
     }
+    format!("{count} ({})", seed_list(&seeds))
+}
+
+/// The distinct seeds of `runs`, in order.
+fn seeds_of<'a>(runs: impl Iterator<Item = &'a ArmRun>) -> Vec<u64> {
+    let mut seeds: Vec<u64> = runs.map(|r| r.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    seeds
+}
+
+/// Seeds as a table says them: "0, 2, 3".
+fn seed_list(seeds: &[u64]) -> String {
     let list: Vec<String> = seeds.iter().map(u64::to_string).collect();
-    format!("{count} ({})", list.join(", "))
+    list.join(", ")
 }
 
 /// The table of SAGE.md: per split and arm, the mean ± spread over seeds of TGC, SGC,
@@ -220,14 +231,14 @@ pub fn claim_table(runs: &[ArmRun], arms: &[Arm], split: &str, sft_shared: bool)
         };
         // The standard error of the mean paired difference (sample spread over sqrt(n)),
         // which says whether the mean is told apart from 0; none from one seed.
+        // (The population spread over sqrt(n - 1) is the sample spread over sqrt(n).)
         let standard_error = |f: fn(&EvalMetrics) -> f64| {
             let values = differences(f);
-            let n = values.len() as f64;
             if values.len() < 2 {
                 return format!("{:>9}", "-");
             }
             let (_, std) = mean_std(&values);
-            format!("{:>9.2}", std * (n / (n - 1.0)).sqrt() / n.sqrt())
+            format!("{:>9.2}", std / (values.len() as f64 - 1.0).sqrt())
         };
         let ratio = |f: fn(&EvalMetrics) -> f64| {
             let (of_arm, of_baseline) = pairs
@@ -359,18 +370,9 @@ pub fn experiment_tables(runs: &[ArmRun], arms: &[Arm], sft_shared: bool) -> (St
 /// put together from several runs), since the table's header counts the seeds of every
 /// row; empty when they did.
 fn uneven_seeds(runs: &[ArmRun], arms: &[Arm]) -> String {
-    let seeds_of = |arm: &Arm| -> Vec<u64> {
-        let mut seeds: Vec<u64> = runs
-            .iter()
-            .filter(|r| r.arm == arm.name())
-            .map(|r| r.seed)
-            .collect();
-        seeds.sort_unstable();
-        seeds
-    };
     let per_arm: Vec<(&Arm, Vec<u64>)> = arms
         .iter()
-        .map(|arm| (arm, seeds_of(arm)))
+        .map(|arm| (arm, seeds_of(runs.iter().filter(|r| r.arm == arm.name()))))
         .filter(|(_, seeds)| !seeds.is_empty())
         .collect();
     if per_arm.windows(2).all(|pair| pair[0].1 == pair[1].1) {
@@ -378,10 +380,7 @@ fn uneven_seeds(runs: &[ArmRun], arms: &[Arm]) -> String {
     }
     let listed: Vec<String> = per_arm
         .iter()
-        .map(|(arm, seeds)| {
-            let seeds: Vec<String> = seeds.iter().map(u64::to_string).collect();
-            format!("{} {}", arm.name(), seeds.join(", "))
-        })
+        .map(|(arm, seeds)| format!("{} {}", arm.name(), seed_list(seeds)))
         .collect();
     format!("(the arms ran different seeds: {})\n", listed.join("; "))
 }
