@@ -633,6 +633,14 @@ fn equal_sft_steps_trains_every_model_for_the_largest_modes_steps_and_leaves_tha
     skill_arms.experiment.arms = vec![Arm::SftOnly];
     run(&skill_arms, false, &mut Recorder::default()).unwrap();
     assert!(weights("skill-arms", "skills-annealed") == weights("equal", "skills-annealed"));
+    // Nor does the tokenizer: the plain-code arms alone train the same plain-code model.
+    let mut direct_arms = config.clone();
+    direct_arms.run.dir = dir.join("direct-arms");
+    direct_arms.experiment.arms = vec![Arm::SftDirect];
+    run(&direct_arms, false, &mut Recorder::default()).unwrap();
+    let tokenizer = |run: &str| fs::read(dir.join(run).join("tokenizer.json")).unwrap();
+    assert!(tokenizer("direct-arms") == tokenizer("equal"));
+    assert!(weights("direct-arms", "direct-annealed") == weights("equal", "direct-annealed"));
 
     // Part of the recipe: a resumed run without it is refused, naming it.
     let mut without = config.clone();

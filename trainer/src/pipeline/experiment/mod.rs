@@ -153,9 +153,9 @@ pub fn run_experiment<K: Kernels>(
             data.push((mode, files.clone()));
             Ok(files)
         };
-    let first_mode = *modes
-        .first()
-        .ok_or_else(|| PipelineError::new("experiment", "no arm to run".to_owned()))?;
+    if modes.is_empty() {
+        return Err(PipelineError::new("experiment", "no arm to run".to_owned()));
+    }
     // A resumed run keeps the tokenizer its SFT models were trained with.
     let tokenizer = match record.finished_tokenizer()? {
         Some(tokenizer) => {
@@ -171,8 +171,10 @@ pub fn run_experiment<K: Kernels>(
                     reporter.info(&format!("model and tokenizer: {}", init.display()));
                     tokenizer
                 }
+                // Always from the skill data, whichever arms run: a run of the
+                // plain-code arms alone then trains the models a whole experiment does.
                 None => {
-                    let files = prepare(first_mode, reporter)?;
+                    let files = prepare(skill_data, reporter)?;
                     train_tokenizer(&config.tokenizer, &files.train, dir, reporter)?
                 }
             };
