@@ -664,3 +664,42 @@ fn equal_sft_steps_trains_every_model_for_the_largest_modes_steps_and_leaves_tha
     assert!(!dir.join("both").exists());
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_arms_row_does_not_depend_on_the_arms_run_beside_it() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("sage-experiment-alone-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let mut beside = tiny(&dir.join("beside"), 1);
+    beside.experiment.arms = vec![Arm::SftOnly, Arm::GrpoNoSkills];
+    let mut alone = beside.clone();
+    alone.run.dir = dir.join("alone");
+    alone.experiment.arms = vec![Arm::GrpoNoSkills];
+    let with_skill_arm = run(&beside, false, &mut Recorder::default()).unwrap();
+    let by_itself = run(&alone, false, &mut Recorder::default()).unwrap();
+    // `sage tables` puts rows of separate runs in one table: an arm run alone must give
+    // the row it gives in the whole experiment (its wall-clock seconds aside).
+    let row = |runs: &[ArmRun]| {
+        let run = runs.iter().find(|r| r.arm == "grpo-no-skills").unwrap();
+        serde_json::to_string(&(&run.metrics, &run.control)).unwrap()
+    };
+    assert_eq!(row(&by_itself), row(&with_skill_arm));
+    // The tiny model's row may be all zeros either way; its RL log (entropies, tokens
+    // generated, losses) tells models apart, throughputs aside.
+    let rl_log = |run: &str| -> Vec<serde_json::Value> {
+        let path = dir.join(run).join("seed-0/grpo-no-skills/metrics/rl.jsonl");
+        fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let mut row: serde_json::Value = serde_json::from_str(line).unwrap();
+                let fields = row.as_object_mut().unwrap();
+                fields.retain(|name, _| !name.ends_with("_per_s"));
+                row
+            })
+            .collect()
+    };
+    assert!(!rl_log("alone").is_empty());
+    assert_eq!(rl_log("alone"), rl_log("beside"));
+    fs::remove_dir_all(&dir).unwrap();
+}
