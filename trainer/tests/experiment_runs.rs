@@ -554,14 +554,18 @@ fn an_experiment_with_sft_per_seed_trains_each_seed_its_own_models_and_starts_it
     fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The rows of `sft-NAME/metrics/sft.jsonl` under `dir`.
-fn sft_rows(dir: &Path, name: &str) -> Vec<serde_json::Value> {
-    let path = dir.join(format!("sft-{name}/metrics/sft.jsonl"));
+/// The rows of the JSON-lines file at `path`.
+fn jsonl_rows(path: &Path) -> Vec<serde_json::Value> {
     fs::read_to_string(path)
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect()
+}
+
+/// The rows of `sft-NAME/metrics/sft.jsonl` under `dir`.
+fn sft_rows(dir: &Path, name: &str) -> Vec<serde_json::Value> {
+    jsonl_rows(&dir.join(format!("sft-{name}/metrics/sft.jsonl")))
 }
 
 #[test]
@@ -686,18 +690,13 @@ fn an_arms_row_does_not_depend_on_the_arms_run_beside_it() {
     assert_eq!(row(&by_itself), row(&with_skill_arm));
     // The tiny model's row may be all zeros either way; its RL log (entropies, tokens
     // generated, losses) tells models apart, throughputs aside.
-    let rl_log = |run: &str| -> Vec<serde_json::Value> {
-        let path = dir.join(run).join("seed-0/grpo-no-skills/metrics/rl.jsonl");
-        fs::read_to_string(path)
-            .unwrap()
-            .lines()
-            .map(|line| {
-                let mut row: serde_json::Value = serde_json::from_str(line).unwrap();
-                let fields = row.as_object_mut().unwrap();
-                fields.retain(|name, _| !name.ends_with("_per_s"));
-                row
-            })
-            .collect()
+    let rl_log = |run: &str| {
+        let mut rows = jsonl_rows(&dir.join(run).join("seed-0/grpo-no-skills/metrics/rl.jsonl"));
+        for row in &mut rows {
+            let fields = row.as_object_mut().unwrap();
+            fields.retain(|name, _| !name.ends_with("_per_s"));
+        }
+        rows
     };
     assert!(!rl_log("alone").is_empty());
     assert_eq!(rl_log("alone"), rl_log("beside"));
