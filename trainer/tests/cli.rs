@@ -154,6 +154,13 @@ fn tables_put_two_runs_together_and_write_their_files() {
         "{printed}"
     );
     assert!(replaced[1].starts_with("sage under seed 2"), "{printed}");
+    // Both files predate the rows' digests of their inputs, which the output says.
+    assert!(
+        printed
+            .lines()
+            .any(|l| l.starts_with("note: rows without digests") && l.contains("2 rows")),
+        "{printed}"
+    );
     // SAGE 95.4 SGC at equal steps against GRPO's 95.0 (docs/results.md, seed 2).
     let claim = printed
         .lines()

@@ -96,6 +96,7 @@ fn the_table_gives_mean_and_spread_over_seeds_per_split_and_arm() {
         ],
         rl_seconds: 0.0,
         control: None,
+        inputs: None,
     };
     let runs = [
         run(Arm::Sage, 0, 10.0, 100.0),
@@ -242,6 +243,7 @@ fn the_gain_table_puts_each_arm_against_its_control_and_its_sft_start() {
             reward: gap(2.0 * r, 2.0 * c),
             skill_writing: gap(r / 2.0, c),
         }),
+        inputs: None,
     };
     let runs = [
         run(Arm::SftOnly, 0, 50.0, None),
@@ -347,6 +349,7 @@ fn the_template_table_shows_only_the_templates_where_the_arms_part() {
         }],
         rl_seconds: 0.0,
         control: None,
+        inputs: None,
     };
     let runs = [
         run(Arm::Sage, 0, 60.0),
@@ -390,6 +393,7 @@ fn iid_run(arm: Arm, seed: u64, sgc: f64, tokens: f64, steps: f64) -> ArmRun {
         }],
         rl_seconds: 0.0,
         control: None,
+        inputs: None,
     }
 }
 

@@ -11,7 +11,7 @@ use sage_backend_cpu::CpuBackend;
 use sage_envs::scenarios::Split;
 use sage_trainer::config::RunConfig;
 use sage_trainer::experiment::Arm;
-use sage_trainer::pipeline::experiment::{run_experiment, ArmRun};
+use sage_trainer::pipeline::experiment::{merge_runs, run_experiment, ArmRun};
 use sage_trainer::pipeline::{PipelineError, Reporter};
 use sage_trainer::sft::SftStep;
 
@@ -700,5 +700,42 @@ fn an_arms_row_does_not_depend_on_the_arms_run_beside_it() {
     };
     assert!(!rl_log("alone").is_empty());
     assert_eq!(rl_log("alone"), rl_log("beside"));
+    // Each row carries digests of its tokenizer and SFT data: the plain-code row's are
+    // the same alone and beside the skill arm, whose data differs and tokenizer does not.
+    let inputs = |runs: &[ArmRun], arm: &str| {
+        let run = runs.iter().find(|r| r.arm == arm).unwrap();
+        run.inputs.clone().expect("a row with its inputs")
+    };
+    let plain = inputs(&by_itself, "grpo-no-skills");
+    assert_eq!(plain, inputs(&with_skill_arm, "grpo-no-skills"));
+    assert_eq!(plain.sft_mode, "direct");
+    let skill = inputs(&with_skill_arm, "sft-only");
+    assert_eq!(
+        (skill.sft_mode.as_str(), &skill.tokenizer),
+        ("skills", &plain.tokenizer)
+    );
+    assert!(skill.sft_data.is_some() && skill.sft_data != plain.sft_data);
+    // So `sage tables` joins the two runs without a warning, and warns of a run that
+    // trained another tokenizer.
+    let mut other = alone.clone();
+    other.run.dir = dir.join("other");
+    other.tokenizer.vocab_size -= 32;
+    let other_tokenizer = run(&other, false, &mut Recorder::default()).unwrap();
+    let join = |second: &[ArmRun]| {
+        let files = [
+            (dir.join("beside.json"), with_skill_arm.clone()),
+            (dir.join("second.json"), second.to_vec()),
+        ];
+        merge_runs(&files, None).unwrap().mismatches
+    };
+    assert_eq!(join(&by_itself), Vec::<String>::new());
+    let warned = join(&other_tokenizer);
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(
+        warned[0].starts_with("warning: the rows were trained with 2 tokenizers")
+            && warned[0].contains("beside.json: 1 row")
+            && warned[0].contains("second.json: 1 row"),
+        "{warned:?}"
+    );
     fs::remove_dir_all(&dir).unwrap();
 }

@@ -295,7 +295,7 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
 }
 
 /// `sage tables`: the experiment's tables from the rows of `files`, with the rows each
-/// later file replaced, printed and (with `out`) written as an experiment's files.
+/// later file replaced and where the rows' inputs differ, printed and (with `out`) written as an experiment's files.
 fn tables(
     files: &[PathBuf],
     seeds: Option<&[u64]>,
@@ -316,12 +316,18 @@ fn tables(
             replaced.earlier.display()
         );
     }
+    for line in &merged.mismatches {
+        println!("{line}");
+    }
     let (printed, table) = experiment_tables(&merged.runs, &merged.arms, shared_sft);
     print!("{printed}");
     if let Some(dir) = out {
         std::fs::create_dir_all(dir)
             .map_err(|e| PipelineError::new("tables", format!("{}: {e}", dir.display())))?;
-        write_experiment_files(dir, &merged.runs, &table)?;
+        // The written tables keep what the check of their inputs found.
+        let mut notes: String = merged.mismatches.iter().map(|l| format!("{l}\n")).collect();
+        notes.push_str(&table);
+        write_experiment_files(dir, &merged.runs, &notes)?;
         println!("written: {}", dir.join("experiment.md").display());
     }
     Ok(())

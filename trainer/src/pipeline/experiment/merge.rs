@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::ArmRun;
+use super::{input_mismatches, ArmRun};
 use crate::experiment::Arm;
 use crate::pipeline::PipelineError;
 
@@ -18,6 +18,9 @@ pub struct MergedRuns {
     pub arms: Vec<Arm>,
     /// Every row a later file put in place of an earlier file's.
     pub replaced: Vec<Replacement>,
+    /// Where the kept rows differ in their tokenizer or SFT data, and which rows carry
+    /// no digests to compare, one line each ([`input_mismatches`]).
+    pub mismatches: Vec<String>,
 }
 
 /// A row of one file that a later file's row of the same arm and seed replaced.
@@ -117,6 +120,11 @@ pub fn merge_runs(
         .into_iter()
         .filter(|arm| kept.keys().any(|(name, _)| name == arm.name()))
         .collect();
+    let rows: Vec<(&Path, &ArmRun)> = kept
+        .values()
+        .map(|(index, run)| (files[*index].0.as_path(), run))
+        .collect();
+    let mismatches = input_mismatches(&rows);
     let order = |name: &str| arms.iter().position(|arm| arm.name() == name);
     let mut runs: Vec<ArmRun> = kept.into_values().map(|(_, run)| run).collect();
     runs.sort_by_key(|run| (run.seed, order(&run.arm)));
@@ -124,5 +132,6 @@ pub fn merge_runs(
         runs,
         arms,
         replaced,
+        mismatches,
     })
 }

@@ -31,6 +31,7 @@ use crate::tokenizer::Tokenizer;
 use crate::weights::{load_model, read_config, CONFIG_FILE};
 
 mod equal_steps;
+mod inputs;
 mod merge;
 mod plots;
 mod resume;
@@ -38,6 +39,7 @@ mod sft;
 mod tables;
 
 use equal_steps::EqualSteps;
+pub use inputs::{input_mismatches, ArmInputs};
 pub use merge::{merge_runs, read_experiment_json, MergedRuns, Replacement};
 use plots::plot_rewards;
 use resume::{FinishedArm, RunRecord};
@@ -61,6 +63,10 @@ pub struct ArmRun {
     /// update-off control's, when the arm trains and controls are on.
     #[serde(default)]
     pub control: Option<ArmControl>,
+    /// Digests of its tokenizer and SFT data, which `sage tables` compares across the
+    /// rows it joins; `None` on rows written before rows kept them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<ArmInputs>,
 }
 
 /// An RL arm against its update-off control under the same seed.
@@ -422,6 +428,8 @@ fn run_arms_of_mode<K: Kernels>(
         .dir
         .join(sft_stage_dir(mode, annealed, sft_seed))
         .join("model");
+    let data = DataFiles::in_dir(&config.run.dir.join(format!("sft-{mode}")));
+    let inputs = ArmInputs::of(shared.tokenizer, &mode.to_string(), &data.train)?;
     for seed in seeds {
         let mut seeded = config.clone();
         seeded.rl.seed = config.rl.seed.wrapping_add(seed);
@@ -431,10 +439,13 @@ fn run_arms_of_mode<K: Kernels>(
         for &arm in arms.filter(|arm| arm.sft_mode(skill_data) == mode) {
             match shared.record.finished_arm(&seed_dir, arm)? {
                 FinishedArm::Reusable(run) => {
+                    let mut run = *run;
                     reporter.info(&format!(
                         "seed {seed}: {}: reused from the run being resumed",
                         arm.name()
                     ));
+                    // Its marker is this run's, so its inputs are today's.
+                    run.inputs.get_or_insert_with(|| inputs.clone());
                     runs.push(run);
                     continue;
                 }
@@ -451,7 +462,7 @@ fn run_arms_of_mode<K: Kernels>(
                 sft_dir: &sft_dir,
                 seed_dir: &seed_dir,
             };
-            let (run, backend) = run_arm(
+            let (mut run, backend) = run_arm(
                 k,
                 shared.another_backend,
                 &seeded,
@@ -462,6 +473,7 @@ fn run_arms_of_mode<K: Kernels>(
                 reporter,
             )?;
             k = backend;
+            run.inputs = Some(inputs.clone());
             shared.record.mark_arm_finished(&seed_dir, &run)?;
             runs.push(run);
         }
@@ -590,6 +602,7 @@ fn run_arm<K: Kernels>(
         metrics: reports.into_iter().map(|r| r.metrics).collect(),
         rl_seconds,
         control,
+        inputs: None,
     };
     Ok((run, policy.into_backend().map_err(failed("experiment"))?))
 }

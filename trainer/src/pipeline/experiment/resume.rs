@@ -112,7 +112,7 @@ impl ArmSettings {
 /// What a resumed run finds of one arm under one seed.
 pub(super) enum FinishedArm {
     /// Finished by this run under today's `[eval]` and `[rl]` settings.
-    Reusable(ArmRun),
+    Reusable(Box<ArmRun>),
     /// Finished by this run, but under other `[eval]` or `[rl]` settings: the first
     /// line that differs.
     OtherSettings(SettingsDifference),
@@ -277,7 +277,7 @@ impl RunRecord {
             rl,
         };
         Ok(match ran_under.difference(&self.now) {
-            None => FinishedArm::Reusable(marker.result),
+            None => FinishedArm::Reusable(Box::new(marker.result)),
             Some(found) => FinishedArm::OtherSettings(found),
         })
     }
@@ -439,6 +439,7 @@ mod tests {
             metrics: Vec::new(),
             rl_seconds: 1.5,
             control: None,
+            inputs: None,
         };
         let record = RunRecord::open(&config, false).unwrap();
         assert!(matches!(
