@@ -295,7 +295,8 @@ pub fn run(cli: Cli) -> Result<(), PipelineError> {
 }
 
 /// `sage tables`: the experiment's tables from the rows of `files`, with the rows each
-/// later file replaced and where the rows' inputs differ, printed and (with `out`) written as an experiment's files.
+/// later file replaced and where the rows' inputs differ, printed and (with `out`)
+/// written as an experiment's files.
 fn tables(
     files: &[PathBuf],
     seeds: Option<&[u64]>,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::ArmRun;
-use crate::pipeline::PipelineError;
+use crate::pipeline::{failed, PipelineError};
 use crate::tokenizer::Tokenizer;
 
 /// Hex characters of a digest kept in a row: 64 bits of BLAKE3, enough to tell apart
@@ -32,17 +32,14 @@ impl ArmInputs {
     /// The inputs of an arm on `mode`'s data: `tokenizer`'s digest, and the digest of
     /// `train` when that file is there. A file there that cannot be read is an error.
     pub fn of(tokenizer: &Tokenizer, mode: &str, train: &Path) -> Result<ArmInputs, PipelineError> {
-        let json = tokenizer
-            .to_json()
-            .map_err(|e| PipelineError::new("tokenizer", e.to_string()))?;
-        let sft_data = match train.is_file() {
-            true => {
-                let bytes = std::fs::read(train).map_err(|e| {
-                    PipelineError::new("experiment", format!("{}: {e}", train.display()))
-                })?;
-                Some(digest(&bytes))
+        let json = tokenizer.to_json().map_err(failed("tokenizer"))?;
+        let sft_data = match std::fs::read(train) {
+            Ok(bytes) => Some(digest(&bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                let message = format!("{}: {e}", train.display());
+                return Err(PipelineError::new("experiment", message));
             }
-            false => None,
         };
         Ok(ArmInputs {
             tokenizer: digest(json.as_bytes()),
