@@ -23,7 +23,12 @@
 # by side; on an H100 a step alone took 16 s; into OUT_DIR: rl.md (the tables and each
 # arm's sampled success against the control), rl-lrLR.log/.csv, rl-control.log/.csv),
 # SAGE_SFT_LORA (a rank: SFT trains LoRA adapters of that rank on every projection, with
-# alpha twice the rank, instead of every weight).
+# alpha twice the rank, instead of every weight), SAGE_DATA_DOCS=1 (the SFT data of the
+# expert's default style: every first task reads the API docs it needs and scenarios vary
+# in style, where the preset's data, the demo's, has neither; 5 of the 7 test-normal
+# templates call an API no training template calls, which only a model that reads the docs
+# can find: docs/models.md). For the comparison, run the script twice side by side with
+# their own SAGE_RUNS and output directories, once with SAGE_DATA_DOCS=1.
 #
 # Measured on an H100 (2026-11-26, docs/models.md): import 2 s, SFT 149 s (2 epochs; 82 s
 # for the preset's one on 2026-11-27), the two evaluations 15 s (after SFT) and 80 s
@@ -37,6 +42,13 @@ BACKEND=${SAGE_BACKEND:-cuda}
 PRECISION=${SAGE_PRECISION:-$([ "$BACKEND" = cuda ] && echo bf16 || echo f32)}
 RUNS=${SAGE_RUNS:-/tmp/sage-smollm2}
 CONFIG=$(realpath "${SAGE_CONFIG:-configs/smollm2.toml}")
+if [ "${SAGE_DATA_DOCS:-0}" = 1 ]; then
+    mkdir -p "$RUNS"
+    DOCS_CONFIG=$RUNS/docs-data.toml
+    sed 's/^prompt_rules = true$/prompt_rules = true\nread_docs = true\nvaried_style = true/' "$CONFIG" >"$DOCS_CONFIG"
+    grep -q '^read_docs = true$' "$DOCS_CONFIG" || { echo "$CONFIG has no 'prompt_rules = true' line to put the docs settings after" >&2; exit 1; }
+    CONFIG=$DOCS_CONFIG
+fi
 if [ -n "${SAGE_SFT_LORA:-}" ]; then
     mkdir -p "$RUNS"
     LORA_CONFIG=$RUNS/lora-sft.toml
