@@ -67,7 +67,9 @@ fn raw_path(
         let examples: Vec<_> = batch.iter().map(|&e| &data.examples[e]).collect();
         let (mut input, mut targets, mut weights, mut starts) =
             (Vec::new(), Vec::new(), Vec::new(), vec![0u32]);
-        for (example, coefficients) in examples.iter().zip(nll_coefficients(&examples)) {
+        let agent_tokens: usize = examples.iter().map(|e| e.agent_tokens()).sum();
+        let coefficients = nll_coefficients(&examples, agent_tokens as f64);
+        for (example, coefficients) in examples.iter().zip(coefficients) {
             input.extend_from_slice(&example.tokens);
             targets.extend_from_slice(&example.tokens[1..]);
             targets.push(0);

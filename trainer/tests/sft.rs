@@ -1,8 +1,9 @@
 //! `sft`: loss masks on the agent's tokens only (checked by decoding them), malformed
 //! lines named by number, length-bucketed batches that cover every example once within
 //! the budget, the policy's log-probs against a direct forward pass, and a run resumed
-//! from its state that takes exactly the steps of an uninterrupted one, and the
-//! longest agent turn against the rollouts' per-turn limits.
+//! from its state that takes exactly the steps of an uninterrupted one, the two loss
+//! weightings on batches of unequal agent shares, and the longest agent turn against the
+//! rollouts' per-turn limits.
 
 use sage_backend_cpu::CpuBackend;
 use sage_core::Policy;
@@ -13,7 +14,8 @@ use sage_trainer::optim::{AdamWConfig, LrSchedule};
 use sage_trainer::pipeline::turn_limit_warnings;
 use sage_trainer::policy::TransformerPolicy;
 use sage_trainer::sft::{
-    dev_loss, epoch_batches, nll_coefficients, SftConfig, SftData, SftState, SftTrainer,
+    dev_loss, epoch_batches, mean_agent_tokens, nll_coefficients, SftConfig, SftData,
+    SftLossWeighting, SftState, SftTrainer,
 };
 use sage_trainer::tokenizer::{Tokenizer, TrainConfig};
 use sage_transformer::{ModelConfig, Transformer};
@@ -30,6 +32,33 @@ fn jsonl(count: usize) -> String {
                 {"role": "assistant", "content": agent_one},
                 {"role": "user", "content": "Observation:\nNone"},
                 {"role": "assistant", "content": agent_two},
+            ]);
+            format!("{messages}\n")
+        })
+        .collect()
+}
+
+/// Chats of two shapes, alternating: a long task with a short answer (as a chain's later
+/// tasks, which reuse a skill) and a short task with a long answer (as a first task,
+/// which writes one), so that length-bucketed batches differ in their agent share.
+fn mixed_jsonl(count: usize) -> String {
+    (0..count)
+        .map(|i| {
+            let (task, answer) = if i % 2 == 0 {
+                (
+                    format!("Pay Ana {i} dollars. ").repeat(6),
+                    format!("pay(\"Ana\", {i})"),
+                )
+            } else {
+                (
+                    format!("Pay Ana {i}."),
+                    format!("pay(\"Ana\", {i})\n").repeat(6),
+                )
+            };
+            let messages = serde_json::json!([
+                {"role": "system", "content": "Rules."},
+                {"role": "user", "content": task},
+                {"role": "assistant", "content": format!("I pay.\n```python\n{answer}\n```")},
             ]);
             format!("{messages}\n")
         })
@@ -149,7 +178,7 @@ fn epoch_batches_cover_every_example_once_within_the_budget() {
     // The coefficients of a batch: -1/n on each of its n agent tokens.
     let batch: Vec<_> = batches[0].iter().map(|&i| &data.examples[i]).collect();
     let n: usize = batch.iter().map(|e| e.agent_tokens()).sum();
-    let coefficients = nll_coefficients(&batch);
+    let coefficients = nll_coefficients(&batch, n as f64);
     let total: f32 = coefficients.iter().flatten().sum();
     assert!(
         (total + 1.0).abs() < 1e-5,
@@ -295,4 +324,66 @@ fn a_run_of_set_steps_continues_epoch_after_epoch_and_stops_there() {
     assert_eq!(epochs[total as usize..], [2, 2]);
     assert_eq!(steps.last().unwrap().2, 1.0);
     assert!(steps[total as usize - 1].2 < 1.0);
+}
+
+#[test]
+fn token_weighting_gives_every_agent_token_the_same_weight_and_the_same_mean_step() {
+    let tk = tokenizer();
+    let template = ChatTemplate::new(&tk).unwrap();
+    let data = SftData::parse(&mixed_jsonl(24), &template).unwrap();
+    let budget = 3 * data.examples[0].tokens.len();
+    let batches = epoch_batches(&data.examples, budget, 3, 0);
+    assert!(batches.len() >= 4, "{} batches", batches.len());
+    let agent =
+        |batch: &[usize]| -> usize { batch.iter().map(|&i| data.examples[i].agent_tokens()).sum() };
+    let mean = mean_agent_tokens(&data.examples, &batches);
+    let all: usize = batches.iter().map(|b| agent(b)).sum();
+    assert_eq!(mean, all as f64 / batches.len() as f64);
+
+    // Per batch (the default), a token's weight is 1 / its batch's agent tokens, and
+    // the data's two shapes make those differ; per token it is 1 / mean everywhere, and
+    // an epoch's coefficients still sum to -1 per batch. Tolerance: f32 sums of a few
+    // hundred equal terms, 1e-5 relative.
+    let shares: Vec<usize> = batches.iter().map(|b| agent(b)).collect();
+    assert!(shares.iter().min() < shares.iter().max(), "{shares:?}");
+    let mut epoch_sum = 0.0f64;
+    for batch in &batches {
+        let examples: Vec<_> = batch.iter().map(|&i| &data.examples[i]).collect();
+        for coefficients in nll_coefficients(&examples, mean) {
+            for c in coefficients.into_iter().filter(|&c| c != 0.0) {
+                assert_eq!(c, (-1.0 / mean) as f32);
+                epoch_sum += f64::from(c);
+            }
+        }
+    }
+    let per_batch = epoch_sum / batches.len() as f64;
+    assert!((per_batch + 1.0).abs() < 1e-5, "{per_batch}");
+
+    // Trained from one initialisation: the first step reports the same mean loss under
+    // both (the loss is the batch's mean NLL either way; 1e-5 relative for f32 sums),
+    // and the runs part once batches of unequal agent shares have stepped.
+    let losses = |loss_weighting| {
+        let config = SftConfig {
+            epochs: 1,
+            batch_tokens: budget,
+            seed: 3,
+            loss_weighting,
+            ..SftConfig::default()
+        };
+        let mut model = policy(tk.vocab_size(), 5);
+        let mut trainer = SftTrainer::new(config, &data, SftState::default());
+        let mut losses = Vec::new();
+        while let Some(step) = trainer.next_step(&mut model, &data).unwrap() {
+            losses.push(step.loss);
+        }
+        losses
+    };
+    let (by_batch, by_token) = (
+        losses(SftLossWeighting::Batch),
+        losses(SftLossWeighting::Token),
+    );
+    assert_eq!(by_batch.len(), batches.len());
+    let relative = (by_batch[0] - by_token[0]).abs() / by_batch[0];
+    assert!(relative < 1e-5, "{} vs {}", by_batch[0], by_token[0]);
+    assert_ne!(by_batch, by_token);
 }

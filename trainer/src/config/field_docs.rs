@@ -194,6 +194,11 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
     ),
     ("sft", "seed", "seed of the batch order"),
     (
+        "sft",
+        "loss_weighting",
+        "batch: each step the mean over its agent tokens; token: every agent token alike",
+    ),
+    (
         "sft.lora",
         "rank",
         "LoRA: rank of the adapters trained instead of every weight (0: off)",

@@ -40,12 +40,25 @@ pub fn epoch_batches(
     batches
 }
 
-/// Per-token loss coefficients of a batch in the `Policy` convention: the mean negative
-/// log-likelihood over the batch's agent tokens has derivative `-1 / n` at each of
-/// them (n = agent tokens in the batch) and 0 elsewhere.
-pub fn nll_coefficients(batch: &[&SftExample]) -> Vec<Vec<f32>> {
-    let n: usize = batch.iter().map(|e| e.agent_tokens()).sum();
-    let weight = -1.0 / n.max(1) as f32;
+/// Agent tokens per batch, averaged over an epoch's batches (the same every epoch: only
+/// the order of the batches changes); the normalizer of [`SftLossWeighting::Token`].
+///
+/// [`SftLossWeighting::Token`]: super::SftLossWeighting::Token
+pub fn mean_agent_tokens(examples: &[SftExample], batches: &[Vec<usize>]) -> f64 {
+    let agent: usize = batches
+        .iter()
+        .flatten()
+        .map(|&i| examples[i].agent_tokens())
+        .sum();
+    agent as f64 / batches.len().max(1) as f64
+}
+
+/// Per-token loss coefficients of a batch in the `Policy` convention: the negative
+/// log-likelihood summed over the batch's agent tokens and divided by `normalizer` has
+/// derivative `-1 / normalizer` at each of them and 0 elsewhere. With `normalizer` the
+/// batch's own agent tokens, the loss is the batch's mean.
+pub fn nll_coefficients(batch: &[&SftExample], normalizer: f64) -> Vec<Vec<f32>> {
+    let weight = (-1.0 / normalizer.max(1.0)) as f32;
     batch
         .iter()
         .map(|e| {

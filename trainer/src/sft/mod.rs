@@ -1,6 +1,7 @@
 //! Supervised fine-tuning on chat trajectories (the expert's export, or any JSON lines
 //! of `{role, content}` messages): the loss is the mean negative log-likelihood of the
-//! agent's own tokens; prompts and observations are masked out.
+//! agent's own tokens; prompts and observations are masked out. How the tokens of
+//! different batches weigh against each other is [`SftLossWeighting`].
 //!
 //! - [`SftData`]: JSON lines tokenised exactly as rollouts assemble episodes;
 //! - [`epoch_batches`]: length-bucketed batches under a token budget, shuffled per
@@ -23,7 +24,7 @@ use sage_core::policy::{Policy, UpdateStats};
 
 use crate::chat::ChatError;
 
-pub use batch::{epoch_batches, nll_coefficients};
+pub use batch::{epoch_batches, mean_agent_tokens, nll_coefficients};
 pub use data::{SftData, SftExample};
 
 /// Why SFT data could not be read.
@@ -74,8 +75,26 @@ pub struct SftConfig {
     pub batch_tokens: usize,
     /// Seed of the batch order.
     pub seed: u64,
+    /// How an agent token's loss weighs against those of other batches.
+    pub loss_weighting: SftLossWeighting,
     /// LoRA adapters to train instead of every weight (off at rank 0).
     pub lora: LoraSettings,
+}
+
+/// How SFT weighs the loss of one agent token. Length-bucketed batches differ in how many
+/// of their tokens are the agent's: a batch of long prompts with short answers (a chain's
+/// later tasks, reusing a skill) holds few, one of short prompts with long answers (a
+/// first task, writing the skill) holds many.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SftLossWeighting {
+    /// Each step's loss is the mean over its batch's agent tokens: every batch weighs the
+    /// same, so a token weighs more in a batch with fewer agent tokens.
+    #[default]
+    Batch,
+    /// Every agent token weighs the same: a batch's summed loss is divided by the mean
+    /// agent tokens per batch of the epoch, so the mean step is as large as under `batch`.
+    Token,
 }
 
 impl Default for SftConfig {
@@ -85,6 +104,7 @@ impl Default for SftConfig {
             steps: 0,
             batch_tokens: 8192,
             seed: 0,
+            loss_weighting: SftLossWeighting::Batch,
             lora: LoraSettings::default(),
         }
     }
@@ -128,6 +148,8 @@ pub struct SftTrainer {
     state: SftState,
     batches: Vec<Vec<usize>>,
     batches_per_epoch: usize,
+    /// Agent tokens per batch, averaged over an epoch.
+    mean_agent_tokens: f64,
 }
 
 impl SftTrainer {
@@ -141,6 +163,7 @@ impl SftTrainer {
         );
         SftTrainer {
             batches_per_epoch: batches.len(),
+            mean_agent_tokens: mean_agent_tokens(&data.examples, &batches),
             config,
             state,
             batches,
@@ -190,10 +213,16 @@ impl SftTrainer {
             .iter()
             .map(|&i| &data.examples[i])
             .collect();
-        let coefficients = nll_coefficients(&batch);
+        let agent_tokens: usize = batch.iter().map(|e| e.agent_tokens()).sum();
+        let normalizer = match self.config.loss_weighting {
+            SftLossWeighting::Batch => agent_tokens as f64,
+            SftLossWeighting::Token => self.mean_agent_tokens,
+        };
+        let coefficients = nll_coefficients(&batch, normalizer);
         let sequences: Vec<&[u32]> = batch.iter().map(|e| e.tokens.as_slice()).collect();
         let coefficient_refs: Vec<&[f32]> = coefficients.iter().map(Vec::as_slice).collect();
-        let loss = policy.accumulate_gradient(&sequences, &coefficient_refs)?;
+        let weighted = policy.accumulate_gradient(&sequences, &coefficient_refs)?;
+        let loss = (f64::from(weighted) * normalizer.max(1.0) / agent_tokens.max(1) as f64) as f32;
         let update = policy.optimizer_step()?;
         self.state.batch += 1;
         self.state.step += 1;
@@ -203,7 +232,7 @@ impl SftTrainer {
             progress: self.state.step as f64 / self.total_steps().max(1) as f64,
             loss,
             tokens: batch.iter().map(|e| e.tokens.len()).sum(),
-            agent_tokens: batch.iter().map(|e| e.agent_tokens()).sum(),
+            agent_tokens,
             update,
         }))
     }
