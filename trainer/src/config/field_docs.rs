@@ -196,7 +196,7 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
     (
         "sft",
         "loss_weighting",
-        "batch: each step the mean over its agent tokens; token: every agent token alike",
+        "batch: each step the mean over its agent tokens; token: every agent token alike (unclipped steps)",
     ),
     (
         "sft.lora",

@@ -85,6 +85,10 @@ pub struct SftConfig {
 /// of their tokens are the agent's: a batch of long prompts with short answers (a chain's
 /// later tasks, reusing a skill) holds few, one of short prompts with long answers (a
 /// first task, writing the skill) holds many.
+///
+/// The two differ only on steps whose gradient norm stays under `[optimizer]
+/// max_grad_norm`: a clipped gradient is rescaled to that norm whatever its scale, so
+/// every clipped batch weighs the same under either weighting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SftLossWeighting {
