@@ -334,17 +334,20 @@ fn token_weighting_gives_every_agent_token_the_same_weight_and_the_same_mean_ste
     let budget = 3 * data.examples[0].tokens.len();
     let batches = epoch_batches(&data.examples, budget, 3, 0);
     assert!(batches.len() >= 4, "{} batches", batches.len());
-    let agent =
-        |batch: &[usize]| -> usize { batch.iter().map(|&i| data.examples[i].agent_tokens()).sum() };
+    let shares: Vec<usize> = batches
+        .iter()
+        .map(|b| b.iter().map(|&i| data.examples[i].agent_tokens()).sum())
+        .collect();
     let mean = mean_agent_tokens(&data.examples, &batches);
-    let all: usize = batches.iter().map(|b| agent(b)).sum();
-    assert_eq!(mean, all as f64 / batches.len() as f64);
+    assert_eq!(
+        mean,
+        shares.iter().sum::<usize>() as f64 / batches.len() as f64
+    );
 
     // Per batch (the default), a token's weight is 1 / its batch's agent tokens, and
     // the data's two shapes make those differ; per token it is 1 / mean everywhere, and
     // an epoch's coefficients still sum to -1 per batch. Tolerance: f32 sums of a few
     // hundred equal terms, 1e-5 relative.
-    let shares: Vec<usize> = batches.iter().map(|b| agent(b)).collect();
     assert!(shares.iter().min() < shares.iter().max(), "{shares:?}");
     let mut epoch_sum = 0.0f64;
     for batch in &batches {

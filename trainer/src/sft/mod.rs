@@ -221,12 +221,13 @@ impl SftTrainer {
         let normalizer = match self.config.loss_weighting {
             SftLossWeighting::Batch => agent_tokens as f64,
             SftLossWeighting::Token => self.mean_agent_tokens,
-        };
+        }
+        .max(1.0);
         let coefficients = nll_coefficients(&batch, normalizer);
         let sequences: Vec<&[u32]> = batch.iter().map(|e| e.tokens.as_slice()).collect();
         let coefficient_refs: Vec<&[f32]> = coefficients.iter().map(Vec::as_slice).collect();
         let weighted = policy.accumulate_gradient(&sequences, &coefficient_refs)?;
-        let loss = (f64::from(weighted) * normalizer.max(1.0) / agent_tokens.max(1) as f64) as f32;
+        let loss = (f64::from(weighted) * normalizer / agent_tokens.max(1) as f64) as f32;
         let update = policy.optimizer_step()?;
         self.state.batch += 1;
         self.state.step += 1;
