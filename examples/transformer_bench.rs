@@ -213,8 +213,9 @@ where
 /// decoding steps, each token picked on the backend as the trainer's generation picks
 /// it (`decode_step_choosing`: only the choices are copied back, not the logits), with
 /// `steps` called between the prefill and the steps. Returns generated tokens per second
-/// (prefill included in the time).
-fn decode<K: Kernels>(k: &mut K, r: &Request, steps: &mut Marker) -> BenchResult<f64>
+/// (prefill included in the time) and the mean milliseconds of a decoding step after the
+/// prefill.
+fn decode<K: Kernels>(k: &mut K, r: &Request, steps: &mut Marker) -> BenchResult<(f64, f64)>
 where
     K::Error: Error + 'static,
 {
@@ -232,6 +233,7 @@ where
     cache.set_prefill_tokens(r.prefill_tokens);
     let mut choices = model.prefill_choosing(k, &mut cache, &prompt_refs, 0.0, &[])?;
     steps()?;
+    let decoding = Instant::now();
     for _ in 1..new_tokens {
         let next = choices
             .iter()
@@ -240,7 +242,11 @@ where
             .ok_or("logits that are not finite")?;
         choices = model.decode_step_choosing(k, &mut cache, &next, 0.0, &[])?;
     }
-    Ok((batch * new_tokens) as f64 / start.elapsed().as_secs_f64())
+    settle(k, probe)?;
+    let step_ms =
+        1e3 * decoding.elapsed().as_secs_f64() / new_tokens.saturating_sub(1).max(1) as f64;
+    let tokens_per_s = (batch * new_tokens) as f64 / start.elapsed().as_secs_f64();
+    Ok((tokens_per_s, step_ms))
 }
 
 /// c[n, n] = a[n, n] · b[n, n]^T (a linear layer's layout), median of 5 runs after a
@@ -333,28 +339,34 @@ where
         let gflops = gemm(k, 2048)?;
         return Ok(format!("\"side\":\"{side}\",\"what\":\"gemm\",\"config\":\"2048^3\",\"threads\":{threads},\"gflops\":{gflops:.1}"));
     }
-    let (tokens_per_s, shape) = match r.what.as_str() {
+    let (tokens_per_s, shape, extra) = match r.what.as_str() {
         "train" => (
             train(k, &r, profiled)?,
             match r.lora_rank {
                 0 => format!("{}x{}", r.batch, r.seq),
                 rank => format!("{}x{}, LoRA rank {rank}", r.batch, r.seq),
             },
+            String::new(),
         ),
-        "decode" => (
-            decode(k, &r, profiled)?,
-            format!(
+        "decode" => {
+            let (tokens_per_s, step_ms) = decode(k, &r, profiled)?;
+            let shape = format!(
                 "{} seqs, {} prompt, {} new, {} weights",
                 r.seqs,
                 r.prompt,
                 r.new_tokens,
                 if r.frozen { "frozen" } else { "trainable" }
-            ),
-        ),
+            );
+            (
+                tokens_per_s,
+                shape,
+                format!(",\"decode_step_ms\":{step_ms:.2}"),
+            )
+        }
         other => return Err(format!("unknown measurement `{other}` (train, decode, gemm)").into()),
     };
     Ok(format!(
-        "\"side\":\"{side}\",\"what\":\"{}\",\"config\":\"{}\",\"shape\":\"{shape}\",\"threads\":{threads},\"tokens_per_s\":{tokens_per_s:.1},\"peak_rss_mib\":{:.1}",
+        "\"side\":\"{side}\",\"what\":\"{}\",\"config\":\"{}\",\"shape\":\"{shape}\",\"threads\":{threads},\"tokens_per_s\":{tokens_per_s:.1}{extra},\"peak_rss_mib\":{:.1}",
         r.what,
         r.name,
         peak_rss_mib()

@@ -13,7 +13,7 @@
 //! - `store`: the buffers and the checked lending of tensor slices;
 //! - `elementwise`: fill, copy, `+=`, scale, sum of squares;
 //! - `embedding`, `norm` (RMSNorm), `matmul` (GEMM and bias; `gemm` is its packed
-//!   kernel), `rope`, `attention`
+//!   kernel, `skinny` its kernel for a few rows), `rope`, `attention`
 //!   (training), `decode` (KV cache), `swiglu`, `logprob` (the output head), `adamw`;
 //! - `math`: vectorisable exp, dot products, reductions and softmax rows shared by the
 //!   kernels, and the run-time dispatch (pulp) that compiles hot loops for AVX2.
@@ -32,6 +32,7 @@ mod math;
 mod matmul;
 mod norm;
 mod rope;
+mod skinny;
 mod store;
 mod swiglu;
 

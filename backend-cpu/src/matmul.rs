@@ -1,8 +1,8 @@
 //! Matrix multiplication and the linear layer's bias. GEMM takes ndarray's safe strided
 //! views, so transposed operands are read in place, and runs the packed kernels of
 //! [`crate::gemm`] (AVX-512 or AVX2 picked at run time); products of a few rows with a
-//! transposed weight (decoding) skip packing and run as vector dot products instead,
-//! split into a few blocks run by rayon. Each element of `c` is computed the same way
+//! transposed weight (decoding) skip packing and run as the vector dot products of
+//! [`crate::skinny`] instead, split into a few blocks run by rayon. Each element of `c` is computed the same way
 //! however the product is split, so results do not depend on the number of threads.
 
 use ndarray::linalg::general_mat_mul;
@@ -18,9 +18,15 @@ use crate::error::CpuError;
 use crate::gemm::gemm_packed;
 use crate::math::vectorized;
 use crate::norm::column_sums;
+use crate::skinny::SkinnyDots;
 
 /// Below this many multiply-adds a GEMM runs on the calling thread.
 const SERIAL_MACS: usize = 1 << 20;
+
+/// Below this many multiply-adds a skinny product runs on the calling thread. Lower than
+/// [`SERIAL_MACS`]: a skinny product streams `b` from memory once, at a few multiply-adds
+/// per float read, so it is bound by memory bandwidth, which two threads draw more of.
+const SKINNY_SERIAL_MACS: usize = 1 << 16;
 
 /// Split points of parallel unpacked GEMM blocks are multiples of this.
 const SPLIT_ALIGN: usize = 64;
@@ -146,13 +152,15 @@ fn gemm_unpacked(
     }
 }
 
-/// Most rows of `c` for which [`gemm`] skips packing: below this, packing `b`
-/// costs about as much as the product itself.
-const SKINNY_ROWS: usize = 8;
+/// Most rows of `c` for which [`gemm`] skips packing. Packing `b` reads and writes all of
+/// it, every call; a decoding step's weights are too big to stay in cache between steps,
+/// so up to here the skinny kernel, which reads `b` once, is the faster
+/// (`transformer_bench decode`: a step of 16 SmolLM2 sequences 2.1x faster, of 64 1.3x;
+/// 32 rows of the tiny model's, whose weights stay in cache, 1.2x, 64 of them 0.86x).
+const SKINNY_ROWS: usize = 32;
 
 /// c[i, j] = alpha * (a_rows[i] · b_columns[j]) + beta * c[i, j] without packing: dot
-/// products of contiguous rows, four rows of `a` against two columns of `b` at a time
-/// in vector registers (AVX2 and FMA where present).
+/// products of contiguous rows, in the register tiles of [`SkinnyDots`].
 fn gemm_skinny(
     c: &mut ArrayViewMut2<'_, f32>,
     a_rows: &[&[f32]],
@@ -177,64 +185,9 @@ fn gemm_skinny(
     }
 }
 
-/// The dot products of [`gemm_skinny`], as a vectorised operation.
-struct SkinnyDots<'a> {
-    /// [m, n], row-major.
-    dots: &'a mut [f32],
-    /// m rows of k.
-    a_rows: &'a [&'a [f32]],
-    /// n columns of k.
-    b_columns: &'a [&'a [f32]],
-}
-
-impl pulp::WithSimd for SkinnyDots<'_> {
-    type Output = ();
-
-    #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, simd: S) {
-        let SkinnyDots {
-            dots,
-            a_rows,
-            b_columns,
-        } = self;
-        let (m, n) = (a_rows.len(), b_columns.len());
-        let a: Vec<(&[S::f32s], &[f32])> = a_rows.iter().map(|row| S::as_simd_f32s(row)).collect();
-        for j0 in (0..n).step_by(2) {
-            // A lone last column is computed twice and stored once.
-            let js = [j0, (j0 + 1).min(n - 1)];
-            let b = js.map(|j| S::as_simd_f32s(b_columns[j]));
-            for i0 in (0..m).step_by(4) {
-                // Rows past the end repeat the last row; their results are dropped.
-                let is = [0, 1, 2, 3].map(|r| (i0 + r).min(m - 1));
-                // Every row and column has the same k, so the same number of vectors.
-                let len = b[0].0.len();
-                let columns = [&b[0].0[..len], &b[1].0[..len]];
-                let rows = is.map(|i| &a[i].0[..len]);
-                let mut acc = [[simd.splat_f32s(0.0); 2]; 4];
-                for p in 0..len {
-                    for (acc_row, row) in acc.iter_mut().zip(&rows) {
-                        acc_row[0] = simd.mul_add_f32s(row[p], columns[0][p], acc_row[0]);
-                        acc_row[1] = simd.mul_add_f32s(row[p], columns[1][p], acc_row[1]);
-                    }
-                }
-                for (r, (acc_row, &i)) in acc.iter().zip(&is).enumerate() {
-                    for (col, &j) in js.iter().enumerate() {
-                        let tail = a[i].1.iter().zip(b[col].1);
-                        let dot =
-                            tail.fold(simd.reduce_sum_f32s(acc_row[col]), |t, (x, y)| t + x * y);
-                        if i0 + r < m && (col == 0 || j0 + 1 < n) {
-                            dots[i * n + j] = dot;
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// [`gemm_unpacked`], with the larger side of `c` halved recursively (at multiples of
 /// [`SPLIT_ALIGN`]) into blocks run in parallel, down to `depth` halvings or
-/// [`SERIAL_MACS`] per block.
+/// [`SKINNY_SERIAL_MACS`] per block.
 fn gemm_split(
     mut c: ArrayViewMut2<'_, f32>,
     a: ArrayView2<'_, f32>,
@@ -246,7 +199,7 @@ fn gemm_split(
     let ((m, n), k) = (c.dim(), a.ncols());
     let half = |len: usize| len / 2 / SPLIT_ALIGN * SPLIT_ALIGN;
     let splittable = |len: usize| len >= 2 * SPLIT_ALIGN;
-    if depth == 0 || m * n * k <= SERIAL_MACS || !(splittable(m) || splittable(n)) {
+    if depth == 0 || m * n * k <= SKINNY_SERIAL_MACS || !(splittable(m) || splittable(n)) {
         gemm_unpacked(&mut c, &a, &b, alpha, beta);
     } else if m >= n && splittable(m) {
         let (c_top, c_bottom) = c.split_at(Axis(0), half(m));

@@ -44,6 +44,19 @@ fn run_kernels() -> Vec<Vec<f32>> {
         .unwrap();
     outputs.extend([out, lse, dq, dk, dv].map(|t| download(backend, t)));
 
+    // Decoding attention of 5 sequences: on one thread a task per sequence (5 >= 2 x 1),
+    // on three a task per key/value head of a sequence (5 < 2 x 3).
+    let (batch, capacity) = (5, 40);
+    let lengths = [40u32, 1, 17, 33, 8];
+    let k_cache = upload(backend, &rng.vec(batch * capacity * 32, 1.0));
+    let v_cache = upload(backend, &rng.vec(batch * capacity * 32, 1.0));
+    let q_step = upload(backend, &rng.vec(batch * 64, 1.0));
+    let decoded = upload(backend, &vec![0.0; batch * 64]);
+    backend
+        .attention_decode(decoded, q_step, k_cache, v_cache, &lengths, capacity, shape)
+        .unwrap();
+    outputs.push(download(backend, decoded));
+
     // The output head across chunks (300 x 70000 logits, two chunks of rows), and the
     // embedding scatter of many repeated tokens into the same table.
     let (rows, dim, vocab) = (300, 8, 70_000);
@@ -114,8 +127,13 @@ fn run_kernels() -> Vec<Vec<f32>> {
     outputs.push(vec![norm]);
 
     // Products split into blocks differently by thread count: 130 rows (packed), and
-    // 8 rows times a transposed weight (unpacked, split along columns).
-    for (m, n, k) in [(130, 200, 96), (8, 1500, 256)] {
+    // 1, 8 and 32 rows times a transposed weight (unpacked, split along columns).
+    for (m, n, k) in [
+        (130, 200, 96),
+        (1, 1500, 256),
+        (8, 1500, 256),
+        (32, 700, 100),
+    ] {
         let (a, w) = (
             upload(backend, &rng.vec(m * k, 1.0)),
             upload(backend, &rng.vec(n * k, 1.0)),
