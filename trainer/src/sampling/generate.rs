@@ -24,7 +24,9 @@ use super::sampler::Sampler;
 /// stream, derived from `(params.seed, key)` where the key is `params.stream_keys[i]`
 /// (or `i` when there are none), so its tokens depend only on the seed, its key and its
 /// prompt, not on the other prompts of the batch (on a backend whose per-sequence
-/// results do not depend on the batch, as the CPU backend's do not). `logprobs` are
+/// results do not depend on the batch: the CPU backend's do not while the batch stays on
+/// one side of its skinny-product limit, 32 sequences, where its products change kernel
+/// and so the order of their sums). `logprobs` are
 /// those of the model's own distribution, before temperature, top-k and top-p.
 ///
 /// The KV cache holds `max(prompt + limit)` tokens per sequence, which must not exceed
