@@ -242,7 +242,7 @@ where
             .ok_or("logits that are not finite")?;
         choices = model.decode_step_choosing(k, &mut cache, &next, 0.0, &[])?;
     }
-    settle(k, probe)?;
+    // Every step read its choices back, so the steps are finished here.
     let step_ms =
         1e3 * decoding.elapsed().as_secs_f64() / new_tokens.saturating_sub(1).max(1) as f64;
     let tokens_per_s = (batch * new_tokens) as f64 / start.elapsed().as_secs_f64();

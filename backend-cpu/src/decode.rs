@@ -68,7 +68,7 @@ pub(crate) fn attention_decode(
         .zip(q.par_chunks(task_width))
         .enumerate()
         .with_min_len(min_rows(longest * task_width))
-        .for_each_init(Vec::new, |weights, (task, (out, q))| {
+        .for_each_init(Scratch::default, |scratch, (task, (out, q))| {
             let (b, part) = (task / tasks_per_sequence, task % tasks_per_sequence);
             let first = b * capacity * kv_width + part * kv_per_task * hd;
             let length = lengths[b] as usize;
@@ -78,7 +78,7 @@ pub(crate) fn attention_decode(
                 keys: &k_cache[first..],
                 values: &v_cache[first..],
                 row_stride: kv_width,
-                weights,
+                scratch,
                 length,
                 dims: (kv_per_task, group, hd),
                 scale: dims.scale(),
@@ -102,13 +102,22 @@ struct HeadsAttention<'a> {
     values: &'a [f32],
     /// Elements from one cached row to the next (KV * hd).
     row_stride: usize,
-    /// Scratch kept by the task: [kv * group, length] scores, then weights.
-    weights: &'a mut Vec<f32>,
+    /// Kept by the task between calls.
+    scratch: &'a mut Scratch,
     /// Cached rows attended.
     length: usize,
     /// Key/value heads, query heads per key/value head, head width.
     dims: (usize, usize, usize),
     scale: f32,
+}
+
+/// A decoding attention task's buffers, kept between its calls.
+#[derive(Default)]
+struct Scratch {
+    /// [kv * group, length]: scores, then unnormalised weights.
+    weights: Vec<f32>,
+    /// [kv * group]: each head's sum of weights.
+    sums: Vec<f32>,
 }
 
 impl pulp::WithSimd for HeadsAttention<'_> {
@@ -122,7 +131,7 @@ impl pulp::WithSimd for HeadsAttention<'_> {
             keys,
             values,
             row_stride,
-            weights,
+            scratch: Scratch { weights, sums },
             length,
             dims: (kv, group, hd),
             scale,
@@ -140,13 +149,11 @@ impl pulp::WithSimd for HeadsAttention<'_> {
                 }
             }
         }
-        let sums: Vec<f32> = weights
-            .chunks_exact_mut(length)
-            .map(|w| {
-                let max = math::max(w);
-                math::exp_sum_in_place(w, max)
-            })
-            .collect();
+        sums.clear();
+        sums.extend(weights.chunks_exact_mut(length).map(|w| {
+            let max = math::max(w);
+            math::exp_sum_in_place(w, max)
+        }));
         out.fill(0.0);
         for t in 0..length {
             for (g, out_g) in out.chunks_exact_mut(group * hd).enumerate() {

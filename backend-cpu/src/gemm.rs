@@ -573,20 +573,8 @@ fn aligned(floats: &mut Vec<f32>, len: usize) -> &mut [f32] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_inputs::random;
     use ndarray::ShapeBuilder;
-
-    /// Fresh inputs in [-1, 1) from a seeded xorshift, never zero.
-    fn random(len: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed.max(1);
-        (0..len)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
 
     /// One product's operands: `a` [m, k] (stored [k, m] when transposed), `b` [k, n]
     /// (stored [n, k]), `c` [m, n] with rows `stride` apart.

@@ -35,6 +35,8 @@ mod rope;
 mod skinny;
 mod store;
 mod swiglu;
+#[cfg(test)]
+mod test_inputs;
 
 pub use error::CpuError;
 

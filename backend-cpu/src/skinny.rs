@@ -106,19 +106,7 @@ fn tiles<S: Simd, const R: usize, const C: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Fresh inputs in [-1, 1) from a seeded xorshift, never zero.
-    fn random(len: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed.max(1);
-        (0..len)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::test_inputs::random;
 
     /// dots[m, n] of `a` [m, k] and `b` [n, k] at vector level `simd`.
     fn dots_at<S: Simd>(simd: S, a: &[f32], b: &[f32], k: usize) -> Vec<f32> {
