@@ -11,7 +11,8 @@
 //! every weight, `--seqs B --prompt P --new T` for decoding, with `--prefill-tokens N` the
 //! most prompt tokens the prefill runs at once and `--weights frozen|trainable` the
 //! model's weights frozen for inference, as `sage eval` loads them (the default), or
-//! trainable), or `-- gemm` (GFLOP/s). With
+//! trainable), or `-- gemm` (GFLOP/s). On the CPU, `--precision f32|bf16` (f32 by
+//! default; bf16: the products of more than 32 rows multiply bf16-rounded operands). With
 //! `--features cuda`, `--backend cuda` runs on GPU 0 (`--precision f32|bf16`, bf16 by
 //! default there: bf16 GEMM operands, f32 everything else; `--bf16-inputs
 //! copies|casts|converted`: bf16 copies of the operands, written by the kernels that make
@@ -24,7 +25,7 @@
 use std::error::Error;
 use std::time::Instant;
 
-use sage_backend_cpu::CpuBackend;
+use sage_backend_cpu::{CpuBackend, Precision as CpuPrecision};
 use sage_transformer::{
     AdamWStep, AdapterLayout, Kernels, KvCache, LoraConfig, MatmulShape, ModelConfig, Projection,
     Tensor, Transformer, DEFAULT_PREFILL_TOKENS,
@@ -411,9 +412,14 @@ fn main() -> BenchResult<()> {
     let backend: String = option(&args, "--backend", "cpu".to_owned())?;
     match backend.as_str() {
         "cpu" => {
+            let (precision, side) = match option(&args, "--precision", "f32".to_owned())?.as_str() {
+                "f32" => (CpuPrecision::F32, "sage-cpu"),
+                "bf16" => (CpuPrecision::Bf16, "sage-cpu-bf16"),
+                other => return Err(format!("unknown precision `{other}` (f32, bf16)").into()),
+            };
             let fields = measure(
-                &mut CpuBackend::new(),
-                "sage-cpu",
+                &mut CpuBackend::with_precision(precision),
+                side,
                 threads,
                 request,
                 &mut || Ok(()),

@@ -553,3 +553,103 @@ fn malformed_batches_are_clear_errors() {
         Err(ModelError::Config(_))
     ));
 }
+
+/// The bf16 precision against f32 on one model and batch: log-probs and gradients of a
+/// forward and backward pass whose products have 80 rows (more than the 32 a decoding
+/// step's products have, which stay f32), with weights of a trained model's scale.
+/// Rounding every product's operands to bf16
+/// (8 bits of mantissa, a relative error of at most 2^-9 each) moves a log-prob by
+/// about that fraction of the logits' scale and a gradient by a few times it: we accept
+/// 1e-2 of the largest |log-prob| and 3e-2 of the gradients' norm, where a wrong term
+/// would be of order 1. The two must differ (bf16 did run), and bf16 gives the same bits
+/// on 1 and 3 threads.
+#[test]
+fn bf16_precision_tracks_f32_within_bf16_rounding() {
+    use sage_backend_cpu::Precision;
+    let config = ModelConfig {
+        vocab_size: 97,
+        hidden_size: 64,
+        intermediate_size: 96,
+        num_hidden_layers: 2,
+        num_attention_heads: 4,
+        num_key_value_heads: 2,
+        rope_theta: 10_000.0,
+        rms_norm_eps: 1e-6,
+        max_position_embeddings: 64,
+        tie_word_embeddings: true,
+        qkv_bias: true,
+    };
+    let mut rng = Rng(0xbf16);
+    let tokens: Vec<u32> = (0..80)
+        .map(|_| rng.below(config.vocab_size) as u32)
+        .collect();
+    let targets: Vec<u32> = (0..80)
+        .map(|_| rng.below(config.vocab_size) as u32)
+        .collect();
+    let starts = [0, 48, 80];
+    let weights: Vec<f32> = (0..tokens.len()).map(|_| rng.unit()).collect();
+    let run = |precision: Precision| {
+        let mut k = CpuBackend::with_precision(precision);
+        let mut model = random_model(&mut k, config.clone(), &mut Rng(0x5eed));
+        // Weights of a trained model's scale (|w| < 0.15 rather than 0.5), norms as drawn.
+        let mut params = vec![0.0f32; model.params().len];
+        k.read(model.params(), &mut params).unwrap();
+        let layout = model.layout();
+        let norms: Vec<_> = layout
+            .layers
+            .iter()
+            .flat_map(|l| [l.input_norm, l.post_attention_norm])
+            .chain([layout.final_norm])
+            .collect();
+        for (i, p) in params.iter_mut().enumerate() {
+            if !norms
+                .iter()
+                .any(|n| (n.offset..n.offset + n.len).contains(&i))
+            {
+                *p *= 0.3;
+            }
+        }
+        k.write(model.params(), &params).unwrap();
+        let logp = model.forward(&mut k, &tokens, &targets, &starts).unwrap();
+        model.backward(&mut k, &weights).unwrap();
+        let mut grads = vec![0.0f32; model.grads().len];
+        k.read(model.grads(), &mut grads).unwrap();
+        (logp, grads)
+    };
+    let (logp32, grads32) = run(Precision::F32);
+    let (logp16, grads16) = run(Precision::Bf16);
+    let scale = logp32.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    let logp_error = logp32
+        .iter()
+        .zip(&logp16)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()))
+        / scale;
+    assert!(
+        logp_error < 1e-2,
+        "log-probs: {logp_error:e} of their scale"
+    );
+    assert!(logp_error > 0.0, "bf16 gave f32's log-probs to the bit");
+    let norm = |x: &[f32]| x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt();
+    let difference: Vec<f32> = grads32.iter().zip(&grads16).map(|(a, b)| a - b).collect();
+    let grad_error = norm(&difference) / norm(&grads32);
+    assert!(grad_error < 3e-2, "gradients: {grad_error:e} of their norm");
+    let on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| run(Precision::Bf16))
+    };
+    let (one, three) = (on(1), on(3));
+    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+    assert_eq!(
+        bits(&one.0),
+        bits(&three.0),
+        "bf16 log-probs depend on threads"
+    );
+    assert_eq!(
+        bits(&one.1),
+        bits(&three.1),
+        "bf16 gradients depend on threads"
+    );
+}

@@ -1,8 +1,9 @@
-//! The packed GEMM of the CPU backend: `c = alpha * a · b + beta * c` in f32, `a` and `b`
-//! read through strided views (so transposed operands are read in place), `c` given as
-//! its rows. It owns the cache blocking, the packing of operands, the split into tasks
-//! and the register micro-kernel, which pulp compiles for the best vector level the CPU
-//! has at run time (AVX-512, AVX2+FMA, NEON, or scalar).
+//! The packed GEMM of the CPU backend: `c = alpha * a · b + beta * c` in f32 (or with
+//! operands rounded to bf16, `Operands::Bf16`: `bf16.rs`), `a` and `b` read through
+//! strided views (so transposed operands are read in place), `c` given as its rows. It
+//! owns the cache blocking, the packing of operands, the split into tasks and the
+//! register micro-kernel, which pulp compiles for the best vector level the CPU has at
+//! run time (AVX-512, AVX2+FMA, NEON, or scalar).
 //!
 //! The loops, outermost first:
 //! - `a` is taken in blocks of at most [`MC`] rows. A block's tasks are column blocks of
@@ -35,6 +36,8 @@ use ndarray::{ArrayView2, Axis, Slice};
 use pulp::{bytemuck, Simd, WithSimd};
 use rayon::prelude::*;
 
+use crate::bf16::{into_pairs, into_swapped_pairs, DotInstruction, Operands, TILE_COLUMNS};
+
 /// Depth (k) of one packed block: a micro-panel of `a` (`MR x KC`) stays in L1.
 const KC: usize = 256;
 
@@ -62,14 +65,15 @@ thread_local! {
 }
 
 /// c = alpha * a[m, k] · b[k, n] + beta * c, where `c_rows` are the m rows of `c`, each n
-/// long. With beta 0, `c` is not read. With `parallel`, the tasks run on rayon's pool.
+/// long, with the operands' arithmetic of `operands`. With beta 0, `c` is not read. With
+/// `parallel`, the tasks run on rayon's pool.
 pub(crate) fn gemm_packed(
     c_rows: Vec<&mut [f32]>,
     a: &ArrayView2<'_, f32>,
     b: &ArrayView2<'_, f32>,
-    alpha: f32,
-    beta: f32,
+    (alpha, beta): (f32, f32),
     parallel: bool,
+    operands: Operands,
 ) {
     pulp::Arch::new().dispatch(Product {
         c_rows,
@@ -78,6 +82,7 @@ pub(crate) fn gemm_packed(
         alpha,
         beta,
         parallel,
+        operands,
     });
 }
 
@@ -89,6 +94,42 @@ struct Product<'p, 'c> {
     alpha: f32,
     beta: f32,
     parallel: bool,
+    operands: Operands,
+}
+
+/// How a product's packed panels hold their values.
+#[derive(Clone, Copy)]
+enum Format {
+    /// The f32 values as given.
+    F32,
+    /// bf16 values two depth steps to a lane, for the AVX-512 BF16 kernel.
+    Pairs(DotInstruction),
+    /// bf16 values as f32, each pair's depth steps swapped, for the f32 kernel.
+    Swapped,
+}
+
+impl Format {
+    /// The format of a product of `operands` with micro-panels `nr` columns wide: pairs
+    /// where the CPU has the bf16 dot instruction and the tile is its width.
+    fn of(operands: Operands, nr: usize) -> Format {
+        match operands {
+            Operands::F32 => Format::F32,
+            Operands::Bf16 => match DotInstruction::detect() {
+                Some(dot) if nr == TILE_COLUMNS => Format::Pairs(dot),
+                _ => Format::Swapped,
+            },
+        }
+    }
+
+    /// Rewrites a packed panel `[depth][width]` of f32 into this format, in place.
+    #[inline(always)]
+    fn convert(self, panel: &mut [f32], width: usize, depth: usize) {
+        match self {
+            Format::F32 => {}
+            Format::Pairs(_) => into_pairs(panel, width, depth),
+            Format::Swapped => into_swapped_pairs(panel, width, depth),
+        }
+    }
 }
 
 impl WithSimd for Product<'_, '_> {
@@ -133,6 +174,7 @@ fn drive<S: Simd, const MR: usize>(simd: S, product: Product<'_, '_>) {
         alpha,
         beta,
         parallel,
+        operands,
     } = product;
     let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
     if m == 0 || n == 0 {
@@ -146,6 +188,7 @@ fn drive<S: Simd, const MR: usize>(simd: S, product: Product<'_, '_>) {
         return;
     }
     let nr = VECTORS * S::F32_LANES;
+    let format = Format::of(operands, nr);
     let threads = if parallel {
         rayon::current_num_threads()
     } else {
@@ -160,7 +203,7 @@ fn drive<S: Simd, const MR: usize>(simd: S, product: Product<'_, '_>) {
         // With one column block, each task packs the panels of `a` it alone uses.
         let a_panels = if plan.column_blocks.len() > 1 {
             let packed = aligned(&mut a_floats, panels * MR * k);
-            pack_block::<MR>(packed, &a_rows, threads > 1);
+            pack_block::<MR>(packed, &a_rows, format, threads > 1);
             APanels::Shared { packed, panels }
         } else {
             APanels::Own(a_rows)
@@ -173,6 +216,7 @@ fn drive<S: Simd, const MR: usize>(simd: S, product: Product<'_, '_>) {
                 b: &b,
                 alpha,
                 beta,
+                format,
             })
         };
         if threads > 1 {
@@ -185,9 +229,14 @@ fn drive<S: Simd, const MR: usize>(simd: S, product: Product<'_, '_>) {
 }
 
 /// Packs every micro-panel of `a` (`[mc, k]`) into `packed`, laid out
-/// `[k / KC][panels][KC][MR]` (the last depth block `k % KC` deep), on rayon's threads
-/// with `parallel`.
-fn pack_block<const MR: usize>(packed: &mut [f32], a: &ArrayView2<'_, f32>, parallel: bool) {
+/// `[k / KC][panels][KC][MR]` (the last depth block `k % KC` deep) in `format`, on
+/// rayon's threads with `parallel`.
+fn pack_block<const MR: usize>(
+    packed: &mut [f32],
+    a: &ArrayView2<'_, f32>,
+    format: Format,
+    parallel: bool,
+) {
     let (mc, k) = a.dim();
     let panels = mc.div_ceil(MR);
     let mut jobs = Vec::with_capacity(panels * k.div_ceil(KC));
@@ -201,7 +250,10 @@ fn pack_block<const MR: usize>(packed: &mut [f32], a: &ArrayView2<'_, f32>, para
             jobs.push((dst, block(a, rows, pc..pc + kc)));
         }
     }
-    let pack = |(dst, panel): (&mut [f32], ArrayView2<'_, f32>)| pack_a::<MR>(dst, &panel);
+    let pack = |(dst, panel): (&mut [f32], ArrayView2<'_, f32>)| {
+        pack_a::<MR>(dst, &panel);
+        format.convert(dst, MR, panel.ncols());
+    };
     if parallel {
         jobs.into_par_iter().with_min_len(8).for_each(pack);
     } else {
@@ -300,6 +352,7 @@ struct TaskRun<'t, 'p, 'v, const MR: usize> {
     b: &'t ArrayView2<'v, f32>,
     alpha: f32,
     beta: f32,
+    format: Format,
 }
 
 impl<const MR: usize> WithSimd for TaskRun<'_, '_, '_, MR> {
@@ -313,6 +366,7 @@ impl<const MR: usize> WithSimd for TaskRun<'_, '_, '_, MR> {
             b,
             alpha,
             beta,
+            format,
         } = self;
         let nr = VECTORS * S::F32_LANES;
         let Some(width) = task.rows.first().map(|row| row.len()) else {
@@ -340,6 +394,9 @@ impl<const MR: usize> WithSimd for TaskRun<'_, '_, '_, MR> {
             // b_packed[column_panels][kc][nr]
             let b_packed = aligned(&mut b_floats, column_panels * kc * nr);
             pack_b(b_packed, nr, &block(b, pc..pc + kc, columns.clone()));
+            for panel in b_packed.chunks_mut(kc * nr) {
+                format.convert(panel, nr, kc);
+            }
             // The task's panels of `a`, [panels][kc][MR].
             let a_depth_block: &[f32] = match a_panels {
                 APanels::Shared { packed, panels } => {
@@ -353,6 +410,7 @@ impl<const MR: usize> WithSimd for TaskRun<'_, '_, '_, MR> {
                     for (p, dst) in packed.chunks_mut(MR * kc).enumerate() {
                         let panel_rows = p * MR..own.nrows().min((p + 1) * MR);
                         pack_a::<MR>(dst, &block(&own, panel_rows, 0..kc));
+                        format.convert(dst, MR, kc);
                     }
                     packed
                 }
@@ -360,8 +418,13 @@ impl<const MR: usize> WithSimd for TaskRun<'_, '_, '_, MR> {
             for (rows, a_panel) in task.rows.chunks_mut(MR).zip(a_depth_block.chunks(MR * kc)) {
                 let a_panel = a_panel.as_chunks::<MR>().0;
                 for (panel, b_panel) in b_packed.chunks(kc * nr).enumerate() {
-                    let b_panel = S::as_simd_f32s(b_panel).0.as_chunks::<VECTORS>().0;
-                    let tile = micro_kernel::<S, MR>(simd, a_panel, b_panel);
+                    let tile = match format {
+                        Format::Pairs(dot) => pair_tile::<S, MR>(simd, dot, a_panel, b_panel, kc),
+                        Format::F32 | Format::Swapped => {
+                            let b_panel = S::as_simd_f32s(b_panel).0.as_chunks::<VECTORS>().0;
+                            micro_kernel::<S, MR>(simd, a_panel, b_panel)
+                        }
+                    };
                     write_tile(simd, &tile, rows, panel * nr, scalars);
                 }
             }
@@ -387,6 +450,27 @@ fn micro_kernel<S: Simd, const MR: usize>(
                 *sum = simd.mul_add_f32s(a_pr, b_pv, *sum);
             }
         }
+    }
+    tile
+}
+
+/// The sums of one tile from panels of bf16 pairs ([`Format::Pairs`], `depth` steps),
+/// by the AVX-512 BF16 kernel, as [`micro_kernel`] returns them.
+#[inline(always)]
+fn pair_tile<S: Simd, const MR: usize>(
+    simd: S,
+    dot: DotInstruction,
+    a: &[[f32; MR]],
+    b: &[f32],
+    depth: usize,
+) -> [[S::f32s; VECTORS]; MR] {
+    let lanes = depth.div_ceil(2);
+    let b_lanes = b[..lanes * TILE_COLUMNS].as_chunks::<TILE_COLUMNS>().0;
+    let sums = dot.tile(&a[..lanes], b_lanes);
+    let mut tile = [[simd.splat_f32s(0.0); VECTORS]; MR];
+    for (row, sums) in tile.iter_mut().zip(&sums) {
+        // Pairs are chosen only where a tile row is TILE_COLUMNS floats.
+        bytemuck::cast_slice_mut::<S::f32s, f32>(row).copy_from_slice(sums);
     }
     tile
 }
@@ -573,6 +657,7 @@ fn aligned(floats: &mut Vec<f32>, len: usize) -> &mut [f32] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bf16::round_to_bf16;
     use crate::test_inputs::random;
     use ndarray::ShapeBuilder;
 
@@ -622,6 +707,7 @@ mod tests {
         (a, b): (&[f32], &[f32]),
         (alpha, beta): (f32, f32),
         parallel: bool,
+        operands: Operands,
     ) {
         let (a, b) = case.views(a, b);
         simd.vectorize(Product {
@@ -631,6 +717,7 @@ mod tests {
             alpha,
             beta,
             parallel,
+            operands,
         });
     }
 
@@ -715,28 +802,143 @@ mod tests {
                     };
                     let mut c = c0.clone();
                     let (av, bv) = case.views(&a, &b);
-                    gemm_packed(rows(&mut c, n, case.stride), &av, &bv, alpha, beta, true);
+                    gemm_packed(
+                        rows(&mut c, n, case.stride),
+                        &av,
+                        &bv,
+                        (alpha, beta),
+                        true,
+                        Operands::F32,
+                    );
                     check("dispatched", &c);
                     let mut c = c0.clone();
                     let scalar = pulp::Scalar::new();
-                    run_at(scalar, &mut c, &case, (&a, &b), (alpha, beta), false);
+                    run_at(
+                        scalar,
+                        &mut c,
+                        &case,
+                        (&a, &b),
+                        (alpha, beta),
+                        false,
+                        Operands::F32,
+                    );
                     check("scalar", &c);
                     #[cfg(target_arch = "x86_64")]
                     if let Some(simd) = pulp::x86::V3::try_new() {
                         let mut c = c0.clone();
-                        run_at(simd, &mut c, &case, (&a, &b), (alpha, beta), true);
+                        run_at(
+                            simd,
+                            &mut c,
+                            &case,
+                            (&a, &b),
+                            (alpha, beta),
+                            true,
+                            Operands::F32,
+                        );
                         check("avx2", &c);
                     }
                     #[cfg(target_arch = "x86_64")]
                     if let Some(simd) = pulp::x86::V4::try_new() {
                         let mut c = c0.clone();
-                        run_at(simd, &mut c, &case, (&a, &b), (alpha, beta), false);
+                        run_at(
+                            simd,
+                            &mut c,
+                            &case,
+                            (&a, &b),
+                            (alpha, beta),
+                            false,
+                            Operands::F32,
+                        );
                         check("avx512", &c);
                     }
                 }
             }
         }
         assert!(checked >= shapes.len() * 4 * 3 * 2);
+    }
+
+    /// bf16 operands, at every vector level this CPU has (the AVX-512 BF16 kernel
+    /// where it has one) and on every layout: the same bits at every level, within 1e-6
+    /// of the f64 product of the operands rounded to bf16 (relative to the element's sum
+    /// of |terms|: f32 sums, as above), and within 1e-2 of the f32 product but not
+    /// equal to it (bf16 keeps 8 bits of mantissa: a relative error of up to 2^-9 an
+    /// operand).
+    #[test]
+    fn bf16_products_are_those_of_the_rounded_operands_at_every_level() {
+        let shapes = [(5, 17, 7), (25, 70, 257), (30, 2 * NC + 50, 301)];
+        for (s, &(m, n, k)) in shapes.iter().enumerate() {
+            for (t, (trans_a, trans_b)) in
+                [(false, false), (false, true), (true, false), (true, true)]
+                    .into_iter()
+                    .enumerate()
+            {
+                let case = Case {
+                    m,
+                    n,
+                    k,
+                    trans_a,
+                    trans_b,
+                    stride: n + 1,
+                };
+                let seed = (s * 4 + t) as u64 + 300;
+                let (a, b) = (random(m * k, seed), random(k * n, seed + 100));
+                let c0: Vec<f32> = random(m * case.stride, seed + 200);
+                let scalars = (0.5, 1.0);
+                let run = |level: &dyn Fn(&mut [f32])| {
+                    let mut c = c0.clone();
+                    level(&mut c);
+                    c
+                };
+                let dispatched = run(&|c| {
+                    let (av, bv) = case.views(&a, &b);
+                    gemm_packed(
+                        rows(c, n, case.stride),
+                        &av,
+                        &bv,
+                        scalars,
+                        true,
+                        Operands::Bf16,
+                    );
+                });
+                let scalar = run(&|c| {
+                    let ab = (&a[..], &b[..]);
+                    run_at(
+                        pulp::Scalar::new(),
+                        c,
+                        &case,
+                        ab,
+                        scalars,
+                        false,
+                        Operands::Bf16,
+                    );
+                });
+                assert_eq!(
+                    dispatched, scalar,
+                    "{m}x{n}x{k}: scalar and dispatched differ"
+                );
+                #[cfg(target_arch = "x86_64")]
+                if let Some(simd) = pulp::x86::V3::try_new() {
+                    let avx2 = run(&|c| {
+                        let ab = (&a[..], &b[..]);
+                        run_at(simd, c, &case, ab, scalars, true, Operands::Bf16);
+                    });
+                    assert_eq!(dispatched, avx2, "{m}x{n}x{k}: avx2 and dispatched differ");
+                }
+                let rounded =
+                    |x: &[f32]| -> Vec<f32> { x.iter().map(|&v| round_to_bf16(v)).collect() };
+                let (a16, b16) = (rounded(&a), rounded(&b));
+                let e = error(&dispatched, &c0, &case, &a16, &b16, scalars.0, scalars.1);
+                assert!(
+                    e < 1e-6,
+                    "{m}x{n}x{k} ({trans_a},{trans_b}): error {e:e} against the rounded operands"
+                );
+                let e = error(&dispatched, &c0, &case, &a, &b, scalars.0, scalars.1);
+                assert!(
+                    e < 1e-2 && e > 1e-5,
+                    "{m}x{n}x{k} ({trans_a},{trans_b}): error {e:e} against f32"
+                );
+            }
+        }
     }
 
     /// A row of `c` is the same to the bit whether it is computed alone, in a batch
@@ -782,7 +984,14 @@ mod tests {
     /// The dispatched product, beta 0.
     fn run_at_arch(c: &mut [f32], case: &Case, a: &[f32], b: &[f32], parallel: bool) {
         let (av, bv) = case.views(a, b);
-        gemm_packed(rows(c, case.n, case.stride), &av, &bv, 1.0, 0.0, parallel);
+        gemm_packed(
+            rows(c, case.n, case.stride),
+            &av,
+            &bv,
+            (1.0, 0.0),
+            parallel,
+            Operands::F32,
+        );
     }
 
     /// Plans give every thread work and every column to exactly one block.

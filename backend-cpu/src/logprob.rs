@@ -7,6 +7,7 @@ use rayon::prelude::*;
 
 use sage_transformer::contract::HeadDims;
 
+use crate::bf16::Operands;
 use crate::error::CpuError;
 use crate::math;
 use crate::matmul::{gemm_parallel, gemm_parallel_packed, view, view_mut};
@@ -53,13 +54,13 @@ fn project(
     lm_head: &[f32],
     rows: usize,
     d: &HeadDims,
+    operands: Operands,
 ) -> Result<(), CpuError> {
     gemm_parallel_packed(
         view_mut(logits, rows, d.vocab, d.vocab)?,
         view(hidden, rows, d.dim, d.dim)?,
         view(lm_head, d.vocab, d.dim, d.dim)?.reversed_axes(),
-        1.0,
-        0.0,
+        operands,
     );
     Ok(())
 }
@@ -73,6 +74,7 @@ pub(crate) fn logprob_forward(
     head: Head<'_>,
     d: HeadDims,
     scratch: &mut Vec<f32>,
+    operands: Operands,
 ) -> Result<(), CpuError> {
     let Head {
         hidden,
@@ -92,6 +94,7 @@ pub(crate) fn logprob_forward(
             lm_head,
             rows,
             &d,
+            operands,
         )?;
         logits
             .par_chunks_mut(d.vocab)
@@ -120,6 +123,7 @@ pub(crate) fn logprob_backward(
     head: Head<'_>,
     d: HeadDims,
     scratch: &mut Vec<f32>,
+    operands: Operands,
 ) -> Result<(), CpuError> {
     let HeadGrads {
         dhidden,
@@ -145,7 +149,7 @@ pub(crate) fn logprob_backward(
             dst.copy_from_slice(&hidden[n * d.dim..(n + 1) * d.dim]);
         }
         let dlogits = &mut scratch[..rows * d.vocab];
-        project(dlogits, hidden_chunk, lm_head, rows, &d)?;
+        project(dlogits, hidden_chunk, lm_head, rows, &d, operands)?;
         dlogits
             .par_chunks_mut(d.vocab)
             .zip(rows_of_chunk.par_iter())
@@ -159,8 +163,8 @@ pub(crate) fn logprob_backward(
             view_mut(dhidden_chunk, rows, d.dim, d.dim)?,
             dlogits,
             view(lm_head, d.vocab, d.dim, d.dim)?,
-            1.0,
-            0.0,
+            (1.0, 0.0),
+            operands,
         );
         for (src, &n) in dhidden_chunk.chunks_exact(d.dim).zip(rows_of_chunk) {
             dhidden[n * d.dim..(n + 1) * d.dim].copy_from_slice(src);
@@ -170,8 +174,8 @@ pub(crate) fn logprob_backward(
                 view_mut(dlm_head, d.vocab, d.dim, d.dim)?,
                 dlogits.t(),
                 view(hidden_chunk, rows, d.dim, d.dim)?,
-                1.0,
-                1.0,
+                (1.0, 1.0),
+                operands,
             );
         }
     }
@@ -184,6 +188,7 @@ pub(crate) fn logits(
     hidden: &[f32],
     lm_head: &[f32],
     dims: HeadDims,
+    operands: Operands,
 ) -> Result<(), CpuError> {
     let HeadDims { rows, dim, vocab } = dims;
     // Sampling's few rows may skip packing: no gradient depends on these logits.
@@ -191,8 +196,8 @@ pub(crate) fn logits(
         view_mut(out, rows, vocab, vocab)?,
         view(hidden, rows, dim, dim)?,
         view(lm_head, vocab, dim, dim)?.reversed_axes(),
-        1.0,
-        0.0,
+        (1.0, 0.0),
+        operands,
     );
     Ok(())
 }

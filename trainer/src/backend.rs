@@ -56,14 +56,16 @@ impl Named for Backend {
 sage_envs::impl_named_text!(Backend);
 
 /// The arithmetic of a run's GEMMs and training attention, named `f32` or `bf16` in
-/// settings. Only the CUDA backend has a bf16 mode; the others compute in f32.
+/// settings. The CUDA and CPU backends have a bf16 mode; wgpu computes in f32.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Precision {
     /// f32 everywhere: the reference arithmetic, the default.
     #[default]
     F32,
-    /// bf16 operands on tensor cores with f32 accumulation for the GEMMs and training
-    /// attention (CUDA); weights, gradients and optimizer state stay f32.
+    /// bf16 operands with f32 accumulation: for the GEMMs and training attention on
+    /// tensor cores (CUDA), for the products of more than 32 rows (CPU: with AVX-512
+    /// BF16's dot instruction where the CPU has it); weights, gradients and optimizer
+    /// state stay f32.
     Bf16,
 }
 

@@ -480,11 +480,12 @@ impl RunConfig {
                 compiled.join(", ")
             ));
         }
-        if self.run.precision == Precision::Bf16 && self.run.backend != Backend::Cuda {
-            return bad(format!(
-                "[run] precision \"bf16\" needs backend \"cuda\" (the {} backend computes in f32)",
-                self.run.backend.name()
-            ));
+        if self.run.precision == Precision::Bf16 && self.run.backend == Backend::Wgpu {
+            return bad(
+                "[run] precision \"bf16\" needs backend \"cuda\" or \"cpu\" (the wgpu backend \
+                 computes in f32)"
+                    .into(),
+            );
         }
         Ok(())
     }

@@ -42,7 +42,8 @@ struct Common {
     #[arg(long)]
     backend: Option<Backend>,
     /// The arithmetic of the GEMMs and training attention (overrides `[run]
-    /// precision`): f32, or bf16 on tensor cores (cuda only).
+    /// precision`): f32, or bf16 operands with f32 sums (cuda, and cpu for its larger
+    /// products: fast where the CPU has AVX-512 BF16).
     #[arg(long)]
     precision: Option<Precision>,
 }

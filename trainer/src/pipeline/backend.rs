@@ -25,13 +25,13 @@ pub trait BackendJob {
 
 /// Opens `backend` in `precision` and runs `job` on it; fails naming the backend when
 /// this build does not have it or it cannot start (no driver, no adapter), and when it
-/// has no such precision (bf16 is CUDA's alone).
+/// has no such precision (wgpu computes in f32 alone).
 pub fn run_on_backend<J: BackendJob>(
     backend: Backend,
     precision: Precision,
     job: J,
 ) -> Result<J::Output, PipelineError> {
-    if precision != Precision::F32 && backend != Backend::Cuda {
+    if precision != Precision::F32 && backend == Backend::Wgpu {
         return Err(PipelineError::new(
             "backend",
             format!("the {backend} backend computes in f32 only, not {precision}"),
@@ -40,7 +40,11 @@ pub fn run_on_backend<J: BackendJob>(
     match backend {
         #[cfg(feature = "cpu")]
         Backend::Cpu => {
-            let open = || Ok(sage_backend_cpu::CpuBackend::new());
+            let precision = match precision {
+                Precision::F32 => sage_backend_cpu::Precision::F32,
+                Precision::Bf16 => sage_backend_cpu::Precision::Bf16,
+            };
+            let open = || Ok(sage_backend_cpu::CpuBackend::with_precision(precision));
             job.run(open()?, &open)
         }
         #[cfg(feature = "cuda")]
@@ -117,7 +121,11 @@ mod tests {
             run_on_backend(Backend::Cpu, Precision::F32, RoundTrip).unwrap(),
             vec![1.0, 2.0, 3.0]
         );
-        let error = run_on_backend(Backend::Cpu, Precision::Bf16, RoundTrip).unwrap_err();
+        assert_eq!(
+            run_on_backend(Backend::Cpu, Precision::Bf16, RoundTrip).unwrap(),
+            vec![1.0, 2.0, 3.0]
+        );
+        let error = run_on_backend(Backend::Wgpu, Precision::Bf16, RoundTrip).unwrap_err();
         assert!(error.to_string().contains("f32 only, not bf16"), "{error}");
         if !Backend::Cuda.is_compiled() {
             let error = run_on_backend(Backend::Cuda, Precision::F32, RoundTrip).unwrap_err();
