@@ -103,6 +103,12 @@ impl CpuBackend {
             Operands::Bf16 => Precision::Bf16,
         }
     }
+
+    /// Whether this CPU runs [`Precision::Bf16`]'s products with its bf16 dot
+    /// instruction (AVX-512 BF16); without it they are slower than f32's.
+    pub fn has_bf16_dot_instruction() -> bool {
+        bf16::DotInstruction::detect().is_some()
+    }
 }
 
 /// The arithmetic of the CPU backend's matrix products (every other kernel, attention's

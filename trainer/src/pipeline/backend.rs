@@ -44,6 +44,14 @@ pub fn run_on_backend<J: BackendJob>(
                 Precision::F32 => sage_backend_cpu::Precision::F32,
                 Precision::Bf16 => sage_backend_cpu::Precision::Bf16,
             };
+            if precision == sage_backend_cpu::Precision::Bf16
+                && !sage_backend_cpu::CpuBackend::has_bf16_dot_instruction()
+            {
+                tracing::warn!(
+                    "this CPU has no AVX-512 BF16: the bf16 precision rounds the products' \
+                     operands and multiplies them with f32 instructions, slower than f32"
+                );
+            }
             let open = || Ok(sage_backend_cpu::CpuBackend::with_precision(precision));
             job.run(open()?, &open)
         }

@@ -26,7 +26,8 @@ use super::sampler::Sampler;
 /// prompt, not on the other prompts of the batch (on a backend whose per-sequence
 /// results do not depend on the batch: the CPU backend's do not while the batch stays on
 /// one side of its skinny-product limit, 32 sequences, where its products change kernel
-/// and so the order of their sums). `logprobs` are
+/// and so the order of their sums, and in its bf16 precision whether their operands are
+/// rounded). `logprobs` are
 /// those of the model's own distribution, before temperature, top-k and top-p.
 ///
 /// The KV cache holds `max(prompt + limit)` tokens per sequence, which must not exceed
