@@ -203,7 +203,7 @@ fn drive<S: Simd, const MR: usize>(simd: S, product: Product<'_, '_>) {
         // With one column block, each task packs the panels of `a` it alone uses.
         let a_panels = if plan.column_blocks.len() > 1 {
             let packed = aligned(&mut a_floats, panels * MR * k);
-            pack_block::<MR>(packed, &a_rows, format, threads > 1);
+            pack_block::<S, MR>(simd, packed, &a_rows, format, threads > 1);
             APanels::Shared { packed, panels }
         } else {
             APanels::Own(a_rows)
@@ -230,8 +230,9 @@ fn drive<S: Simd, const MR: usize>(simd: S, product: Product<'_, '_>) {
 
 /// Packs every micro-panel of `a` (`[mc, k]`) into `packed`, laid out
 /// `[k / KC][panels][KC][MR]` (the last depth block `k % KC` deep) in `format`, on
-/// rayon's threads with `parallel`.
-fn pack_block<const MR: usize>(
+/// rayon's threads with `parallel`, each panel's rewriting compiled for `simd`'s level.
+fn pack_block<S: Simd, const MR: usize>(
+    simd: S,
     packed: &mut [f32],
     a: &ArrayView2<'_, f32>,
     format: Format,
@@ -251,8 +252,13 @@ fn pack_block<const MR: usize>(
         }
     }
     let pack = |(dst, panel): (&mut [f32], ArrayView2<'_, f32>)| {
-        pack_a::<MR>(dst, &panel);
-        format.convert(dst, MR, panel.ncols());
+        simd.vectorize(
+            #[inline(always)]
+            || {
+                pack_a::<MR>(dst, &panel);
+                format.convert(dst, MR, panel.ncols());
+            },
+        )
     };
     if parallel {
         jobs.into_par_iter().with_min_len(8).for_each(pack);
