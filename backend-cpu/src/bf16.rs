@@ -34,7 +34,8 @@ pub(crate) const TILE_COLUMNS: usize = 32;
 #[inline(always)]
 fn bf16_bits(x: f32) -> u32 {
     let bits = x.to_bits();
-    let rounded = (bits + 0x7fff + ((bits >> 16) & 1)) >> 16;
+    // Wraps only for NaNs with a high payload, whose result the select below discards.
+    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
     let nan = (bits >> 16) | 0x40;
     if bits & 0x7fff_ffff > 0x7f80_0000 {
         nan
@@ -211,8 +212,10 @@ mod tests {
             assert_eq!(bf16_bits(f32::from_bits(bits)), rounded, "{bits:#x}");
         }
         assert!(round_to_bf16(f32::NAN).is_nan());
-        // A NaN whose payload sits only in the low half stays a NaN.
+        // A NaN whose payload sits only in the low half stays a NaN, and one whose
+        // rounding would carry past the top bit too.
         assert!(round_to_bf16(f32::from_bits(0x7f80_0001)).is_nan());
+        assert!(round_to_bf16(f32::from_bits(0xffff_ffff)).is_nan());
         for x in random(10_000, 5) {
             let x = x * 1e3;
             assert_eq!(
