@@ -44,18 +44,24 @@ fn config(tied: bool) -> ModelConfig {
     }
 }
 
+/// The parameter ranges of `model`'s RMSNorm weights.
+fn norm_ranges(model: &Transformer) -> Vec<std::ops::Range<usize>> {
+    let layout = model.layout();
+    layout
+        .layers
+        .iter()
+        .flat_map(|l| [l.input_norm, l.post_attention_norm])
+        .chain([layout.final_norm])
+        .map(|slot| slot.offset..slot.offset + slot.len)
+        .collect()
+}
+
 /// A model with random parameters: weights ~ U(-0.5, 0.5), norm weights ~ 1 + U(-0.2, 0.2).
 fn random_model(k: &mut CpuBackend, config: ModelConfig, rng: &mut Rng) -> Transformer {
     let model = Transformer::new(k, config).unwrap();
     let mut params: Vec<f32> = (0..model.params().len).map(|_| 0.5 * rng.unit()).collect();
-    let layout = model.layout();
-    let norms = layout
-        .layers
-        .iter()
-        .flat_map(|l| [l.input_norm, l.post_attention_norm])
-        .chain([layout.final_norm]);
-    for slot in norms {
-        for p in &mut params[slot.offset..slot.offset + slot.len] {
+    for range in norm_ranges(&model) {
+        for p in &mut params[range] {
             *p = 1.0 + 0.4 * *p;
         }
     }
@@ -570,14 +576,7 @@ fn bf16_precision_tracks_f32_within_bf16_rounding() {
         vocab_size: 97,
         hidden_size: 64,
         intermediate_size: 96,
-        num_hidden_layers: 2,
-        num_attention_heads: 4,
-        num_key_value_heads: 2,
-        rope_theta: 10_000.0,
-        rms_norm_eps: 1e-6,
-        max_position_embeddings: 64,
-        tie_word_embeddings: true,
-        qkv_bias: true,
+        ..config(true)
     };
     let mut rng = Rng(0xbf16);
     let tokens: Vec<u32> = (0..80)
@@ -594,18 +593,9 @@ fn bf16_precision_tracks_f32_within_bf16_rounding() {
         // Weights of a trained model's scale (|w| < 0.15 rather than 0.5), norms as drawn.
         let mut params = vec![0.0f32; model.params().len];
         k.read(model.params(), &mut params).unwrap();
-        let layout = model.layout();
-        let norms: Vec<_> = layout
-            .layers
-            .iter()
-            .flat_map(|l| [l.input_norm, l.post_attention_norm])
-            .chain([layout.final_norm])
-            .collect();
+        let norms = norm_ranges(&model);
         for (i, p) in params.iter_mut().enumerate() {
-            if !norms
-                .iter()
-                .any(|n| (n.offset..n.offset + n.len).contains(&i))
-            {
+            if !norms.iter().any(|range| range.contains(&i)) {
                 *p *= 0.3;
             }
         }

@@ -1,4 +1,4 @@
-//! The bf16 arithmetic of the packed GEMM ([`Operands::Bf16`]): operands rounded to
+//! The bf16 arithmetic of the packed GEMM ([`Precision::Bf16`](crate::Precision)): operands rounded to
 //! bf16 (to nearest, ties to even) as they are packed, products summed in f32.
 //!
 //! Where the CPU has AVX-512 BF16 (Zen 4 and later, Cooper Lake and Sapphire Rapids
@@ -15,16 +15,6 @@
 //! The one `unsafe` of this crate is here: the call into the kernel compiled for
 //! AVX-512 BF16, made only after the CPU said it has it.
 #![allow(unsafe_code)]
-
-/// The arithmetic of a packed product's operands.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Operands {
-    /// f32 operands, f32 sums.
-    #[default]
-    F32,
-    /// Operands rounded to bf16, f32 sums.
-    Bf16,
-}
 
 /// Columns of one micro-tile of the AVX-512 BF16 kernel (two vectors of 16 floats).
 pub(crate) const TILE_COLUMNS: usize = 32;

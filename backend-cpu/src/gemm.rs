@@ -1,5 +1,5 @@
 //! The packed GEMM of the CPU backend: `c = alpha * a · b + beta * c` in f32 (or with
-//! operands rounded to bf16, `Operands::Bf16`: `bf16.rs`), `a` and `b` read through
+//! operands rounded to bf16, `Precision::Bf16`: `bf16.rs`), `a` and `b` read through
 //! strided views (so transposed operands are read in place), `c` given as its rows. It
 //! owns the cache blocking, the packing of operands, the split into tasks and the
 //! register micro-kernel, which pulp compiles for the best vector level the CPU has at
@@ -36,7 +36,8 @@ use ndarray::{ArrayView2, Axis, Slice};
 use pulp::{bytemuck, Simd, WithSimd};
 use rayon::prelude::*;
 
-use crate::bf16::{into_pairs, into_swapped_pairs, DotInstruction, Operands, TILE_COLUMNS};
+use crate::bf16::{into_pairs, into_swapped_pairs, DotInstruction, TILE_COLUMNS};
+use crate::Precision;
 
 /// Depth (k) of one packed block: a micro-panel of `a` (`MR x KC`) stays in L1.
 const KC: usize = 256;
@@ -65,7 +66,7 @@ thread_local! {
 }
 
 /// c = alpha * a[m, k] · b[k, n] + beta * c, where `c_rows` are the m rows of `c`, each n
-/// long, with the operands' arithmetic of `operands`. With beta 0, `c` is not read. With
+/// long, with the operands' arithmetic of `precision`. With beta 0, `c` is not read. With
 /// `parallel`, the tasks run on rayon's pool.
 pub(crate) fn gemm_packed(
     c_rows: Vec<&mut [f32]>,
@@ -73,7 +74,7 @@ pub(crate) fn gemm_packed(
     b: &ArrayView2<'_, f32>,
     (alpha, beta): (f32, f32),
     parallel: bool,
-    operands: Operands,
+    precision: Precision,
 ) {
     pulp::Arch::new().dispatch(Product {
         c_rows,
@@ -82,7 +83,7 @@ pub(crate) fn gemm_packed(
         alpha,
         beta,
         parallel,
-        operands,
+        precision,
     });
 }
 
@@ -94,7 +95,7 @@ struct Product<'p, 'c> {
     alpha: f32,
     beta: f32,
     parallel: bool,
-    operands: Operands,
+    precision: Precision,
 }
 
 /// How a product's packed panels hold their values.
@@ -109,12 +110,12 @@ enum Format {
 }
 
 impl Format {
-    /// The format of a product of `operands` with micro-panels `nr` columns wide: pairs
+    /// The format of a product in `precision` with micro-panels `nr` columns wide: pairs
     /// where the CPU has the bf16 dot instruction and the tile is its width.
-    fn of(operands: Operands, nr: usize) -> Format {
-        match operands {
-            Operands::F32 => Format::F32,
-            Operands::Bf16 => match DotInstruction::detect() {
+    fn of(precision: Precision, nr: usize) -> Format {
+        match precision {
+            Precision::F32 => Format::F32,
+            Precision::Bf16 => match DotInstruction::detect() {
                 Some(dot) if nr == TILE_COLUMNS => Format::Pairs(dot),
                 _ => Format::Swapped,
             },
@@ -174,7 +175,7 @@ fn drive<S: Simd, const MR: usize>(simd: S, product: Product<'_, '_>) {
         alpha,
         beta,
         parallel,
-        operands,
+        precision,
     } = product;
     let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
     if m == 0 || n == 0 {
@@ -188,7 +189,7 @@ fn drive<S: Simd, const MR: usize>(simd: S, product: Product<'_, '_>) {
         return;
     }
     let nr = VECTORS * S::F32_LANES;
-    let format = Format::of(operands, nr);
+    let format = Format::of(precision, nr);
     let threads = if parallel {
         rayon::current_num_threads()
     } else {
@@ -713,7 +714,7 @@ mod tests {
         (a, b): (&[f32], &[f32]),
         (alpha, beta): (f32, f32),
         parallel: bool,
-        operands: Operands,
+        precision: Precision,
     ) {
         let (a, b) = case.views(a, b);
         simd.vectorize(Product {
@@ -723,7 +724,7 @@ mod tests {
             alpha,
             beta,
             parallel,
-            operands,
+            precision,
         });
     }
 
@@ -762,6 +763,71 @@ mod tests {
         worst / scale
     }
 
+    /// One product's case with its operands and the `c` it starts from.
+    struct Inputs {
+        case: Case,
+        a: Vec<f32>,
+        b: Vec<f32>,
+        c0: Vec<f32>,
+    }
+
+    impl Inputs {
+        /// `c` after the product at vector level `simd` (or dispatched, with `None`).
+        fn product<S: Simd>(
+            &self,
+            simd: Option<S>,
+            scalars: (f32, f32),
+            parallel: bool,
+            precision: Precision,
+        ) -> Vec<f32> {
+            let mut c = self.c0.clone();
+            let operands = (&self.a[..], &self.b[..]);
+            match simd {
+                Some(simd) => run_at(
+                    simd, &mut c, &self.case, operands, scalars, parallel, precision,
+                ),
+                None => {
+                    let (a, b) = self.case.views(operands.0, operands.1);
+                    let c_rows = rows(&mut c, self.case.n, self.case.stride);
+                    gemm_packed(c_rows, &a, &b, scalars, parallel, precision);
+                }
+            }
+            c
+        }
+    }
+
+    /// Every shape of `shapes` on every layout (each operand transposed or not), with
+    /// rows of `c` `padding` floats longer than n, and random operands and `c` drawn
+    /// from seeds counted from `first_seed`.
+    fn on_every_layout(
+        shapes: &[(usize, usize, usize)],
+        padding: usize,
+        first_seed: u64,
+    ) -> Vec<Inputs> {
+        let layouts = [(false, false), (false, true), (true, false), (true, true)];
+        let mut all = Vec::new();
+        for (s, &(m, n, k)) in shapes.iter().enumerate() {
+            for (t, (trans_a, trans_b)) in layouts.into_iter().enumerate() {
+                let case = Case {
+                    m,
+                    n,
+                    k,
+                    trans_a,
+                    trans_b,
+                    stride: n + padding,
+                };
+                let seed = (s * 4 + t) as u64 + first_seed;
+                all.push(Inputs {
+                    a: random(m * k, seed),
+                    b: random(k * n, seed + 100),
+                    c0: random(m * case.stride, seed + 200),
+                    case,
+                });
+            }
+        }
+        all
+    }
+
     /// Every layout, edge tiles in both directions, more than one depth block, more than
     /// one block of rows and of columns, and every update rule, at every vector level
     /// this CPU has: within 1e-6 of an f64 product, relative to the element's sum of
@@ -779,84 +845,44 @@ mod tests {
             (12, 32, 0),
         ];
         let mut checked = 0;
-        for (s, &(m, n, k)) in shapes.iter().enumerate() {
-            for (t, (trans_a, trans_b)) in
-                [(false, false), (false, true), (true, false), (true, true)]
-                    .into_iter()
-                    .enumerate()
-            {
-                let case = Case {
-                    m,
-                    n,
-                    k,
-                    trans_a,
-                    trans_b,
-                    stride: n + 3,
+        for inputs in on_every_layout(&shapes, 3, 1) {
+            let Inputs { case, a, b, c0 } = &inputs;
+            let Case {
+                m,
+                n,
+                k,
+                trans_a,
+                trans_b,
+                stride,
+            } = *case;
+            for (alpha, beta) in [(1.0, 0.0), (0.5, 1.0), (-1.25, 0.75)] {
+                let mut check = |level: &str, c: &[f32]| {
+                    let e = error(c, c0, case, a, b, alpha, beta);
+                    assert!(e < 1e-6, "{level} {m}x{n}x{k} ({trans_a},{trans_b}) alpha {alpha} beta {beta}: error {e:e}");
+                    // Padding between rows is never written.
+                    for row in c.chunks(stride).zip(c0.chunks(stride)) {
+                        assert_eq!(row.0[n..], row.1[n..], "{level}: wrote past a row");
+                    }
+                    checked += 1;
                 };
-                let seed = (s * 4 + t) as u64 + 1;
-                let (a, b) = (random(m * k, seed), random(k * n, seed + 100));
-                let c0: Vec<f32> = random(m * case.stride, seed + 200);
-                for (alpha, beta) in [(1.0, 0.0), (0.5, 1.0), (-1.25, 0.75)] {
-                    let mut check = |level: &str, c: &[f32]| {
-                        let e = error(c, &c0, &case, &a, &b, alpha, beta);
-                        assert!(e < 1e-6, "{level} {m}x{n}x{k} ({trans_a},{trans_b}) alpha {alpha} beta {beta}: error {e:e}");
-                        // Padding between rows is never written.
-                        for row in c.chunks(case.stride).zip(c0.chunks(case.stride)) {
-                            assert_eq!(row.0[n..], row.1[n..], "{level}: wrote past a row");
-                        }
-                        checked += 1;
-                    };
-                    let mut c = c0.clone();
-                    let (av, bv) = case.views(&a, &b);
-                    gemm_packed(
-                        rows(&mut c, n, case.stride),
-                        &av,
-                        &bv,
-                        (alpha, beta),
-                        true,
-                        Operands::F32,
+                let scalars = (alpha, beta);
+                let f32_at =
+                    |simd, parallel| inputs.product(simd, scalars, parallel, Precision::F32);
+                check("dispatched", &f32_at(None::<pulp::Scalar>, true));
+                check("scalar", &f32_at(Some(pulp::Scalar::new()), false));
+                #[cfg(target_arch = "x86_64")]
+                if let Some(simd) = pulp::x86::V3::try_new() {
+                    check(
+                        "avx2",
+                        &inputs.product(Some(simd), scalars, true, Precision::F32),
                     );
-                    check("dispatched", &c);
-                    let mut c = c0.clone();
-                    let scalar = pulp::Scalar::new();
-                    run_at(
-                        scalar,
-                        &mut c,
-                        &case,
-                        (&a, &b),
-                        (alpha, beta),
-                        false,
-                        Operands::F32,
+                }
+                #[cfg(target_arch = "x86_64")]
+                if let Some(simd) = pulp::x86::V4::try_new() {
+                    check(
+                        "avx512",
+                        &inputs.product(Some(simd), scalars, false, Precision::F32),
                     );
-                    check("scalar", &c);
-                    #[cfg(target_arch = "x86_64")]
-                    if let Some(simd) = pulp::x86::V3::try_new() {
-                        let mut c = c0.clone();
-                        run_at(
-                            simd,
-                            &mut c,
-                            &case,
-                            (&a, &b),
-                            (alpha, beta),
-                            true,
-                            Operands::F32,
-                        );
-                        check("avx2", &c);
-                    }
-                    #[cfg(target_arch = "x86_64")]
-                    if let Some(simd) = pulp::x86::V4::try_new() {
-                        let mut c = c0.clone();
-                        run_at(
-                            simd,
-                            &mut c,
-                            &case,
-                            (&a, &b),
-                            (alpha, beta),
-                            false,
-                            Operands::F32,
-                        );
-                        check("avx512", &c);
-                    }
                 }
             }
         }
@@ -872,78 +898,40 @@ mod tests {
     #[test]
     fn bf16_products_are_those_of_the_rounded_operands_at_every_level() {
         let shapes = [(5, 17, 7), (25, 70, 257), (30, 2 * NC + 50, 301)];
-        for (s, &(m, n, k)) in shapes.iter().enumerate() {
-            for (t, (trans_a, trans_b)) in
-                [(false, false), (false, true), (true, false), (true, true)]
-                    .into_iter()
-                    .enumerate()
-            {
-                let case = Case {
-                    m,
-                    n,
-                    k,
-                    trans_a,
-                    trans_b,
-                    stride: n + 1,
-                };
-                let seed = (s * 4 + t) as u64 + 300;
-                let (a, b) = (random(m * k, seed), random(k * n, seed + 100));
-                let c0: Vec<f32> = random(m * case.stride, seed + 200);
-                let scalars = (0.5, 1.0);
-                let run = |level: &dyn Fn(&mut [f32])| {
-                    let mut c = c0.clone();
-                    level(&mut c);
-                    c
-                };
-                let dispatched = run(&|c| {
-                    let (av, bv) = case.views(&a, &b);
-                    gemm_packed(
-                        rows(c, n, case.stride),
-                        &av,
-                        &bv,
-                        scalars,
-                        true,
-                        Operands::Bf16,
-                    );
-                });
-                let scalar = run(&|c| {
-                    let ab = (&a[..], &b[..]);
-                    run_at(
-                        pulp::Scalar::new(),
-                        c,
-                        &case,
-                        ab,
-                        scalars,
-                        false,
-                        Operands::Bf16,
-                    );
-                });
-                assert_eq!(
-                    dispatched, scalar,
-                    "{m}x{n}x{k}: scalar and dispatched differ"
-                );
-                #[cfg(target_arch = "x86_64")]
-                if let Some(simd) = pulp::x86::V3::try_new() {
-                    let avx2 = run(&|c| {
-                        let ab = (&a[..], &b[..]);
-                        run_at(simd, c, &case, ab, scalars, true, Operands::Bf16);
-                    });
-                    assert_eq!(dispatched, avx2, "{m}x{n}x{k}: avx2 and dispatched differ");
-                }
-                let rounded =
-                    |x: &[f32]| -> Vec<f32> { x.iter().map(|&v| round_to_bf16(v)).collect() };
-                let (a16, b16) = (rounded(&a), rounded(&b));
-                let e = error(&dispatched, &c0, &case, &a16, &b16, scalars.0, scalars.1);
-                assert!(
-                    e < 1e-6,
-                    "{m}x{n}x{k} ({trans_a},{trans_b}): error {e:e} against the rounded operands"
-                );
-                let e = error(&dispatched, &c0, &case, &a, &b, scalars.0, scalars.1);
-                assert!(
-                    e < 1e-2 && e > 1e-5,
-                    "{m}x{n}x{k} ({trans_a},{trans_b}): error {e:e} against f32"
-                );
+        let scalars = (0.5, 1.0);
+        for inputs in on_every_layout(&shapes, 1, 300) {
+            let Inputs { case, a, b, c0 } = &inputs;
+            let Case {
+                m,
+                n,
+                k,
+                trans_a,
+                trans_b,
+                ..
+            } = *case;
+            let dispatched = inputs.product(None::<pulp::Scalar>, scalars, true, Precision::Bf16);
+            let scalar = inputs.product(Some(pulp::Scalar::new()), scalars, false, Precision::Bf16);
+            assert_eq!(
+                dispatched, scalar,
+                "{m}x{n}x{k}: scalar and dispatched differ"
+            );
+            #[cfg(target_arch = "x86_64")]
+            if let Some(simd) = pulp::x86::V3::try_new() {
+                let avx2 = inputs.product(Some(simd), scalars, true, Precision::Bf16);
+                assert_eq!(dispatched, avx2, "{m}x{n}x{k}: avx2 and dispatched differ");
             }
+            let rounded = |x: &[f32]| -> Vec<f32> { x.iter().map(|&v| round_to_bf16(v)).collect() };
+            let (a16, b16) = (rounded(a), rounded(b));
+            let e = error(&dispatched, c0, case, &a16, &b16, scalars.0, scalars.1);
+            assert!(
+                e < 1e-6,
+                "{m}x{n}x{k} ({trans_a},{trans_b}): error {e:e} against the rounded operands"
+            );
+            let e = error(&dispatched, c0, case, a, b, scalars.0, scalars.1);
+            assert!(
+                e < 1e-2 && e > 1e-5,
+                "{m}x{n}x{k} ({trans_a},{trans_b}): error {e:e} against f32"
+            );
         }
     }
 
@@ -996,7 +984,7 @@ mod tests {
             &bv,
             (1.0, 0.0),
             parallel,
-            Operands::F32,
+            Precision::F32,
         );
     }
 

@@ -55,7 +55,6 @@ use sage_transformer::contract::{
 use sage_transformer::device::{AttentionGrads, AttentionSaved, HeadOperands};
 use sage_transformer::{BufferId, Device, IndexBufferId, Indices, MatmulShape, Tensor};
 
-use crate::bf16::Operands;
 use crate::store::Store;
 
 /// The CPU backend: host buffers and f32 kernels running on rayon's global pool.
@@ -65,7 +64,7 @@ pub struct CpuBackend {
     /// One chunk of logits of the fused output head, kept between calls.
     logits_chunk: Vec<f32>,
     /// The arithmetic of the packed products.
-    operands: Operands,
+    precision: Precision,
 }
 
 /// Counts rather than contents.
@@ -88,20 +87,14 @@ impl CpuBackend {
     /// A backend with no buffers whose products run in `precision`.
     pub fn with_precision(precision: Precision) -> CpuBackend {
         CpuBackend {
-            operands: match precision {
-                Precision::F32 => Operands::F32,
-                Precision::Bf16 => Operands::Bf16,
-            },
+            precision,
             ..CpuBackend::default()
         }
     }
 
     /// The arithmetic of this backend's products.
     pub fn precision(&self) -> Precision {
-        match self.operands {
-            Operands::F32 => Precision::F32,
-            Operands::Bf16 => Precision::Bf16,
-        }
+        self.precision
     }
 
     /// Whether this CPU runs [`Precision::Bf16`]'s products with its bf16 dot
@@ -253,7 +246,7 @@ impl Device for CpuBackend {
         shape: MatmulShape,
     ) -> Result<(), CpuError> {
         let ([c], [a, b], []) = self.store.views([c], [a, b], [])?;
-        matmul::matmul(c, a, b, shape, self.operands)
+        matmul::matmul(c, a, b, shape, self.precision)
     }
 
     fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), CpuError> {
@@ -396,8 +389,8 @@ impl Device for CpuBackend {
             lm_head,
             targets,
         };
-        let operands = self.operands;
-        logprob::logprob_forward(logp, lse, head, dims, &mut self.logits_chunk, operands)
+        let precision = self.precision;
+        logprob::logprob_forward(logp, lse, head, dims, &mut self.logits_chunk, precision)
     }
 
     fn logprob_backward(
@@ -433,7 +426,7 @@ impl Device for CpuBackend {
             targets,
         };
         let grads = logprob::HeadGrads { dhidden, dlm_head };
-        let operands = self.operands;
+        let precision = self.precision;
         logprob::logprob_backward(
             grads,
             weights,
@@ -441,7 +434,7 @@ impl Device for CpuBackend {
             head,
             dims,
             &mut self.logits_chunk,
-            operands,
+            precision,
         )
     }
 
@@ -453,7 +446,7 @@ impl Device for CpuBackend {
         dims: HeadDims,
     ) -> Result<(), CpuError> {
         let ([out], [hidden, lm_head], []) = self.store.views([out], [hidden, lm_head], [])?;
-        logprob::logits(out, hidden, lm_head, dims, self.operands)
+        logprob::logits(out, hidden, lm_head, dims, self.precision)
     }
 
     fn adamw(

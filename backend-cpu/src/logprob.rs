@@ -7,10 +7,10 @@ use rayon::prelude::*;
 
 use sage_transformer::contract::HeadDims;
 
-use crate::bf16::Operands;
 use crate::error::CpuError;
 use crate::math;
 use crate::matmul::{gemm_parallel, gemm_parallel_packed, view, view_mut};
+use crate::Precision;
 
 /// Most logits (`f32`) the fused head holds at once: 64 MiB (341 rows of a 49,152-token
 /// vocabulary; each chunk reads the whole head matrix again, so fewer chunks is faster).
@@ -54,13 +54,13 @@ fn project(
     lm_head: &[f32],
     rows: usize,
     d: &HeadDims,
-    operands: Operands,
+    precision: Precision,
 ) -> Result<(), CpuError> {
     gemm_parallel_packed(
         view_mut(logits, rows, d.vocab, d.vocab)?,
         view(hidden, rows, d.dim, d.dim)?,
         view(lm_head, d.vocab, d.dim, d.dim)?.reversed_axes(),
-        operands,
+        precision,
     );
     Ok(())
 }
@@ -74,7 +74,7 @@ pub(crate) fn logprob_forward(
     head: Head<'_>,
     d: HeadDims,
     scratch: &mut Vec<f32>,
-    operands: Operands,
+    precision: Precision,
 ) -> Result<(), CpuError> {
     let Head {
         hidden,
@@ -94,7 +94,7 @@ pub(crate) fn logprob_forward(
             lm_head,
             rows,
             &d,
-            operands,
+            precision,
         )?;
         logits
             .par_chunks_mut(d.vocab)
@@ -123,7 +123,7 @@ pub(crate) fn logprob_backward(
     head: Head<'_>,
     d: HeadDims,
     scratch: &mut Vec<f32>,
-    operands: Operands,
+    precision: Precision,
 ) -> Result<(), CpuError> {
     let HeadGrads {
         dhidden,
@@ -149,7 +149,7 @@ pub(crate) fn logprob_backward(
             dst.copy_from_slice(&hidden[n * d.dim..(n + 1) * d.dim]);
         }
         let dlogits = &mut scratch[..rows * d.vocab];
-        project(dlogits, hidden_chunk, lm_head, rows, &d, operands)?;
+        project(dlogits, hidden_chunk, lm_head, rows, &d, precision)?;
         dlogits
             .par_chunks_mut(d.vocab)
             .zip(rows_of_chunk.par_iter())
@@ -164,7 +164,7 @@ pub(crate) fn logprob_backward(
             dlogits,
             view(lm_head, d.vocab, d.dim, d.dim)?,
             (1.0, 0.0),
-            operands,
+            precision,
         );
         for (src, &n) in dhidden_chunk.chunks_exact(d.dim).zip(rows_of_chunk) {
             dhidden[n * d.dim..(n + 1) * d.dim].copy_from_slice(src);
@@ -175,7 +175,7 @@ pub(crate) fn logprob_backward(
                 dlogits.t(),
                 view(hidden_chunk, rows, d.dim, d.dim)?,
                 (1.0, 1.0),
-                operands,
+                precision,
             );
         }
     }
@@ -188,7 +188,7 @@ pub(crate) fn logits(
     hidden: &[f32],
     lm_head: &[f32],
     dims: HeadDims,
-    operands: Operands,
+    precision: Precision,
 ) -> Result<(), CpuError> {
     let HeadDims { rows, dim, vocab } = dims;
     // Sampling's few rows may skip packing: no gradient depends on these logits.
@@ -197,7 +197,7 @@ pub(crate) fn logits(
         view(hidden, rows, dim, dim)?,
         view(lm_head, vocab, dim, dim)?.reversed_axes(),
         (1.0, 0.0),
-        operands,
+        precision,
     );
     Ok(())
 }

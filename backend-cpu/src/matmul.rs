@@ -14,12 +14,12 @@ use crate::elementwise::min_rows;
 use sage_transformer::contract::Rows;
 use sage_transformer::ContractError;
 
-use crate::bf16::Operands;
 use crate::error::CpuError;
 use crate::gemm::gemm_packed;
 use crate::math::vectorized;
 use crate::norm::column_sums;
 use crate::skinny::SkinnyDots;
+use crate::Precision;
 
 /// Below this many multiply-adds a GEMM runs on the calling thread.
 const SERIAL_MACS: usize = 1 << 20;
@@ -107,7 +107,7 @@ fn gemm_on(
 ) {
     match path {
         Path::Skinny => gemm_unpacked(c, a, b, alpha, beta),
-        Path::Packed => packed(c, a, b, (alpha, beta), false, Operands::F32),
+        Path::Packed => packed(c, a, b, (alpha, beta), false, Precision::F32),
     }
 }
 
@@ -119,7 +119,7 @@ fn packed(
     b: &ArrayView2<'_, f32>,
     (alpha, beta): (f32, f32),
     parallel: bool,
-    operands: Operands,
+    precision: Precision,
 ) {
     let rows: Option<Vec<&mut [f32]>> = c
         .rows_mut()
@@ -127,7 +127,7 @@ fn packed(
         .map(|row| row.into_slice())
         .collect();
     match rows {
-        Some(rows) => gemm_packed(rows, a, b, (alpha, beta), parallel, operands),
+        Some(rows) => gemm_packed(rows, a, b, (alpha, beta), parallel, precision),
         None => general_mat_mul(alpha, a, b, beta, c),
     }
 }
@@ -227,20 +227,20 @@ fn split_depth() -> u32 {
 }
 
 /// [`gemm`] on all of rayon's threads, the packed products with the arithmetic of
-/// `operands` (a skinny product, of at most [`SKINNY_ROWS`] rows, stays in f32: it
+/// `precision` (a skinny product, of at most [`SKINNY_ROWS`] rows, stays in f32: it
 /// streams its weight once, and rounding it would cost what bf16 saves).
 pub(crate) fn gemm_parallel(
     mut c: ArrayViewMut2<'_, f32>,
     a: ArrayView2<'_, f32>,
     b: ArrayView2<'_, f32>,
     (alpha, beta): (f32, f32),
-    operands: Operands,
+    precision: Precision,
 ) {
     match Path::of(&c, &a, &b) {
         Path::Skinny => gemm_split(c, a, b, alpha, beta, split_depth()),
         Path::Packed => {
             let parallel = worth_threads(&c, &a);
-            packed(&mut c, &a, &b, (alpha, beta), parallel, operands)
+            packed(&mut c, &a, &b, (alpha, beta), parallel, precision)
         }
     }
 }
@@ -252,10 +252,10 @@ pub(crate) fn gemm_parallel_packed(
     mut c: ArrayViewMut2<'_, f32>,
     a: ArrayView2<'_, f32>,
     b: ArrayView2<'_, f32>,
-    operands: Operands,
+    precision: Precision,
 ) {
     let parallel = worth_threads(&c, &a);
-    packed(&mut c, &a, &b, (1.0, 0.0), parallel, operands);
+    packed(&mut c, &a, &b, (1.0, 0.0), parallel, precision);
 }
 
 /// Whether a product of `c`'s shape over `a`'s depth is worth rayon's hand-off: more
@@ -266,13 +266,13 @@ fn worth_threads(c: &ArrayViewMut2<'_, f32>, a: &ArrayView2<'_, f32>) -> bool {
 
 /// c[m, n] (+)= op(a)[m, k] · op(b)[k, n]: `a` holds [k, m] when `trans_a`, `b` holds
 /// [n, k] when `trans_b`; products of more than [`SKINNY_ROWS`] rows with the
-/// arithmetic of `operands`.
+/// arithmetic of `precision`.
 pub(crate) fn matmul(
     c: &mut [f32],
     a: &[f32],
     b: &[f32],
     shape: MatmulShape,
-    operands: Operands,
+    precision: Precision,
 ) -> Result<(), CpuError> {
     let MatmulShape { m, n, k, .. } = shape;
     let a = if shape.trans_a {
@@ -287,7 +287,7 @@ pub(crate) fn matmul(
     };
     let c = view_mut(c, m, n, n)?;
     let beta = if shape.accumulate { 1.0 } else { 0.0 };
-    gemm_parallel(c, a, b, (1.0, beta), operands);
+    gemm_parallel(c, a, b, (1.0, beta), precision);
     Ok(())
 }
 
