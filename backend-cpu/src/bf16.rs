@@ -40,13 +40,18 @@ pub(crate) fn round_to_bf16(x: f32) -> f32 {
     f32::from_bits(bf16_bits(x) << 16)
 }
 
+/// One lane of the pair layout: `low` (depth step 2q) and `high` (step 2q + 1) rounded
+/// to bf16, in the low and the high half of a 32-bit lane.
+#[inline(always)]
+pub(crate) fn pair(low: f32, high: f32) -> f32 {
+    f32::from_bits(bf16_bits(high) << 16 | bf16_bits(low))
+}
+
 /// Rewrites a packed panel `[depth][width]` of f32 as `[depth / 2, rounded up][width]`
-/// lanes of two bf16 values (depth step 2q in the low half, 2q + 1 in the high half,
-/// zero past the depth), at the front of the same slice. Inlined, so that it vectorises
-/// at its caller's vector level.
+/// lanes of two bf16 values ([`pair`]: zero past the depth), at the front of the same
+/// slice. Inlined, so that it vectorises at its caller's vector level.
 #[inline(always)]
 pub(crate) fn into_pairs(panel: &mut [f32], width: usize, depth: usize) {
-    let pair = |low: f32, high: f32| f32::from_bits(bf16_bits(high) << 16 | bf16_bits(low));
     for q in 0..depth.div_ceil(2) {
         let has_high = 2 * q + 1 < depth;
         if q == 0 {

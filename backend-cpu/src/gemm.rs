@@ -36,7 +36,7 @@ use ndarray::{ArrayView2, Axis, Slice};
 use pulp::{bytemuck, Simd, WithSimd};
 use rayon::prelude::*;
 
-use crate::bf16::{into_pairs, into_swapped_pairs, DotInstruction, TILE_COLUMNS};
+use crate::bf16::{into_pairs, into_swapped_pairs, pair, DotInstruction, TILE_COLUMNS};
 use crate::Precision;
 
 /// Depth (k) of one packed block: a micro-panel of `a` (`MR x KC`) stays in L1.
@@ -48,6 +48,9 @@ const MC: usize = 1152;
 
 /// Most columns of `b` in one task's packed block (256 KB at [`KC`], a quarter of an L2).
 const NC: usize = 256;
+
+/// A depth block's worth of zeros: the rows and depth steps past an operand's edge.
+const ZEROS: [f32; KC] = [0.0; KC];
 
 /// Packed buffers start on a 64-byte line, so that no vector load of `b` splits a line.
 const ALIGN_BYTES: usize = 64;
@@ -122,13 +125,36 @@ impl Format {
         }
     }
 
-    /// Rewrites a packed panel `[depth][width]` of f32 into this format, in place.
+    /// Packs the micro-panel `a` (at most MR rows) into `dst` in this format: [`pack_a`]'s
+    /// layout, rewritten as this format holds it. Inlined, so that the rewriting
+    /// vectorises at the caller's vector level.
     #[inline(always)]
-    fn convert(self, panel: &mut [f32], width: usize, depth: usize) {
+    fn pack_a<const MR: usize>(self, dst: &mut [f32], a: &ArrayView2<'_, f32>) {
         match self {
-            Format::F32 => {}
-            Format::Pairs(_) => into_pairs(panel, width, depth),
-            Format::Swapped => into_swapped_pairs(panel, width, depth),
+            Format::F32 => pack_a::<MR>(dst, a),
+            Format::Pairs(_) => pack_a_pairs::<MR>(dst, a),
+            Format::Swapped => {
+                pack_a::<MR>(dst, a);
+                into_swapped_pairs(dst, MR, a.ncols());
+            }
+        }
+    }
+
+    /// Packs the block `b` (`[kc, width]`) into `dst` in this format: [`pack_b`]'s
+    /// layout, each panel rewritten as this format holds it. Inlined, as
+    /// [`Format::pack_a`] is.
+    #[inline(always)]
+    fn pack_b(self, dst: &mut [f32], nr: usize, b: &ArrayView2<'_, f32>) {
+        let kc = b.nrows();
+        match self {
+            Format::F32 => pack_b(dst, nr, b),
+            Format::Pairs(_) => pack_b_pairs(dst, nr, b),
+            Format::Swapped => {
+                pack_b(dst, nr, b);
+                for panel in dst.chunks_mut(kc * nr) {
+                    into_swapped_pairs(panel, nr, kc);
+                }
+            }
         }
     }
 }
@@ -256,8 +282,7 @@ fn pack_block<S: Simd, const MR: usize>(
         simd.vectorize(
             #[inline(always)]
             || {
-                pack_a::<MR>(dst, &panel);
-                format.convert(dst, MR, panel.ncols());
+                format.pack_a::<MR>(dst, &panel);
             },
         )
     };
@@ -400,10 +425,7 @@ impl<const MR: usize> WithSimd for TaskRun<'_, '_, '_, MR> {
             };
             // b_packed[column_panels][kc][nr]
             let b_packed = aligned(&mut b_floats, column_panels * kc * nr);
-            pack_b(b_packed, nr, &block(b, pc..pc + kc, columns.clone()));
-            for panel in b_packed.chunks_mut(kc * nr) {
-                format.convert(panel, nr, kc);
-            }
+            format.pack_b(b_packed, nr, &block(b, pc..pc + kc, columns.clone()));
             // The task's panels of `a`, [panels][kc][MR].
             let a_depth_block: &[f32] = match a_panels {
                 APanels::Shared { packed, panels } => {
@@ -416,8 +438,7 @@ impl<const MR: usize> WithSimd for TaskRun<'_, '_, '_, MR> {
                     let packed = aligned(&mut a_floats, panels * MR * kc);
                     for (p, dst) in packed.chunks_mut(MR * kc).enumerate() {
                         let panel_rows = p * MR..own.nrows().min((p + 1) * MR);
-                        pack_a::<MR>(dst, &block(&own, panel_rows, 0..kc));
-                        format.convert(dst, MR, kc);
+                        format.pack_a::<MR>(dst, &block(&own, panel_rows, 0..kc));
                     }
                     packed
                 }
@@ -572,12 +593,53 @@ fn pack_a<const MR: usize>(dst: &mut [f32], a: &ArrayView2<'_, f32>) {
 /// The rows of `a` (at most MR, at most [`KC`] long) as slices, zeros past them; None
 /// where a row is not contiguous.
 fn row_slices<'v, const MR: usize>(a: &ArrayView2<'v, f32>) -> Option<[&'v [f32]; MR]> {
-    const ZEROS: [f32; KC] = [0.0; KC];
     let mut rows = [&ZEROS[..a.ncols()]; MR];
     for (r, slot) in rows.iter_mut().enumerate().take(a.nrows()) {
         *slot = (*a).index_axis_move(Axis(0), r).to_slice()?;
     }
     Some(rows)
+}
+
+/// [`pack_a`] then [`into_pairs`] in one pass where the rows or the columns of `a` are
+/// contiguous: dst[q][r] = [`pair`]`(a[r, 2q], a[r, 2q + 1])`, zero past the rows and the
+/// depth. Elsewhere the two passes.
+#[inline(always)]
+fn pack_a_pairs<const MR: usize>(dst: &mut [f32], a: &ArrayView2<'_, f32>) {
+    let (rows, depth) = a.dim();
+    let lanes = &mut dst.as_chunks_mut::<MR>().0[..depth.div_ceil(2)];
+    let column = |p: usize| (*a).index_axis_move(Axis(1), p).to_slice();
+    if rows > 1 && a.strides()[0] == 1 {
+        // Columns contiguous (a transposed operand): each lane row reads two columns.
+        if rows < MR {
+            lanes.iter_mut().for_each(|lane| lane[rows..].fill(0.0));
+        }
+        for (q, lane) in lanes.iter_mut().enumerate() {
+            let high = if 2 * q + 1 < depth {
+                column(2 * q + 1)
+            } else {
+                Some(&ZEROS[..rows])
+            };
+            if let (Some(low), Some(high)) = (column(2 * q), high) {
+                for ((d, &low), &high) in lane.iter_mut().zip(low).zip(high) {
+                    *d = pair(low, high);
+                }
+                continue;
+            }
+            pack_a::<MR>(dst, a);
+            return into_pairs(dst, MR, depth);
+        }
+    } else if let Some(rows) = row_slices::<MR>(a) {
+        // Rows contiguous: each lane takes two neighbouring values of every row.
+        for (q, lane) in lanes.iter_mut().enumerate() {
+            *lane = std::array::from_fn(|r| {
+                let high = rows[r].get(2 * q + 1).copied().unwrap_or(0.0);
+                pair(rows[r][2 * q], high)
+            });
+        }
+    } else {
+        pack_a::<MR>(dst, a);
+        into_pairs(dst, MR, depth);
+    }
 }
 
 /// dst[panel][p][j] = b[p, panel * nr + j] for the columns of `b` (`[kc, width]`), in
@@ -616,6 +678,71 @@ fn pack_b(dst: &mut [f32], nr: usize, b: &ArrayView2<'_, f32>) {
                     for (j, &x) in row.iter().enumerate() {
                         dst[to(j / nr) + j % nr] = x;
                     }
+                }
+            }
+        }
+    }
+}
+
+/// [`pack_b`] then [`into_pairs`] on each panel in one pass where the rows or the
+/// columns of `b` are contiguous: dst[panel][q][j] = [`pair`]`(b[2q, c], b[2q + 1, c])`
+/// for column c = panel * nr + j, zero past the columns and the depth (each panel
+/// `kc * nr` floats, its lanes at the front). Elsewhere the two passes.
+#[inline(always)]
+fn pack_b_pairs(dst: &mut [f32], nr: usize, b: &ArrayView2<'_, f32>) {
+    let (kc, columns) = b.dim();
+    let lanes = kc.div_ceil(2);
+    let tail = columns % nr;
+    if tail != 0 {
+        if let Some(last) = dst.chunks_mut(kc * nr).nth(columns / nr) {
+            last[..lanes * nr]
+                .chunks_mut(nr)
+                .for_each(|d| d[tail..].fill(0.0));
+        }
+    }
+    let two_passes = |dst: &mut [f32]| {
+        pack_b(dst, nr, b);
+        for panel in dst.chunks_mut(kc * nr) {
+            into_pairs(panel, nr, kc);
+        }
+    };
+    if kc > 1 && b.strides()[0] == 1 {
+        // Columns contiguous (a weight stored [n, k]): each column's neighbouring depth
+        // steps make its lanes.
+        for j in 0..columns {
+            let Some(column) = (*b).index_axis_move(Axis(1), j).to_slice() else {
+                return two_passes(dst);
+            };
+            let panel = &mut dst[j / nr * kc * nr + j % nr..];
+            for (d, two) in panel.iter_mut().step_by(nr).zip(column.chunks(2)) {
+                *d = pair(two[0], two.get(1).copied().unwrap_or(0.0));
+            }
+        }
+    } else {
+        // Rows contiguous: each lane row pairs two rows of `b`, front to back.
+        let row = |p: usize| (*b).index_axis_move(Axis(0), p).to_slice();
+        for q in 0..lanes {
+            let Some(low) = row(2 * q) else {
+                return two_passes(dst);
+            };
+            let high = match (2 * q + 1 < kc).then(|| row(2 * q + 1)) {
+                Some(None) => return two_passes(dst),
+                Some(Some(high)) => Some(high),
+                None => None,
+            };
+            for (panel, low) in low.chunks(nr).enumerate() {
+                let d = &mut dst[panel * kc * nr + q * nr..][..low.len()];
+                match high {
+                    Some(high) => {
+                        let high = &high[panel * nr..];
+                        for ((d, &low), &high) in d.iter_mut().zip(low).zip(high) {
+                            *d = pair(low, high);
+                        }
+                    }
+                    None => d
+                        .iter_mut()
+                        .zip(low)
+                        .for_each(|(d, &low)| *d = pair(low, 0.0)),
                 }
             }
         }
@@ -933,6 +1060,71 @@ mod tests {
                 "{m}x{n}x{k} ({trans_a},{trans_b}): error {e:e} against f32"
             );
         }
+    }
+
+    /// Packing straight into bf16 pairs gives, to the bit, the panels that packing in
+    /// f32 and then rewriting them gives: on every layout, on strided operands (the
+    /// two-pass fallback), for odd and even depths, partial panels of rows and columns.
+    /// Plain code, so checked whatever the CPU.
+    #[test]
+    fn packing_into_pairs_equals_packing_then_rewriting() {
+        const MR: usize = 12;
+        let nr = TILE_COLUMNS;
+        let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+        let shapes = [(5, 17, 7), (12, 70, 256), (25, 33, 9), (1, 40, 2)];
+        for inputs in on_every_layout(&shapes, 0, 400) {
+            let (a, b) = inputs.case.views(&inputs.a, &inputs.b);
+            let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
+            let lanes = k.div_ceil(2);
+            for first in (0..m).step_by(MR) {
+                let panel = block(&a, first..m.min(first + MR), 0..k);
+                let mut fused = vec![f32::NAN; MR * k];
+                pack_a_pairs::<MR>(&mut fused, &panel);
+                let mut two = vec![f32::NAN; MR * k];
+                pack_a::<MR>(&mut two, &panel);
+                into_pairs(&mut two, MR, k);
+                assert_eq!(
+                    bits(&fused[..lanes * MR]),
+                    bits(&two[..lanes * MR]),
+                    "a {m}x{k} {:?}",
+                    a.strides()
+                );
+            }
+            let len = n.div_ceil(nr) * k * nr;
+            let mut fused = vec![f32::NAN; len];
+            pack_b_pairs(&mut fused, nr, &b);
+            let mut two = vec![f32::NAN; len];
+            pack_b(&mut two, nr, &b);
+            for (f, t) in fused.chunks(k * nr).zip(two.chunks_mut(k * nr)) {
+                into_pairs(t, nr, k);
+                assert_eq!(
+                    bits(&f[..lanes * nr]),
+                    bits(&t[..lanes * nr]),
+                    "b {k}x{n} {:?}",
+                    b.strides()
+                );
+            }
+        }
+        // Every other element of a twice-as-wide matrix: neither rows nor columns
+        // contiguous.
+        let (k, n) = (9, 45);
+        let data = random(k * 2 * n, 9);
+        let b = ArrayView2::from_shape((k, n).strides((2 * n, 2)), &data).expect("view");
+        let len = n.div_ceil(nr) * k * nr;
+        let (mut fused, mut two) = (vec![f32::NAN; len], vec![f32::NAN; len]);
+        pack_b_pairs(&mut fused, nr, &b);
+        pack_b(&mut two, nr, &b);
+        for (f, t) in fused.chunks(k * nr).zip(two.chunks_mut(k * nr)) {
+            into_pairs(t, nr, k);
+            assert_eq!(bits(&f[..5 * nr]), bits(&t[..5 * nr]), "strided b");
+        }
+        let a =
+            ArrayView2::from_shape((7, k).strides((2 * k, 2)), &data[..2 * 7 * k]).expect("view");
+        let (mut fused, mut two) = (vec![f32::NAN; MR * k], vec![f32::NAN; MR * k]);
+        pack_a_pairs::<MR>(&mut fused, &a);
+        pack_a::<MR>(&mut two, &a);
+        into_pairs(&mut two, MR, k);
+        assert_eq!(bits(&fused[..5 * MR]), bits(&two[..5 * MR]), "strided a");
     }
 
     /// A row of `c` is the same to the bit whether it is computed alone, in a batch
