@@ -1071,60 +1071,55 @@ mod tests {
         const MR: usize = 12;
         let nr = TILE_COLUMNS;
         let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+        let check_a = |panel: &ArrayView2<'_, f32>| {
+            let (rows, k) = panel.dim();
+            let (mut fused, mut two) = (vec![f32::NAN; MR * k], vec![f32::NAN; MR * k]);
+            pack_a_pairs::<MR>(&mut fused, panel);
+            pack_a::<MR>(&mut two, panel);
+            into_pairs(&mut two, MR, k);
+            let lanes = k.div_ceil(2) * MR;
+            let strides = panel.strides();
+            assert_eq!(
+                bits(&fused[..lanes]),
+                bits(&two[..lanes]),
+                "a {rows}x{k} {strides:?}"
+            );
+        };
+        let check_b = |b: &ArrayView2<'_, f32>| {
+            let (k, n) = b.dim();
+            let len = n.div_ceil(nr) * k * nr;
+            let (mut fused, mut two) = (vec![f32::NAN; len], vec![f32::NAN; len]);
+            pack_b_pairs(&mut fused, nr, b);
+            pack_b(&mut two, nr, b);
+            let lanes = k.div_ceil(2) * nr;
+            for (f, t) in fused.chunks(k * nr).zip(two.chunks_mut(k * nr)) {
+                into_pairs(t, nr, k);
+                let strides = b.strides();
+                assert_eq!(
+                    bits(&f[..lanes]),
+                    bits(&t[..lanes]),
+                    "b {k}x{n} {strides:?}"
+                );
+            }
+        };
         let shapes = [(5, 17, 7), (12, 70, 256), (25, 33, 9), (1, 40, 2)];
         for inputs in on_every_layout(&shapes, 0, 400) {
             let (a, b) = inputs.case.views(&inputs.a, &inputs.b);
-            let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
-            let lanes = k.div_ceil(2);
+            let (m, k) = a.dim();
             for first in (0..m).step_by(MR) {
-                let panel = block(&a, first..m.min(first + MR), 0..k);
-                let mut fused = vec![f32::NAN; MR * k];
-                pack_a_pairs::<MR>(&mut fused, &panel);
-                let mut two = vec![f32::NAN; MR * k];
-                pack_a::<MR>(&mut two, &panel);
-                into_pairs(&mut two, MR, k);
-                assert_eq!(
-                    bits(&fused[..lanes * MR]),
-                    bits(&two[..lanes * MR]),
-                    "a {m}x{k} {:?}",
-                    a.strides()
-                );
+                check_a(&block(&a, first..m.min(first + MR), 0..k));
             }
-            let len = n.div_ceil(nr) * k * nr;
-            let mut fused = vec![f32::NAN; len];
-            pack_b_pairs(&mut fused, nr, &b);
-            let mut two = vec![f32::NAN; len];
-            pack_b(&mut two, nr, &b);
-            for (f, t) in fused.chunks(k * nr).zip(two.chunks_mut(k * nr)) {
-                into_pairs(t, nr, k);
-                assert_eq!(
-                    bits(&f[..lanes * nr]),
-                    bits(&t[..lanes * nr]),
-                    "b {k}x{n} {:?}",
-                    b.strides()
-                );
-            }
+            check_b(&b);
         }
         // Every other element of a twice-as-wide matrix: neither rows nor columns
         // contiguous.
-        let (k, n) = (9, 45);
+        let (k, n, m) = (9, 45, 7);
         let data = random(k * 2 * n, 9);
-        let b = ArrayView2::from_shape((k, n).strides((2 * n, 2)), &data).expect("view");
-        let len = n.div_ceil(nr) * k * nr;
-        let (mut fused, mut two) = (vec![f32::NAN; len], vec![f32::NAN; len]);
-        pack_b_pairs(&mut fused, nr, &b);
-        pack_b(&mut two, nr, &b);
-        for (f, t) in fused.chunks(k * nr).zip(two.chunks_mut(k * nr)) {
-            into_pairs(t, nr, k);
-            assert_eq!(bits(&f[..5 * nr]), bits(&t[..5 * nr]), "strided b");
-        }
-        let a =
-            ArrayView2::from_shape((7, k).strides((2 * k, 2)), &data[..2 * 7 * k]).expect("view");
-        let (mut fused, mut two) = (vec![f32::NAN; MR * k], vec![f32::NAN; MR * k]);
-        pack_a_pairs::<MR>(&mut fused, &a);
-        pack_a::<MR>(&mut two, &a);
-        into_pairs(&mut two, MR, k);
-        assert_eq!(bits(&fused[..5 * MR]), bits(&two[..5 * MR]), "strided a");
+        let strided = |rows: usize, columns: usize| {
+            ArrayView2::from_shape((rows, columns).strides((2 * columns, 2)), &data).expect("view")
+        };
+        check_b(&strided(k, n));
+        check_a(&strided(m, k));
     }
 
     /// A row of `c` is the same to the bit whether it is computed alone, in a batch
