@@ -1,5 +1,6 @@
-//! The bf16 arithmetic of the packed GEMM ([`Precision::Bf16`](crate::Precision)): operands rounded to
-//! bf16 (to nearest, ties to even) as they are packed, products summed in f32.
+//! The bf16 arithmetic of the packed GEMM ([`Precision::Bf16`](crate::Precision)):
+//! operands rounded to bf16 (to nearest, ties to even) as they are packed, products
+//! summed in f32.
 //!
 //! Where the CPU has AVX-512 BF16 (Zen 4 and later, Cooper Lake and Sapphire Rapids
 //! and later), a packed panel holds pairs of bf16 values, two depth steps in each

@@ -126,8 +126,9 @@ impl Format {
     }
 
     /// Packs the micro-panel `a` (at most MR rows) into `dst` in this format: [`pack_a`]'s
-    /// layout, rewritten as this format holds it. Inlined, so that the rewriting
-    /// vectorises at the caller's vector level.
+    /// layout, rewritten as this format holds it (pairs in one pass where `a`'s rows or
+    /// columns are contiguous). Inlined, so that the rewriting vectorises at the
+    /// caller's vector level.
     #[inline(always)]
     fn pack_a<const MR: usize>(self, dst: &mut [f32], a: &ArrayView2<'_, f32>) {
         match self {
@@ -141,8 +142,8 @@ impl Format {
     }
 
     /// Packs the block `b` (`[kc, width]`) into `dst` in this format: [`pack_b`]'s
-    /// layout, each panel rewritten as this format holds it. Inlined, as
-    /// [`Format::pack_a`] is.
+    /// layout, each panel rewritten as this format holds it (pairs in one pass where
+    /// `b`'s rows or columns are contiguous). Inlined, as [`Format::pack_a`] is.
     #[inline(always)]
     fn pack_b(self, dst: &mut [f32], nr: usize, b: &ArrayView2<'_, f32>) {
         let kc = b.nrows();
@@ -151,9 +152,8 @@ impl Format {
             Format::Pairs(_) => pack_b_pairs(dst, nr, b),
             Format::Swapped => {
                 pack_b(dst, nr, b);
-                for panel in dst.chunks_mut(kc * nr) {
-                    into_swapped_pairs(panel, nr, kc);
-                }
+                dst.chunks_mut(kc * nr)
+                    .for_each(|panel| into_swapped_pairs(panel, nr, kc));
             }
         }
     }
@@ -600,46 +600,49 @@ fn row_slices<'v, const MR: usize>(a: &ArrayView2<'v, f32>) -> Option<[&'v [f32]
     Some(rows)
 }
 
-/// [`pack_a`] then [`into_pairs`] in one pass where the rows or the columns of `a` are
-/// contiguous: dst[q][r] = [`pair`]`(a[r, 2q], a[r, 2q + 1])`, zero past the rows and the
-/// depth. Elsewhere the two passes.
+/// [`pack_a`] then [`into_pairs`]: in one pass where the rows or the columns of `a` are
+/// contiguous, in two elsewhere.
 #[inline(always)]
 fn pack_a_pairs<const MR: usize>(dst: &mut [f32], a: &ArrayView2<'_, f32>) {
+    if a_pairs_in_one_pass::<MR>(dst, a).is_none() {
+        pack_a::<MR>(dst, a);
+        into_pairs(dst, MR, a.ncols());
+    }
+}
+
+/// [`pack_a_pairs`]' one pass: dst[q][r] = [`pair`]`(a[r, 2q], a[r, 2q + 1])`, zero past
+/// the rows and the depth. None, with `dst` partly written, where neither the rows nor
+/// the columns of `a` are contiguous.
+#[inline(always)]
+fn a_pairs_in_one_pass<const MR: usize>(dst: &mut [f32], a: &ArrayView2<'_, f32>) -> Option<()> {
     let (rows, depth) = a.dim();
     let lanes = &mut dst.as_chunks_mut::<MR>().0[..depth.div_ceil(2)];
-    let column = |p: usize| (*a).index_axis_move(Axis(1), p).to_slice();
     if rows > 1 && a.strides()[0] == 1 {
         // Columns contiguous (a transposed operand): each lane row reads two columns.
-        if rows < MR {
-            lanes.iter_mut().for_each(|lane| lane[rows..].fill(0.0));
-        }
+        let column = |p: usize| (*a).index_axis_move(Axis(1), p).to_slice();
         for (q, lane) in lanes.iter_mut().enumerate() {
+            let low = column(2 * q)?;
             let high = if 2 * q + 1 < depth {
-                column(2 * q + 1)
+                column(2 * q + 1)?
             } else {
-                Some(&ZEROS[..rows])
+                &ZEROS[..rows]
             };
-            if let (Some(low), Some(high)) = (column(2 * q), high) {
-                for ((d, &low), &high) in lane.iter_mut().zip(low).zip(high) {
-                    *d = pair(low, high);
-                }
-                continue;
+            lane[rows..].fill(0.0);
+            for ((d, &low), &high) in lane.iter_mut().zip(low).zip(high) {
+                *d = pair(low, high);
             }
-            pack_a::<MR>(dst, a);
-            return into_pairs(dst, MR, depth);
         }
-    } else if let Some(rows) = row_slices::<MR>(a) {
+    } else {
         // Rows contiguous: each lane takes two neighbouring values of every row.
+        let rows = row_slices::<MR>(a)?;
         for (q, lane) in lanes.iter_mut().enumerate() {
             *lane = std::array::from_fn(|r| {
                 let high = rows[r].get(2 * q + 1).copied().unwrap_or(0.0);
                 pair(rows[r][2 * q], high)
             });
         }
-    } else {
-        pack_a::<MR>(dst, a);
-        into_pairs(dst, MR, depth);
     }
+    Some(())
 }
 
 /// dst[panel][p][j] = b[p, panel * nr + j] for the columns of `b` (`[kc, width]`), in
@@ -684,12 +687,24 @@ fn pack_b(dst: &mut [f32], nr: usize, b: &ArrayView2<'_, f32>) {
     }
 }
 
-/// [`pack_b`] then [`into_pairs`] on each panel in one pass where the rows or the
-/// columns of `b` are contiguous: dst[panel][q][j] = [`pair`]`(b[2q, c], b[2q + 1, c])`
-/// for column c = panel * nr + j, zero past the columns and the depth (each panel
-/// `kc * nr` floats, its lanes at the front). Elsewhere the two passes.
+/// [`pack_b`] then [`into_pairs`] on each panel: in one pass where the rows or the
+/// columns of `b` are contiguous, in two elsewhere.
 #[inline(always)]
 fn pack_b_pairs(dst: &mut [f32], nr: usize, b: &ArrayView2<'_, f32>) {
+    if b_pairs_in_one_pass(dst, nr, b).is_none() {
+        let kc = b.nrows();
+        pack_b(dst, nr, b);
+        dst.chunks_mut(kc * nr)
+            .for_each(|panel| into_pairs(panel, nr, kc));
+    }
+}
+
+/// [`pack_b_pairs`]' one pass: dst[panel][q][j] = [`pair`]`(b[2q, c], b[2q + 1, c])` for
+/// column c = panel * nr + j, zero past the columns and the depth (each panel `kc * nr`
+/// floats, its lanes at the front). None, with `dst` partly written, where neither the
+/// rows nor the columns of `b` are contiguous.
+#[inline(always)]
+fn b_pairs_in_one_pass(dst: &mut [f32], nr: usize, b: &ArrayView2<'_, f32>) -> Option<()> {
     let (kc, columns) = b.dim();
     let lanes = kc.div_ceil(2);
     let tail = columns % nr;
@@ -700,19 +715,11 @@ fn pack_b_pairs(dst: &mut [f32], nr: usize, b: &ArrayView2<'_, f32>) {
                 .for_each(|d| d[tail..].fill(0.0));
         }
     }
-    let two_passes = |dst: &mut [f32]| {
-        pack_b(dst, nr, b);
-        for panel in dst.chunks_mut(kc * nr) {
-            into_pairs(panel, nr, kc);
-        }
-    };
     if kc > 1 && b.strides()[0] == 1 {
         // Columns contiguous (a weight stored [n, k]): each column's neighbouring depth
         // steps make its lanes.
         for j in 0..columns {
-            let Some(column) = (*b).index_axis_move(Axis(1), j).to_slice() else {
-                return two_passes(dst);
-            };
+            let column = (*b).index_axis_move(Axis(1), j).to_slice()?;
             let panel = &mut dst[j / nr * kc * nr + j % nr..];
             for (d, two) in panel.iter_mut().step_by(nr).zip(column.chunks(2)) {
                 *d = pair(two[0], two.get(1).copied().unwrap_or(0.0));
@@ -722,13 +729,11 @@ fn pack_b_pairs(dst: &mut [f32], nr: usize, b: &ArrayView2<'_, f32>) {
         // Rows contiguous: each lane row pairs two rows of `b`, front to back.
         let row = |p: usize| (*b).index_axis_move(Axis(0), p).to_slice();
         for q in 0..lanes {
-            let Some(low) = row(2 * q) else {
-                return two_passes(dst);
-            };
-            let high = match (2 * q + 1 < kc).then(|| row(2 * q + 1)) {
-                Some(None) => return two_passes(dst),
-                Some(Some(high)) => Some(high),
-                None => None,
+            let low = row(2 * q)?;
+            let high = if 2 * q + 1 < kc {
+                Some(row(2 * q + 1)?)
+            } else {
+                None
             };
             for (panel, low) in low.chunks(nr).enumerate() {
                 let d = &mut dst[panel * kc * nr + q * nr..][..low.len()];
@@ -747,6 +752,7 @@ fn pack_b_pairs(dst: &mut [f32], nr: usize, b: &ArrayView2<'_, f32>) {
             }
         }
     }
+    Some(())
 }
 
 /// One row of `b` into its place in every panel (`to(panel)`), `NR` values a panel: whole
