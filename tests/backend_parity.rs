@@ -12,8 +12,8 @@
 
 use sage_backend_cpu::CpuBackend;
 use sage_transformer::{
-    AdamWStep, AttentionShape, Indices, Kernels, KvCache, LoraConfig, MatmulShape, ModelConfig,
-    Projection, Tensor, Transformer,
+    AdamWStep, AttentionShape, CachedRows, Indices, Kernels, KvCache, LoraConfig, MatmulShape,
+    ModelConfig, Projection, Tensor, Transformer,
 };
 
 /// Instantiates every parity test for the backend that `$make` builds: an expression
@@ -28,6 +28,7 @@ macro_rules! backend_parity_tests {
             output_head,
             token_choice, adamw, errors_are_returned, freed_buffers_come_back_zeroed,
             model_forward_backward, lora_forward_backward, decoding_matches_cpu,
+            continued_prefill_matches_cpu,
             ten_training_steps);
     };
     (@tests $make:expr; $($name:ident),*) => {
@@ -1004,6 +1005,92 @@ pub fn decoding_matches_cpu<K: Kernels>(make: impl FnOnce() -> Option<K>) {
             assert!((got.logprob - want.logprob).abs() <= 1e-5 * want.logprob.abs().max(1.0));
         }
     }
+}
+
+/// A prefill continued from caches against the CPU's whole prefill of the same
+/// prompts: three sequences prefilled and decoded two steps, then gathered into a new
+/// cache in another order (one of them cut back to part of its prompt) beside a
+/// sequence that holds nothing, and each extended by 1 to 6 tokens. The rows are
+/// deliberately not in order of their new tokens (several runs of adjacent rows per
+/// position) and the prefill runs in windows of at most 5 tokens, so every branch of
+/// the continuation's layout runs. Logits of the continued prefill and of a decoding
+/// step after it to 1e-5 of their largest magnitude: both compute in f32 and differ in
+/// the order of the attention's sums only.
+pub fn continued_prefill_matches_cpu<K: Kernels>(make: impl FnOnce() -> Option<K>) {
+    let Some(mut b) = Both::new(make) else { return };
+    let config = small_config(false);
+    let vocab = config.vocab_size;
+    let mut rng = Rng::new(41);
+    let [mut cpu, mut other] = models(&mut b, config, 42);
+    let first = [rng.ints(5, vocab), rng.ints(3, vocab), rng.ints(7, vocab)];
+    let first_prompts: Vec<&[u32]> = first.iter().map(Vec::as_slice).collect();
+    let mut held = KvCache::new(&mut b.other, &other, 3, 12).expect("cache");
+    other
+        .prefill(&mut b.other, &mut held, &first_prompts)
+        .expect("prefill");
+    let mut chats = first.clone();
+    for _ in 0..2 {
+        let next = rng.ints(3, vocab);
+        other
+            .decode_step(&mut b.other, &mut held, &next)
+            .expect("decode");
+        for (chat, token) in chats.iter_mut().zip(next) {
+            chat.push(token);
+        }
+    }
+    // Rows of the new cache: sequence 2 whole, a fresh one, the first 3 tokens of
+    // sequence 0, sequence 1 whole; then each prompt's new tokens.
+    let sources: [Option<(usize, u32)>; 4] = [Some((2, 9)), None, Some((0, 3)), Some((1, 5))];
+    let extra = [4, 6, 5, 1];
+    let prompts: Vec<Vec<u32>> = sources
+        .iter()
+        .zip(extra)
+        .map(|(source, extra)| {
+            let mut prompt =
+                source.map_or(Vec::new(), |(s, len)| chats[s][..len as usize].to_vec());
+            prompt.extend(rng.ints(extra, vocab));
+            prompt
+        })
+        .collect();
+    let prompts: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
+    let rows: Vec<Option<CachedRows<'_>>> = sources
+        .iter()
+        .map(|source| {
+            source.map(|(sequence, len)| CachedRows {
+                cache: &held,
+                sequence,
+                len,
+            })
+        })
+        .collect();
+    let mut cache = other
+        .gather_sequences(&mut b.other, &rows, 16)
+        .expect("gather");
+    held.free(&mut b.other).expect("free");
+    assert_eq!(cache.lengths(), &[9, 0, 3, 5]);
+    cache.set_prefill_tokens(5);
+    let got = other
+        .prefill_rest(&mut b.other, &mut cache, &prompts)
+        .expect("continued prefill");
+    let mut cpu_cache = KvCache::new(&mut b.cpu, &cpu, 4, 16).expect("cpu cache");
+    let want = cpu
+        .prefill(&mut b.cpu, &mut cpu_cache, &prompts)
+        .expect("cpu prefill");
+    assert_close("continued prefill logits", &got, &want, 1e-5);
+    assert_eq!(cache.lengths(), cpu_cache.lengths());
+    let next = rng.ints(4, vocab);
+    let want = cpu
+        .decode_step(&mut b.cpu, &mut cpu_cache, &next)
+        .expect("cpu decode");
+    let got = other
+        .decode_step(&mut b.other, &mut cache, &next)
+        .expect("decode after the continued prefill");
+    assert_close("decode step logits after it", &got, &want, 1e-5);
+    // A prompt that adds nothing to its cache is refused, naming the sequence.
+    let err = other
+        .prefill_rest(&mut b.other, &mut cache, &prompts)
+        .expect_err("nothing new");
+    assert!(err.to_string().contains("sequence 0"), "{err}");
 }
 
 /// Ten steps of forward, backward (mean NLL) and AdamW on one batch: the losses of

@@ -38,7 +38,7 @@ pub mod sampling;
 
 pub use config::{ConfigError, ModelConfig};
 pub use contract::ContractError;
-pub use decode::{KvCache, DEFAULT_PREFILL_TOKENS};
+pub use decode::{CachedRows, KvCache, DEFAULT_PREFILL_TOKENS};
 pub use device::Device;
 pub use kernels::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,

@@ -52,6 +52,14 @@ pub enum InputError {
         /// The cache's capacity in tokens per sequence.
         capacity: usize,
     },
+    /// A prompt adds no token to what its sequence's KV cache already holds, so a
+    /// prefill has no row to compute its next token from.
+    NothingNew {
+        /// The sequence (row of the cache).
+        sequence: usize,
+        /// Tokens its cache holds.
+        cached: u32,
+    },
     /// LoRA adapters that cannot be put on this model (the reason).
     Lora(alloc::string::String),
     /// A backward pass, optimizer step or adapters asked of a model whose weights are
@@ -92,6 +100,10 @@ impl fmt::Display for InputError {
             InputError::CacheFull { capacity } => {
                 write!(f, "the KV cache is full ({capacity} tokens per sequence)")
             }
+            InputError::NothingNew { sequence, cached } => write!(
+                f,
+                "sequence {sequence}'s prompt has no token beyond the {cached} its KV cache holds"
+            ),
         }
     }
 }

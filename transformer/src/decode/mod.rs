@@ -15,6 +15,10 @@ use super::model::{
 };
 use super::sampling::TokenChoice;
 
+mod continuation;
+
+use continuation::{Continuation, Slab};
+
 /// Prompt tokens a prefill runs through the layers at once by default: the scratch of
 /// one layer's activations is sized for this many tokens (about 210 MB for a 0.5B
 /// model), not for every prompt of the batch together.
@@ -146,6 +150,18 @@ impl KvCache {
     }
 }
 
+/// The first `len` cached tokens of sequence `sequence` of `cache`: what
+/// [`Transformer::gather_sequences`] copies into a sequence of a new cache.
+#[derive(Clone, Copy)]
+pub struct CachedRows<'a> {
+    /// The cache holding them.
+    pub cache: &'a KvCache,
+    /// The sequence (row) of that cache.
+    pub sequence: usize,
+    /// Tokens copied, at most the sequence's length in that cache.
+    pub len: u32,
+}
+
 impl Transformer {
     /// Runs the prompts (one per sequence of `cache`, none empty) through the model,
     /// stores their keys and values in `cache` (replacing what it held), and returns the
@@ -159,6 +175,7 @@ impl Transformer {
         cache: &mut KvCache,
         prompts: &[&[u32]],
     ) -> Result<Vec<f32>, K> {
+        cache.lengths.fill(0);
         self.prefill_hidden(k, cache, prompts)?;
         self.read_logits(k, cache)
     }
@@ -174,16 +191,51 @@ impl Transformer {
         temperature: f32,
         uniforms: &[f64],
     ) -> Result<Vec<Option<TokenChoice>>, K> {
+        cache.lengths.fill(0);
         self.prefill_hidden(k, cache, prompts)?;
         self.choose_next(k, cache, temperature, uniforms)
     }
 
-    /// The prefill up to each prompt's last hidden state in `cache.last_hidden`. The
-    /// prompts run in groups of consecutive prompts of at most `cache.prefill_tokens`
-    /// tokens (a longer prompt alone), each group packed through every layer in turn over
+    /// [`Transformer::prefill`] of the part of each prompt that `cache` does not hold
+    /// yet: sequence b's cache holds the keys and values of the first
+    /// `cache.lengths()[b]` tokens of `prompts[b]` (put there by an earlier prefill,
+    /// decoding steps or [`Transformer::gather_sequences`]; the caller vouches that
+    /// they are those tokens), and each prompt must add at least one token. A sequence
+    /// that holds nothing is prefilled whole. Returns the logits of each prompt's next
+    /// token, equal to a whole prefill's up to the order of floating-point sums.
+    pub fn prefill_rest<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        cache: &mut KvCache,
+        prompts: &[&[u32]],
+    ) -> Result<Vec<f32>, K> {
+        self.prefill_hidden(k, cache, prompts)?;
+        self.read_logits(k, cache)
+    }
+
+    /// [`Transformer::prefill_rest`], then each prompt's next token picked on the
+    /// backend, as [`Transformer::prefill_choosing`] does.
+    pub fn prefill_rest_choosing<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        cache: &mut KvCache,
+        prompts: &[&[u32]],
+        temperature: f32,
+        uniforms: &[f64],
+    ) -> Result<Vec<Option<TokenChoice>>, K> {
+        self.prefill_hidden(k, cache, prompts)?;
+        self.choose_next(k, cache, temperature, uniforms)
+    }
+
+    /// The prefill of each prompt past the tokens its sequence's cache holds, up to
+    /// each prompt's last hidden state in `cache.last_hidden`. Sequences that hold
+    /// nothing run in groups of consecutive such prompts of at most
+    /// `cache.prefill_tokens` tokens (a longer prompt alone), each group packed through
+    /// every layer in turn; the others continue from their caches
+    /// ([`continuation`]), in windows of at most that many new tokens. Both run over
     /// one layer's slots of a scratch slab ([`ActLayout::for_decoding`] of the largest
-    /// group's tokens), freed at the end: the training activations are neither used nor
-    /// resized.
+    /// group's or window's tokens), freed at the end: the training activations are
+    /// neither used nor resized.
     fn prefill_hidden<K: Kernels>(
         &mut self,
         k: &mut K,
@@ -199,13 +251,22 @@ impl Transformer {
                 capacity: cache.capacity,
             }));
         }
-        for prompt in prompts {
+        for (sequence, (prompt, &cached)) in prompts.iter().zip(&cache.lengths).enumerate() {
+            if prompt.len() <= cached as usize {
+                return Err(input(InputError::NothingNew { sequence, cached }));
+            }
             self.check_tokens(prompt)?;
         }
-        let groups = prefill_groups(prompts, cache.prefill_tokens);
+        let fresh: Vec<usize> = (0..cache.batch)
+            .filter(|&b| cache.lengths[b] == 0)
+            .collect();
+        let fresh_lengths: Vec<usize> = fresh.iter().map(|&b| prompts[b].len()).collect();
+        let groups = prefill_groups(&fresh_lengths, cache.prefill_tokens);
+        let continuation = Continuation::plan(&cache.lengths, prompts, cache.prefill_tokens);
         let most_tokens = groups
             .iter()
-            .map(|group| group.clone().map(|b| prompts[b].len()).sum::<usize>())
+            .map(|group| fresh_lengths[group.clone()].iter().sum::<usize>())
+            .chain(continuation.most_rows())
             .max()
             .unwrap_or(0);
         let scratch_len = ActLayout::for_decoding(&self.config, most_tokens).total;
@@ -217,9 +278,11 @@ impl Transformer {
                 return Err(backend(e));
             }
         };
+        let slab = Slab { scratch, ids };
         let ran = groups
             .into_iter()
-            .try_for_each(|group| self.prefill_layers(k, cache, scratch, ids, prompts, group));
+            .try_for_each(|group| self.prefill_layers(k, cache, slab, prompts, &fresh[group]))
+            .and_then(|()| self.continue_layers(k, cache, slab, prompts, &continuation));
         let freed = k.free(scratch).and_then(|()| k.free_indices(ids));
         ran?;
         freed.map_err(backend)?;
@@ -230,24 +293,27 @@ impl Transformer {
         Ok(())
     }
 
-    /// The layers of a prefill of the prompts `group` (indices of sequences of `cache`)
-    /// over `scratch`, laid out for their tokens, with tokens[N] then positions[N] in
-    /// `ids`: each layer's keys and values go to `cache` as soon as the layer has run,
-    /// and the last row of each prompt to the cache's residual row of its sequence.
+    /// The layers of a prefill of the prompts of sequences `group` of `cache` over
+    /// `slab`, its scratch laid out for their tokens, with tokens[N] then positions[N]
+    /// in its indices: each layer's keys and values go to `cache` as soon as the layer
+    /// has run, and the last row of each prompt to the cache's residual row of its
+    /// sequence.
     fn prefill_layers<K: Kernels>(
         &self,
         k: &mut K,
         cache: &KvCache,
-        scratch: BufferId,
-        ids: IndexBufferId,
+        Slab { scratch, ids }: Slab,
         prompts: &[&[u32]],
-        group: core::ops::Range<usize>,
+        group: &[usize],
     ) -> Result<(), K> {
         let (c, p) = (&self.config, &self.params_layout);
-        let tokens: Vec<u32> = prompts[group.clone()].concat();
+        let tokens: Vec<u32> = group
+            .iter()
+            .flat_map(|&b| prompts[b].iter().copied())
+            .collect();
         let mut seq_starts = vec![0u32];
-        for prompt in &prompts[group.clone()] {
-            seq_starts.push(seq_starts[seq_starts.len() - 1] + prompt.len() as u32);
+        for &b in group {
+            seq_starts.push(seq_starts[seq_starts.len() - 1] + prompts[b].len() as u32);
         }
         let (n, d, kvd) = (tokens.len(), c.hidden_size, c.kv_dim());
         let layout = ActLayout::for_decoding(c, n);
@@ -285,7 +351,7 @@ impl Transformer {
                 Residual::InPlace,
             )?;
             let (k_cache, v_cache) = (cache.layer_cache(l, 0, kvd), cache.layer_cache(l, 1, kvd));
-            for (w, b) in seq_starts.windows(2).zip(group.clone()) {
+            for (w, &b) in seq_starts.windows(2).zip(group) {
                 let (start, len) = (w[0] as usize, (w[1] - w[0]) as usize);
                 for (cache_tensor, fresh) in [(k_cache, la.k), (v_cache, la.v)] {
                     let src = t(fresh).slice(start * kvd, len * kvd);
@@ -296,7 +362,7 @@ impl Transformer {
         }
         // Each prompt's last row into the cache's one-row-per-sequence residual slot.
         let rows = at(cache.scratch, cache.residual());
-        for (w, b) in seq_starts.windows(2).zip(group) {
+        for (w, &b) in seq_starts.windows(2).zip(group) {
             let last = w[1] as usize - 1;
             k.copy(rows.slice(b * d, d), t(la.residual_in).slice(last * d, d))
                 .map_err(backend)?;
@@ -459,30 +525,62 @@ impl Transformer {
         if kept.len() == cache.batch {
             return Ok(cache);
         }
-        let mut smaller = match KvCache::new(k, self, kept.len(), cache.capacity) {
-            Ok(smaller) => smaller,
-            Err(e) => {
-                cache.free(k)?;
-                return Err(e);
+        let rows: Vec<Option<CachedRows<'_>>> = kept
+            .iter()
+            .map(|&sequence| {
+                Some(CachedRows {
+                    cache: &cache,
+                    sequence,
+                    len: cache.lengths[sequence],
+                })
+            })
+            .collect();
+        let smaller = self.gather_sequences(k, &rows, cache.capacity);
+        let prefill_tokens = cache.prefill_tokens;
+        cache.free(k)?;
+        let mut smaller = smaller?;
+        smaller.prefill_tokens = prefill_tokens;
+        Ok(smaller)
+    }
+
+    /// A new cache of `rows.len()` sequences of up to `capacity` tokens whose sequence
+    /// i holds the keys and values `rows[i]` names, copied from another cache of this
+    /// model (`None`: a sequence that holds nothing yet). The source caches are left as
+    /// they were; the new one's length of sequence i is `rows[i].len` (or 0).
+    pub fn gather_sequences<K: Kernels>(
+        &self,
+        k: &mut K,
+        rows: &[Option<CachedRows<'_>>],
+        capacity: usize,
+    ) -> Result<KvCache, K> {
+        for from in rows.iter().flatten() {
+            let held = from.cache.lengths.get(from.sequence).copied();
+            if held.is_none_or(|held| from.len > held) {
+                return Err(input(InputError::LengthMismatch {
+                    what: "tokens gathered from a cached sequence",
+                    expected: held.unwrap_or(0) as usize,
+                    got: from.len as usize,
+                }));
             }
-        };
-        smaller.prefill_tokens = cache.prefill_tokens;
+            if from.len as usize > capacity {
+                return Err(input(InputError::CacheFull { capacity }));
+            }
+        }
+        let mut gathered = KvCache::new(k, self, rows.len(), capacity)?;
         let kvd = self.config.kv_dim();
         let mut copied = Ok(());
         'layers: for layer in 0..self.config.num_hidden_layers {
             for which in 0..2 {
-                let (from, to) = (
-                    cache.layer_cache(layer, which, kvd),
-                    smaller.layer_cache(layer, which, kvd),
-                );
-                for (row, &seq) in kept.iter().enumerate() {
-                    let len = cache.lengths[seq] as usize;
-                    if len == 0 {
+                let to = gathered.layer_cache(layer, which, kvd);
+                for (row, from) in rows.iter().enumerate() {
+                    let Some(from) = from.filter(|from| from.len > 0) else {
                         continue;
-                    }
+                    };
+                    let source = from.cache.layer_cache(layer, which, kvd);
+                    let len = from.len as usize;
                     copied = k.copy(
-                        smaller.rows(to, row, 0, len, kvd),
-                        cache.rows(from, seq, 0, len, kvd),
+                        gathered.rows(to, row, 0, len, kvd),
+                        from.cache.rows(source, from.sequence, 0, len, kvd),
                     );
                     if copied.is_err() {
                         break 'layers;
@@ -490,15 +588,15 @@ impl Transformer {
                 }
             }
         }
-        smaller.lengths = kept.iter().map(|&seq| cache.lengths[seq]).collect();
-        cache.free(k)?;
-        match copied {
-            Ok(()) => Ok(smaller),
-            Err(e) => {
-                smaller.free(k)?;
-                Err(backend(e))
-            }
+        if let Err(e) = copied {
+            gathered.free(k)?;
+            return Err(backend(e));
         }
+        gathered.lengths = rows
+            .iter()
+            .map(|from| from.map_or(0, |from| from.len))
+            .collect();
+        Ok(gathered)
     }
 
     /// logits[B, V] of the hidden states in `cache.last_hidden`, on the backend.
@@ -549,20 +647,21 @@ impl Transformer {
     }
 }
 
-/// The prompts split into runs of consecutive prompts of at most `budget` tokens
-/// together (a prompt longer than `budget` alone), as ranges of prompt indices.
-fn prefill_groups(prompts: &[&[u32]], budget: usize) -> Vec<core::ops::Range<usize>> {
+/// Prompts of `lengths` tokens split into runs of consecutive prompts of at most
+/// `budget` tokens together (a prompt longer than `budget` alone), as ranges of indices
+/// into `lengths`.
+fn prefill_groups(lengths: &[usize], budget: usize) -> Vec<core::ops::Range<usize>> {
     let mut groups = Vec::new();
     let (mut start, mut tokens) = (0, 0);
-    for (b, prompt) in prompts.iter().enumerate() {
-        if b > start && tokens + prompt.len() > budget {
+    for (b, &length) in lengths.iter().enumerate() {
+        if b > start && tokens + length > budget {
             groups.push(start..b);
             (start, tokens) = (b, 0);
         }
-        tokens += prompt.len();
+        tokens += length;
     }
-    if start < prompts.len() {
-        groups.push(start..prompts.len());
+    if start < lengths.len() {
+        groups.push(start..lengths.len());
     }
     groups
 }
@@ -574,8 +673,7 @@ mod tests {
 
     #[test]
     fn prefill_groups_fill_up_to_the_budget_and_keep_a_long_prompt_alone() {
-        let (a, b, c, d) = ([0u32; 3], [0u32; 4], [0u32; 9], [0u32; 2]);
-        let prompts: [&[u32]; 4] = [&a, &b, &c, &d];
+        let prompts = [3, 4, 9, 2];
         assert_eq!(prefill_groups(&prompts, 7), vec![0..2, 2..3, 3..4]);
         assert_eq!(prefill_groups(&prompts, 6), vec![0..1, 1..2, 2..3, 3..4]);
         assert_eq!(prefill_groups(&prompts, 100), vec![0..4]);
