@@ -7,6 +7,11 @@
 //! memory stays bounded however many sequences a call receives. `log_probs` and
 //! `accumulate_gradient` run the same forward over the same packing, so ratios of new
 //! to old log-probs are exactly 1 before an update on a deterministic backend.
+//!
+//! Generation holds every sequence's KV cache afterwards ([`HeldCaches`], within a
+//! budget of tokens), so that an agent's next turn, whose prompt continues one of them,
+//! prefills only its new tokens; the held caches are forgotten when the weights can
+//! change (an optimizer step, [`TransformerPolicy::parts_mut`]).
 
 use std::fmt;
 
@@ -14,7 +19,7 @@ use sage_core::policy::{Generation, Policy, SamplingParams, UpdateStats};
 use sage_transformer::{Kernels, ModelError, Transformer};
 
 use crate::optim::{AdamW, AdamWConfig, OptimError};
-use crate::sampling::{generate, SamplingError};
+use crate::sampling::{generate_holding, HeldCaches, SamplingError, DEFAULT_HELD_TOKENS};
 
 /// Default token budget of one packed micro-batch.
 pub const DEFAULT_MAX_BATCH_TOKENS: usize = 4096;
@@ -101,6 +106,8 @@ pub struct TransformerPolicy<K: Kernels> {
     model: Transformer,
     optimizer: Option<AdamW>,
     max_batch_tokens: usize,
+    /// The KV caches of the last generations, for prompts that continue them.
+    held: HeldCaches,
 }
 
 /// One packed micro-batch: which sequences, and the packed inputs.
@@ -124,6 +131,7 @@ impl<K: Kernels> TransformerPolicy<K> {
             model,
             optimizer: None,
             max_batch_tokens: DEFAULT_MAX_BATCH_TOKENS,
+            held: HeldCaches::new(DEFAULT_HELD_TOKENS),
         }
     }
 
@@ -165,6 +173,18 @@ impl<K: Kernels> TransformerPolicy<K> {
         self
     }
 
+    /// The same policy holding at most `tokens` tokens of KV cache between generations
+    /// (default [`DEFAULT_HELD_TOKENS`]; 0: none, every prompt is prefilled whole).
+    pub fn with_held_tokens(mut self, tokens: usize) -> TransformerPolicy<K> {
+        self.held = HeldCaches::new(tokens);
+        self
+    }
+
+    /// The KV caches held between generations.
+    pub fn held_caches(&self) -> &HeldCaches {
+        &self.held
+    }
+
     /// The model.
     pub fn model(&self) -> &Transformer {
         &self.model
@@ -176,13 +196,16 @@ impl<K: Kernels> TransformerPolicy<K> {
     }
 
     /// The backend, with the model and optimizer (for checkpoints, which read buffers).
+    /// The held KV caches are forgotten, as the caller may change the weights.
     pub fn parts_mut(&mut self) -> (&mut K, &mut Transformer, Option<&mut AdamW>) {
+        self.held.forget();
         (&mut self.kernels, &mut self.model, self.optimizer.as_mut())
     }
 
     /// Releases the model's and the optimizer's buffers and returns the backend, to
     /// load another model into it.
     pub fn into_backend(mut self) -> Result<K, PolicyError<K::Error>> {
+        self.held.free(&mut self.kernels)?;
         if let Some(optimizer) = self.optimizer {
             optimizer.free(&mut self.kernels)?;
         }
@@ -239,9 +262,10 @@ impl<K: Kernels> Policy for TransformerPolicy<K> {
         prompts: &[&[u32]],
         params: &SamplingParams,
     ) -> Result<Vec<Generation>, Self::Error> {
-        Ok(generate(
+        Ok(generate_holding(
             &mut self.kernels,
             &mut self.model,
+            &mut self.held,
             prompts,
             params,
         )?)
@@ -314,6 +338,7 @@ impl<K: Kernels> Policy for TransformerPolicy<K> {
 
     fn optimizer_step(&mut self) -> Result<UpdateStats, Self::Error> {
         let optimizer = self.optimizer.as_mut().ok_or(PolicyError::NoOptimizer)?;
+        self.held.forget();
         Ok(optimizer.update(&mut self.kernels, &mut self.model)?.stats)
     }
 }

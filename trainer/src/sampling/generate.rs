@@ -13,6 +13,7 @@ use sage_transformer::sampling::TokenChoice;
 use sage_transformer::{Kernels, KvCache, ModelError, Transformer};
 
 use super::error::SamplingError;
+use super::held::{HeldCaches, HeldRow};
 use super::rng::SequenceRng;
 use super::sampler::Sampler;
 
@@ -36,6 +37,23 @@ use super::sampler::Sampler;
 pub fn generate<K: Kernels>(
     k: &mut K,
     model: &mut Transformer,
+    prompts: &[&[u32]],
+    params: &SamplingParams,
+) -> Result<Vec<Generation>, SamplingError<K::Error>> {
+    generate_holding(k, model, &mut HeldCaches::new(0), prompts, params)
+}
+
+/// [`generate`], prefilling each prompt from the longest sequence of `held` that is a
+/// prefix of it (only the rest of the prompt runs through the model,
+/// [`Transformer::prefill_rest`]), and afterwards holding every sequence's keys and
+/// values in `held` for the next call, within its budget. The caller forgets what
+/// `held` holds when the model's weights change ([`HeldCaches::forget`]). A prefill
+/// continued from a cache sums attention in another order than a whole one, so its
+/// logits equal a whole prefill's to f32 rounding, not to the bit.
+pub fn generate_holding<K: Kernels>(
+    k: &mut K,
+    model: &mut Transformer,
+    held: &mut HeldCaches,
     prompts: &[&[u32]],
     params: &SamplingParams,
 ) -> Result<Vec<Generation>, SamplingError<K::Error>> {
@@ -76,8 +94,32 @@ pub fn generate<K: Kernels>(
     if limits.iter().all(|&limit| limit == 0) {
         return Ok(prompts.iter().map(|_| empty_generation(0)).collect());
     }
-    let cache = KvCache::new(k, model, prompts.len(), capacity)?;
-    decode(k, model, cache, prompts, params, &limits, sampler)
+    let taken = held.take(prompts);
+    // Rows of the cache: the continued sequences, most new tokens first (each position
+    // of the continued prefill is then one run of rows), then the others in order.
+    let mut rows: Vec<usize> = (0..prompts.len()).collect();
+    rows.sort_by_key(|&i| {
+        (
+            taken[i].is_none(),
+            core::cmp::Reverse(new_tokens(prompts[i], taken[i])),
+        )
+    });
+    let cache = if taken.iter().any(Option::is_some) {
+        let sources: Vec<Option<HeldRow>> = rows.iter().map(|&i| taken[i]).collect();
+        model.gather_sequences(k, &held.sources(&sources), capacity)?
+    } else {
+        KvCache::new(k, model, prompts.len(), capacity)?
+    };
+    held.release_spent(k)?;
+    let held = (held.budget() > 0).then_some(held);
+    decode(
+        k, model, cache, prompts, rows, held, params, &limits, sampler,
+    )
+}
+
+/// Tokens of `prompt` past those of its held sequence.
+fn new_tokens(prompt: &[u32], taken: Option<HeldRow>) -> usize {
+    prompt.len() - taken.map_or(0, |row| row.len as usize)
 }
 
 /// The new-token limit of each of `prompts` prompts.
@@ -102,13 +144,18 @@ fn empty_generation(capacity: usize) -> Generation {
     }
 }
 
-/// Prefills `cache` with `prompts`, decodes until every sequence has stopped (or
-/// reached its entry of `limits`), and frees the cache (also on error).
+/// Prefills `cache` (row r: sequence `rows[r]`, holding what the cache holds of its
+/// prompt) with the rest of `prompts`, decodes until every sequence has stopped (or
+/// reached its entry of `limits`), and frees the cache (also on error). With `held`,
+/// the sequences that stop are held there as they leave the cache.
+#[allow(clippy::too_many_arguments)]
 fn decode<K: Kernels>(
     k: &mut K,
     model: &mut Transformer,
     mut cache: KvCache,
     prompts: &[&[u32]],
+    mut rows: Vec<usize>,
+    mut held: Option<&mut HeldCaches>,
     params: &SamplingParams,
     limits: &[usize],
     sampler: Sampler,
@@ -127,11 +174,10 @@ fn decode<K: Kernels>(
         .iter()
         .map(|&limit| empty_generation(limit))
         .collect();
-    // rows[r]: the sequence in row r of the cache.
-    let mut rows: Vec<usize> = (0..prompts.len()).collect();
     // A sequence with no room is done before its first token.
     let mut done: Vec<bool> = limits.iter().map(|&limit| limit == 0).collect();
-    let mut step = Step::Prefill(prompts);
+    let row_prompts: Vec<&[u32]> = rows.iter().map(|&sequence| prompts[sequence]).collect();
+    let mut step = Step::Prefill(&row_prompts);
     loop {
         let choices = match picker.next_tokens(k, model, &mut cache, step, &rows, &done) {
             Ok(choices) => choices,
@@ -162,6 +208,15 @@ fn decode<K: Kernels>(
         }
         let running: Vec<bool> = rows.iter().map(|&sequence| !done[sequence]).collect();
         let still = running.iter().filter(|&&r| r).count();
+        if still == 0 || 4 * (rows.len() - still) >= rows.len() {
+            if let Some(held) = held.as_deref_mut() {
+                let tokens = held_tokens(&cache, &rows, &done, prompts, &generations);
+                if let Err(e) = held.keep(k, model, &cache, tokens) {
+                    cache.free(k)?;
+                    return Err(e.into());
+                }
+            }
+        }
         if still == 0 {
             cache.free(k)?;
             return Ok(generations);
@@ -178,6 +233,30 @@ fn decode<K: Kernels>(
             .collect();
         step = Step::Decode(next);
     }
+}
+
+/// Per row of `cache`, for the rows whose sequence is `done`, the tokens whose keys and
+/// values the row holds: its prompt and the generated tokens fed back, as many as the
+/// row has cached. The last generated token is fed only if the row stayed in the cache
+/// after it finished; the rows cached past it, its last token fed again, are not kept.
+fn held_tokens(
+    cache: &KvCache,
+    rows: &[usize],
+    done: &[bool],
+    prompts: &[&[u32]],
+    generations: &[Generation],
+) -> Vec<Option<Vec<u32>>> {
+    rows.iter()
+        .zip(cache.lengths())
+        .map(|(&sequence, &cached)| {
+            done[sequence].then(|| {
+                let mut tokens = prompts[sequence].to_vec();
+                tokens.extend(&generations[sequence].tokens);
+                tokens.truncate(cached as usize);
+                tokens
+            })
+        })
+        .collect()
 }
 
 /// What a step feeds the model: the prompts, or each row's last token.
@@ -224,7 +303,7 @@ impl Picker {
             };
             return match step {
                 Step::Prefill(prompts) => {
-                    model.prefill_choosing(k, cache, prompts, temperature, &uniforms)
+                    model.prefill_rest_choosing(k, cache, prompts, temperature, &uniforms)
                 }
                 Step::Decode(tokens) => {
                     model.decode_step_choosing(k, cache, &tokens, temperature, &uniforms)
@@ -232,7 +311,7 @@ impl Picker {
             };
         }
         let logits = match step {
-            Step::Prefill(prompts) => model.prefill(k, cache, prompts)?,
+            Step::Prefill(prompts) => model.prefill_rest(k, cache, prompts)?,
             Step::Decode(tokens) => model.decode_step(k, cache, &tokens)?,
         };
         let vocab = model.config().vocab_size;

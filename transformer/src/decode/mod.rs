@@ -100,6 +100,11 @@ impl KvCache {
         self.batch
     }
 
+    /// Tokens each sequence can hold (T).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Tokens cached for each sequence.
     pub fn lengths(&self) -> &[u32] {
         &self.lengths
