@@ -18,6 +18,7 @@ use crate::backend::{Backend, Precision};
 use crate::data::ExpertDataConfig;
 use crate::environments::EnvSettings;
 use crate::eval::EvalConfig;
+use crate::sampling::DEFAULT_HELD_TOKENS;
 use crate::experiment::ExperimentConfig;
 use crate::optim::{AdamWConfig, LrSchedule};
 use crate::rl::RlConfig;
@@ -75,6 +76,9 @@ pub struct RunSection {
     pub keep_checkpoints: usize,
     /// Token budget of one packed forward/backward pass (bounds activation memory).
     pub max_batch_tokens: usize,
+    /// Tokens of KV cache a policy holds between generations, so that an agent's next
+    /// turn prefills only its new tokens (0: none, every turn is prefilled whole).
+    pub held_kv_tokens: usize,
 }
 
 impl Default for RunSection {
@@ -87,6 +91,7 @@ impl Default for RunSection {
             checkpoint_every: 100,
             keep_checkpoints: 2,
             max_batch_tokens: 8192,
+            held_kv_tokens: DEFAULT_HELD_TOKENS,
         }
     }
 }

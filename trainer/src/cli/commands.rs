@@ -741,7 +741,8 @@ fn eval<K: Kernels>(
     let model = load_frozen_model(&mut k, &dir).map_err(failed("eval"))?;
     let template = ChatTemplate::new(&tokenizer).map_err(failed("eval"))?;
     let mut policy =
-        TransformerPolicy::inference(k, model).with_max_batch_tokens(config.run.max_batch_tokens);
+        TransformerPolicy::inference(k, model).with_max_batch_tokens(config.run.max_batch_tokens)
+            .with_held_tokens(config.run.held_kv_tokens);
     let out = out.map_or_else(|| config.run.dir.join("eval.json"), Path::to_owned);
     let remote = config.env.start().map_err(failed("env"))?;
     if let Some(remote) = &remote {
@@ -761,5 +762,10 @@ fn eval<K: Kernels>(
         Some(&out),
         &mut reporter,
     )?;
+    let reuse = policy.held_caches().reuse();
+    reporter.info(&format!(
+        "prefill: {} of {} prompt tokens ({} of {} prompts) continued from held KV caches",
+        reuse.held_tokens, reuse.prompt_tokens, reuse.continued, reuse.prompts
+    ));
     Ok(())
 }

@@ -110,7 +110,9 @@ pub(super) fn train<K: Kernels>(
             TransformerPolicy::trainable(k, model, optimizer_config).map_err(failed("model"))?
         }
     };
-    let mut policy = policy.with_max_batch_tokens(config.run.max_batch_tokens);
+    let mut policy = policy
+        .with_max_batch_tokens(config.run.max_batch_tokens)
+        .with_held_tokens(config.run.held_kv_tokens);
     let mut reference = if rl.grpo.kl_coef > 0.0 {
         // The SFT model RL started from, frozen, on its own backend instance (on resume
         // too: pass the same `--init` as the first run).

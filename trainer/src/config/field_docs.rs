@@ -32,6 +32,11 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
         "tokens of one packed forward/backward pass (bounds activation memory)",
     ),
     (
+        "run",
+        "held_kv_tokens",
+        "tokens of KV cache held between generations, so a next turn prefills only its new tokens (0: off)",
+    ),
+    (
         "data",
         "split",
         "the split whose scenarios the expert solves for SFT data",

@@ -509,12 +509,13 @@ fn run_arm<K: Kernels>(
     let mut rl_seconds = 0.0;
     let mut control = None;
     let mut policy = match arm.rl_config(&config.rl) {
-        None => TransformerPolicy::inference(k, model),
+        None => TransformerPolicy::inference(k, model).with_held_tokens(config.run.held_kv_tokens),
         Some(rl) => {
             start_lora(&mut k, &mut model, &rl.lora, "rl.lora", rl.seed, reporter)?;
             let optimizer = rl.optimizer(&config.optimizer);
-            let mut policy =
-                TransformerPolicy::trainable(k, model, optimizer).map_err(failed("model"))?;
+            let mut policy = TransformerPolicy::trainable(k, model, optimizer)
+                .map_err(failed("model"))?
+                .with_held_tokens(config.run.held_kv_tokens);
             let mut reference = if rl.grpo.kl_coef > 0.0 {
                 reporter.info(&format!(
                     "{}: KL reference {}",
