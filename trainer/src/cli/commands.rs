@@ -740,9 +740,9 @@ fn eval<K: Kernels>(
     let tokenizer = Tokenizer::from_dir(&dir).map_err(failed("eval"))?;
     let model = load_frozen_model(&mut k, &dir).map_err(failed("eval"))?;
     let template = ChatTemplate::new(&tokenizer).map_err(failed("eval"))?;
-    let mut policy =
-        TransformerPolicy::inference(k, model).with_max_batch_tokens(config.run.max_batch_tokens)
-            .with_held_tokens(config.run.held_kv_tokens);
+    let mut policy = TransformerPolicy::inference(k, model)
+        .with_max_batch_tokens(config.run.max_batch_tokens)
+        .with_held_tokens(config.run.held_kv_tokens);
     let out = out.map_or_else(|| config.run.dir.join("eval.json"), Path::to_owned);
     let remote = config.env.start().map_err(failed("env"))?;
     if let Some(remote) = &remote {

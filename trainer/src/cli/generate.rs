@@ -51,9 +51,9 @@ pub(super) fn generate<K: Kernels>(
     })?;
     let tokenizer = Tokenizer::from_dir(&dir).map_err(failed("generate"))?;
     let model = load_frozen_model(&mut k, &dir).map_err(failed("generate"))?;
-    let mut policy =
-        TransformerPolicy::inference(k, model).with_max_batch_tokens(config.run.max_batch_tokens)
-            .with_held_tokens(config.run.held_kv_tokens);
+    let mut policy = TransformerPolicy::inference(k, model)
+        .with_max_batch_tokens(config.run.max_batch_tokens)
+        .with_held_tokens(config.run.held_kv_tokens);
     let rollout = {
         let mut rollout = config.eval.rollout.clone();
         rollout.temperature = sources.temperature;
