@@ -6,10 +6,11 @@
 //! host high-water mark, so run one measurement per process for it to mean anything.
 //!
 //! Run: `cargo run --release -p sage-examples --example transformer_bench -- train tiny`
-//! (`train|decode`, `tiny|small|smollm2|qwen0.5b`; optional `--steps N`, `--batch B --seq
-//! S` for training and `--lora R` to train rank-R adapters on every projection instead of
-//! every weight, `--seqs B --prompt P --new T` for decoding, with `--prefill-tokens N` the
-//! most prompt tokens the prefill runs at once and `--weights frozen|trainable` the
+//! (`train|decode|continue`, `tiny|small|smollm2|qwen0.5b`; optional `--steps N`, `--batch
+//! B --seq S` for training and `--lora R` to train rank-R adapters on every projection
+//! instead of every weight, `--seqs B --prompt P --new T` for decoding (for `continue`: B
+//! sequences holding P tokens prefill T more, timed against a whole prefill of P + T in
+//! the same process), with `--prefill-tokens N` the most prompt tokens the prefill runs at once and `--weights frozen|trainable` the
 //! model's weights frozen for inference, as `sage eval` loads them (the default), or
 //! trainable), or `-- gemm` (GFLOP/s). On the CPU, `--precision f32|bf16` (f32 by
 //! default; bf16: the products of more than 32 rows multiply bf16-rounded operands). With
@@ -250,6 +251,43 @@ where
     Ok((tokens_per_s, step_ms))
 }
 
+/// A prefill continued from caches against a whole one, in the same process: `seqs`
+/// sequences whose caches hold their first `prompt` tokens prefill `new` more
+/// (`Transformer::prefill_rest_choosing`, the first token picked as generation does),
+/// and the same sequences of `prompt + new` tokens prefill whole into a fresh cache.
+/// Returns the milliseconds of each (whole, continued); the continued one's caches are
+/// filled before its clock starts.
+fn continued<K: Kernels>(k: &mut K, r: &Request) -> BenchResult<(f64, f64)>
+where
+    K::Error: Error + 'static,
+{
+    let (batch, held, new_tokens) = (r.seqs, r.prompt, r.new_tokens);
+    let mut model = random_model(k, r.config.clone(), r.frozen)?;
+    let probe = Tensor::whole(k.alloc(1)?, 1);
+    let chats: Vec<Vec<u32>> = (0..batch)
+        .map(|b| tokens(held + new_tokens, r.config.vocab_size, 10 + b as u64))
+        .collect();
+    let whole: Vec<&[u32]> = chats.iter().map(Vec::as_slice).collect();
+    let heads: Vec<&[u32]> = chats.iter().map(|c| &c[..held]).collect();
+    let mut time = |prefilled: Option<&[&[u32]]>| -> BenchResult<f64> {
+        let mut cache = KvCache::new(k, &model, batch, held + new_tokens)?;
+        cache.set_prefill_tokens(r.prefill_tokens);
+        if let Some(heads) = prefilled {
+            model.prefill_choosing(k, &mut cache, heads, 0.0, &[])?;
+        }
+        settle(k, probe)?;
+        let start = Instant::now();
+        // The choices are read back, so the prefill has finished when this returns.
+        model.prefill_rest_choosing(k, &mut cache, &whole, 0.0, &[])?;
+        let ms = 1e3 * start.elapsed().as_secs_f64();
+        cache.free(k)?;
+        Ok(ms)
+    };
+    let whole_ms = time(None)?;
+    let continued_ms = time(Some(&heads))?;
+    Ok((whole_ms, continued_ms))
+}
+
 /// c[n, n] = a[n, n] · b[n, n]^T (a linear layer's layout), median of 5 runs after a
 /// warm-up. Returns GFLOP/s.
 fn gemm<K: Kernels>(k: &mut K, n: usize) -> BenchResult<f64>
@@ -364,7 +402,20 @@ where
                 format!(",\"decode_step_ms\":{step_ms:.2}"),
             )
         }
-        other => return Err(format!("unknown measurement `{other}` (train, decode, gemm)").into()),
+        "continue" => {
+            let (whole_ms, continued_ms) = continued(k, &r)?;
+            let shape = format!("{} seqs, {} held, {} new", r.seqs, r.prompt, r.new_tokens);
+            (
+                (r.seqs * r.new_tokens) as f64 / (continued_ms / 1e3),
+                shape,
+                format!(",\"whole_prefill_ms\":{whole_ms:.1},\"continued_prefill_ms\":{continued_ms:.1}"),
+            )
+        }
+        other => {
+            return Err(
+                format!("unknown measurement `{other}` (train, decode, continue, gemm)").into(),
+            )
+        }
     };
     Ok(format!(
         "\"side\":\"{side}\",\"what\":\"{}\",\"config\":\"{}\",\"shape\":\"{shape}\",\"threads\":{threads},\"tokens_per_s\":{tokens_per_s:.1}{extra},\"peak_rss_mib\":{:.1}",

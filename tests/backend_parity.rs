@@ -24,7 +24,8 @@ macro_rules! backend_parity_tests {
     ($make:expr) => {
         $crate::backend_parity_tests!(@tests $make;
             elementwise_ops, sum_squares, embedding, rmsnorm, matmul_all_layouts,
-            bias, rope, attention_training, attention_decoding, kv_cache_buffers, swiglu,
+            bias, rope, attention_training, attention_decoding, attention_cached_rows,
+            kv_cache_buffers, swiglu,
             output_head,
             token_choice, adamw, errors_are_returned, freed_buffers_come_back_zeroed,
             model_forward_backward, lora_forward_backward, decoding_matches_cpu,
@@ -504,6 +505,63 @@ pub fn attention_decoding<K: Kernels>(make: impl FnOnce() -> Option<K>) {
         out[i], q[i], k_cache[i], v_cache[i], &lengths, capacity, shape
     ));
     b.check("attention_decode out", out, 1e-5);
+}
+
+/// Query rows against KV caches (`attention_cached`), several rows reading one
+/// sequence, in no order, each to its own number of rows, against the CPU's decoding
+/// attention of each row alone (its sequence's caches as a batch of one): the rows of
+/// a continued prefill, and the CPU's own kernel for them against its decoding one.
+/// To 1e-5 of the largest magnitude: f32 sums over at most 80 keys, in GEMM order on
+/// one side and in dot products on the other.
+pub fn attention_cached_rows<K: Kernels>(make: impl FnOnce() -> Option<K>) {
+    let Some(mut b) = Both::new(make) else { return };
+    let mut rng = Rng::new(19);
+    let shape = AttentionShape {
+        heads: 6,
+        kv_heads: 3,
+        head_dim: 10,
+    };
+    let (batch, capacity, kvw, qw) = (3, 80, 30, 60);
+    let k_cache = b.random(&mut rng, batch * capacity * kvw, 1.0);
+    let v_cache = b.random(&mut rng, batch * capacity * kvw, 1.0);
+    let sequences = [2, 0, 2, 2, 1, 0, 2, 1, 1, 2];
+    let attended = [5, 1, 6, 80, 33, 2, 7, 34, 40, 79];
+    let rows = sequences.len();
+    let q = b.random(&mut rng, rows * qw, 1.5);
+    let out = b.random(&mut rng, rows * qw, 1.0);
+    b.other
+        .attention_cached(
+            out[1], q[1], k_cache[1], v_cache[1], &sequences, &attended, capacity, shape,
+        )
+        .expect("attention_cached");
+    let span = capacity * kvw;
+    for (r, (&sequence, &length)) in sequences.iter().zip(&attended).enumerate() {
+        let [k_seq, v_seq] =
+            [k_cache[0], v_cache[0]].map(|c| c.slice(sequence as usize * span, span));
+        b.cpu
+            .attention_decode(
+                out[0].slice(r * qw, qw),
+                q[0].slice(r * qw, qw),
+                k_seq,
+                v_seq,
+                &[length],
+                capacity,
+                shape,
+            )
+            .expect("cpu decode");
+    }
+    b.check("attention_cached out", out, 1e-5);
+    let bad = b.other.attention_cached(
+        out[1],
+        q[1],
+        k_cache[1],
+        v_cache[1],
+        &[0, 3],
+        &[1, 1],
+        capacity,
+        shape,
+    );
+    assert!(bad.is_err(), "a row reading sequence 3 of 3 is refused");
 }
 
 /// KV-cache buffers (`alloc_kv_cache`) as decoding uses them, with caches the backend

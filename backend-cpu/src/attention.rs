@@ -14,13 +14,13 @@ use crate::math;
 use crate::matmul::{gemm, view, view_mut};
 
 /// Query rows per tile: a tile's scores are `[QUERY_TILE, keys]`.
-const QUERY_TILE: usize = 64;
+pub(crate) const QUERY_TILE: usize = 64;
 
 /// Turns one row of a tile's scaled scores (query at position `query` of its
 /// sequence, `scores` covering keys 0..) into unnormalised weights: keys after the
 /// query get 0, the others exp(s - max). Returns the log-sum-exp of the visible scores
 /// and the reciprocal of the weights' sum, which normalises the row's output.
-fn causal_weights_row(scores: &mut [f32], query: usize) -> (f32, f32) {
+pub(crate) fn causal_weights_row(scores: &mut [f32], query: usize) -> (f32, f32) {
     let (visible, masked) = scores.split_at_mut(query + 1);
     masked.fill(0.0);
     let max = math::max(visible);

@@ -15,7 +15,8 @@
 //! - `elementwise`: fill, copy, `+=`, scale, sum of squares;
 //! - `embedding`, `norm` (RMSNorm), `matmul` (GEMM and bias; `gemm` is its packed
 //!   kernel, `skinny` its kernel for a few rows, `bf16` the packed kernel's bf16
-//!   arithmetic), `rope`, `attention` (training), `decode` (KV cache), `swiglu`,
+//!   arithmetic), `rope`, `attention` (training), `decode` (KV cache),
+//!   `cached_attention` (query rows against KV caches, several a sequence), `swiglu`,
 //!   `logprob` (the output head), `adamw`;
 //! - `math`: vectorisable exp, dot products, reductions and softmax rows shared by the
 //!   kernels, and the run-time dispatch (pulp) that compiles hot loops for AVX2.
@@ -28,6 +29,7 @@
 mod adamw;
 mod attention;
 mod bf16;
+mod cached_attention;
 mod decode;
 mod elementwise;
 mod embedding;
@@ -347,6 +349,21 @@ impl Device for CpuBackend {
             self.store.views([out], [q, k_cache, v_cache], [])?;
         decode::attention_decode(out, q, [k_cache, v_cache], lengths, sizes);
         Ok(())
+    }
+
+    fn attention_cached(
+        &mut self,
+        out: Tensor,
+        q: Tensor,
+        caches: [Tensor; 2],
+        sequences: &[u32],
+        attended: &[u32],
+        sizes: DecodeSizes,
+    ) -> Result<(), CpuError> {
+        let [k_cache, v_cache] = caches;
+        let ([out], [q, k_cache, v_cache], []) =
+            self.store.views([out], [q, k_cache, v_cache], [])?;
+        cached_attention::attention_cached(out, q, [k_cache, v_cache], sequences, attended, sizes)
     }
 
     fn swiglu_forward(&mut self, out: Tensor, gate: Tensor, up: Tensor) -> Result<(), CpuError> {

@@ -143,8 +143,8 @@ pub trait Kernels {
     /// Allocates a zero-filled buffer of `len` elements for the keys and values of a KV
     /// cache. Such a buffer is only ever written by [`Kernels::copy`] (from an ordinary
     /// buffer or another cache) and [`Kernels::kv_cache_append`], read only by
-    /// [`Kernels::attention_decode`] and by a copy into another cache (a cache made
-    /// smaller when sequences finish), and freed; so a backend may hold its elements at
+    /// [`Kernels::attention_decode`], [`Kernels::attention_cached`] and by a copy into
+    /// another cache (a cache made smaller when sequences finish), and freed; so a backend may hold its elements at
     /// a lower precision than `f32` (the CUDA backend's bf16 mode holds bf16) and refuse
     /// it to every other kernel.
     fn alloc_kv_cache(&mut self, len: usize) -> Result<BufferId, Self::Error>;
@@ -335,6 +335,25 @@ pub trait Kernels {
         k_cache: Tensor,
         v_cache: Tensor,
         lengths: &[u32],
+        capacity: usize,
+        shape: AttentionShape,
+    ) -> Result<(), Self::Error>;
+
+    /// Attention of query rows against KV caches: query row r of q[R, H*hd] attends to
+    /// the first `attended[r]` rows (each in `1..=T`) of the caches [B, T, KV*hd] of
+    /// sequence `sequences[r]` (< B) -> out[R, H*hd]. Several rows may read one
+    /// sequence: a prefill continued from a cache, each new token attending to the rows
+    /// before it and its own. [`Kernels::attention_decode`] is the case of row b reading
+    /// sequence b.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_cached(
+        &mut self,
+        out: Tensor,
+        q: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        sequences: &[u32],
+        attended: &[u32],
         capacity: usize,
         shape: AttentionShape,
     ) -> Result<(), Self::Error>;

@@ -189,6 +189,52 @@ impl CacheSizes {
     }
 }
 
+impl CacheSizes {
+    /// Checks both caches against `[B, T, width]` with B whatever their length holds
+    /// (at least 1), and the rows of a call that attends to them: one sequence (below B)
+    /// and one attended count (in `1..=T`) per query row.
+    pub fn for_rows(
+        op: &str,
+        caches: [&Tensor; 2],
+        sequences: &[u32],
+        attended: &[u32],
+        capacity: usize,
+        width: usize,
+    ) -> Result<CacheSizes, ContractError> {
+        expect_len(op, "attended", attended.len(), sequences.len())?;
+        let span = capacity * width;
+        let batch = if span == 0 { 0 } else { caches[0].len / span };
+        if batch == 0 || batch * span != caches[0].len {
+            return Err(ContractError::Sequences(format!(
+                "{op}: k_cache holds {} elements, not a whole number (at least 1) of sequences \
+                 of {capacity} rows of {width}",
+                caches[0].len
+            )));
+        }
+        expect_len(op, "v_cache", caches[1].len, caches[0].len)?;
+        if let Some(r) = (0..sequences.len()).find(|&r| sequences[r] as usize >= batch) {
+            return Err(ContractError::Sequences(format!(
+                "{op}: query row {r} reads sequence {} of a cache of {batch}",
+                sequences[r]
+            )));
+        }
+        if let Some(r) = (0..attended.len()).find(|&r| {
+            let rows = attended[r] as usize;
+            rows == 0 || rows > capacity
+        }) {
+            return Err(ContractError::Sequences(format!(
+                "{op}: query row {r} attends to {} rows; need 1..={capacity}",
+                attended[r]
+            )));
+        }
+        Ok(CacheSizes {
+            batch,
+            capacity,
+            width,
+        })
+    }
+}
+
 /// What a cache length counts, and so which lengths are allowed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LengthRule {

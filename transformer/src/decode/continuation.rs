@@ -4,13 +4,14 @@
 //!
 //! The new tokens are laid out by position: first the first new token of every
 //! continued sequence, then the second of every sequence that has one, and so on. The
-//! projections and the MLP run over all of them at once; attention runs one position
-//! at a time, as a decoding step of the sequences that have a token there: each
-//! appends its key and value to its cache and attends to its cached rows, the new one
-//! included ([`Kernels::kv_cache_append`], [`Kernels::attention_decode`] over the
-//! cache's rows of those sequences). Sequences taken in order of their new tokens,
-//! most first, make every position one run of adjacent cache rows: one append and one
-//! attention call per position and layer.
+//! projections and the MLP run over all of them at once. In each layer every position
+//! appends its keys and values to the caches of the sequences that have a token there
+//! ([`Kernels::kv_cache_append`] over those sequences' cache rows), then every new
+//! token attends to its sequence's cached rows up to its own
+//! ([`Kernels::attention_cached`], one call). Sequences taken in order of their new
+//! tokens, most first, make every position one run of adjacent cache rows: one append
+//! per position and layer, and, on a backend that runs cached attention as decoding
+//! steps, one of those per position too.
 
 use alloc::vec::Vec;
 use core::ops::Range;
@@ -167,7 +168,7 @@ impl Transformer {
         rows: usize,
     ) -> Result<(), K> {
         let (c, p) = (&self.config, &self.params_layout);
-        let (d, kvd, qd) = (c.hidden_size, c.kv_dim(), c.q_dim());
+        let (d, kvd) = (c.hidden_size, c.kv_dim());
         // tokens[rows] and their positions[rows], position by position.
         let mut tokens = Vec::with_capacity(rows);
         let mut position_ids = Vec::with_capacity(rows);
@@ -201,12 +202,16 @@ impl Transformer {
             .map_err(backend)?;
         k.embedding_forward(t(la.residual_in), at(self.params, p.embed), tokens_ids, d)
             .map_err(backend)?;
-        // Each position's runs, and the window row of each sequence's last new token.
+        // Each position's runs, each row's sequence and attended rows, and the window
+        // row of each sequence's last new token.
         let mut runs: Vec<Run> = Vec::new();
+        let (mut sequences, mut attended) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
         let mut last_rows: Vec<(usize, usize)> = Vec::new();
         let mut row = 0;
         for position in positions {
             for (i, s) in continuation.at(position).enumerate() {
+                sequences.push(s.sequence as u32);
+                attended.push(s.cached + position + 1);
                 if s.new == position + 1 {
                     last_rows.push((s.sequence, row + i));
                 }
@@ -221,13 +226,9 @@ impl Transformer {
             let (k_cache, v_cache) = (cache.layer_cache(l, 0, kvd), cache.layer_cache(l, 1, kvd));
             for run in &runs {
                 // The run's sequences' caches [count, T, KV*hd].
-                let (keys, values) = (
+                k.kv_cache_append(
                     k_cache.slice(run.first * span, run.count * span),
                     v_cache.slice(run.first * span, run.count * span),
-                );
-                k.kv_cache_append(
-                    keys,
-                    values,
                     t(la.k).slice(run.row * kvd, run.count * kvd),
                     t(la.v).slice(run.row * kvd, run.count * kvd),
                     &run.filled,
@@ -235,18 +236,18 @@ impl Transformer {
                     kvd,
                 )
                 .map_err(backend)?;
-                let attended: Vec<u32> = run.filled.iter().map(|&filled| filled + 1).collect();
-                k.attention_decode(
-                    t(la.attn).slice(run.row * qd, run.count * qd),
-                    t(la.q).slice(run.row * qd, run.count * qd),
-                    keys,
-                    values,
-                    &attended,
-                    cache.capacity,
-                    attention_shape(c),
-                )
-                .map_err(backend)?;
             }
+            k.attention_cached(
+                t(la.attn),
+                t(la.q),
+                k_cache,
+                v_cache,
+                &sequences,
+                &attended,
+                cache.capacity,
+                attention_shape(c),
+            )
+            .map_err(backend)?;
             attention_output(k, c, lp, la, buffers, Residual::InPlace, rows)?;
             mlp_forward(k, c, lp, la, buffers, Residual::InPlace, rows)?;
         }

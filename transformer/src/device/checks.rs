@@ -319,6 +319,31 @@ impl<D: Device> Kernels for D {
         Device::attention_decode(self, out, q, [k_cache, v_cache], lengths, sizes)
     }
 
+    fn attention_cached(
+        &mut self,
+        out: Tensor,
+        q: Tensor,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        sequences: &[u32],
+        attended: &[u32],
+        capacity: usize,
+        shape: AttentionShape,
+    ) -> Result<(), D::Error> {
+        let op = "attention_cached";
+        let dims = AttentionDims::new(op, shape)?;
+        same_len(
+            op,
+            sequences.len() * dims.q_width,
+            &[("q", &q), ("out", &out)],
+        )?;
+        let caches = [&k_cache, &v_cache];
+        let cache = CacheSizes::for_rows(op, caches, sequences, attended, capacity, dims.kv_width)?;
+        check_disjoint(&[out], &[q, k_cache, v_cache])?;
+        let sizes = DecodeSizes { dims, cache };
+        Device::attention_cached(self, out, q, [k_cache, v_cache], sequences, attended, sizes)
+    }
+
     fn swiglu_forward(&mut self, out: Tensor, gate: Tensor, up: Tensor) -> Result<(), D::Error> {
         same_len("swiglu_forward", out.len, &[("gate", &gate), ("up", &up)])?;
         check_disjoint(&[out], &[gate, up])?;

@@ -257,6 +257,52 @@ pub trait Device {
         sizes: DecodeSizes,
     ) -> Result<(), Self::Error>;
 
+    /// Attention of query rows against caches; `q`, `out` `[R, H*hd]` with R =
+    /// `sequences.len()` = `attended.len()`, caches `[B, T, KV*hd]` (B =
+    /// `sizes.cache.batch`), every sequence below B, every attended count in `1..=T`,
+    /// `out` disjoint. By default, each run of rows that read adjacent sequences, one
+    /// row each, is a [`Device::attention_decode`] over those sequences' caches (a
+    /// prefill continued from the cache, laid out position by position, is one run per
+    /// position); a backend whose decoding attention serves one query per sequence
+    /// keeps that, one that can share a sequence's rows between its queries overrides it.
+    fn attention_cached(
+        &mut self,
+        out: Tensor,
+        q: Tensor,
+        caches: [Tensor; 2],
+        sequences: &[u32],
+        attended: &[u32],
+        sizes: DecodeSizes,
+    ) -> Result<(), Self::Error> {
+        let DecodeSizes { dims, cache } = sizes;
+        let span = cache.capacity * cache.width;
+        let mut first = 0;
+        while first < sequences.len() {
+            let mut end = first + 1;
+            while end < sequences.len() && sequences[end] == sequences[end - 1] + 1 {
+                end += 1;
+            }
+            let (rows, sequence) = (end - first, sequences[first] as usize);
+            let [k_cache, v_cache] = caches.map(|c| c.slice(sequence * span, rows * span));
+            let run = DecodeSizes {
+                dims,
+                cache: CacheSizes {
+                    batch: rows,
+                    ..cache
+                },
+            };
+            self.attention_decode(
+                out.slice(first * dims.q_width, rows * dims.q_width),
+                q.slice(first * dims.q_width, rows * dims.q_width),
+                [k_cache, v_cache],
+                &attended[first..end],
+                run,
+            )?;
+            first = end;
+        }
+        Ok(())
+    }
+
     /// SwiGLU; all the same length, `out` disjoint.
     fn swiglu_forward(&mut self, out: Tensor, gate: Tensor, up: Tensor) -> Result<(), Self::Error>;
     /// SwiGLU backward; all the same length, writes disjoint.
