@@ -203,7 +203,7 @@ impl CacheSizes {
     ) -> Result<CacheSizes, ContractError> {
         expect_len(op, "attended", attended.len(), sequences.len())?;
         let span = capacity * width;
-        let batch = if span == 0 { 0 } else { caches[0].len / span };
+        let batch = caches[0].len.checked_div(span).unwrap_or(0);
         if batch == 0 || batch * span != caches[0].len {
             return Err(ContractError::Sequences(format!(
                 "{op}: k_cache holds {} elements, not a whole number (at least 1) of sequences \
