@@ -110,7 +110,10 @@ pub fn generate_holding<K: Kernels>(
     } else {
         KvCache::new(k, model, prompts.len(), capacity)?
     };
-    held.release_spent(k)?;
+    if let Err(e) = held.release_spent(k) {
+        cache.free(k)?;
+        return Err(e.into());
+    }
     let held = (held.budget() > 0).then_some(held);
     decode(
         k, model, cache, prompts, rows, held, params, &limits, sampler,

@@ -131,8 +131,9 @@ impl Run {
 
 impl Transformer {
     /// The layers of the continued sequences of `continuation` over `slab`, window by
-    /// window: each position's keys and values go to `cache` as its attention runs, and
-    /// each sequence's last row to the cache's residual row of its sequence.
+    /// window: in each layer the window's keys and values go to `cache` before its
+    /// attention reads them, and after the last layer each sequence's last row goes to
+    /// the cache's residual row of its sequence.
     pub(super) fn continue_layers<K: Kernels>(
         &self,
         k: &mut K,
