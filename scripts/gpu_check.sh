@@ -24,7 +24,11 @@
 #      trainable f32 ones, training with the dk/dv attention kernel over tiles of 32
 #      queries against 16, and training
 #      and decoding with the bf16 GEMM inputs written by the kernels that make them (the
-#      default) against all made by cast kernels;
+#      default) against all made by cast kernels; then a prefill continued from KV
+#      caches (64 sequences holding 512 tokens prefill 128 more, as an agent's next turn
+#      does with held caches) against a whole prefill of the 640, in the bf16 mode
+#      (`Kernels::attention_cached` runs there as decoding attention, position by
+#      position: the figure says whether CUDA wants a kernel of its own);
 #   3. `sage demo` on the CUDA backend in f32 and in bf16, timed, with their tables (run
 #      directories under target/gpu-check-runs);
 #   4. two Nsight Compute profiles, GPU time per kernel (ncu serialises kernels: read the
@@ -78,6 +82,9 @@ fi
 if wanted bench; then
     step bench python3 scripts/bench_cuda.py --no-install --skip-checks
     grep -E "^\||^device|^Decoding steps|^The dk/dv|^The query" "$OUT_DIR/bench.log"
+    step continue "$BIN/transformer_bench" continue qwen0.5b --seqs 64 --prompt 512 --new 128 \
+        --backend cuda --precision bf16
+    cat "$OUT_DIR/continue.log"
 fi
 if wanted demos; then
     for precision in f32 bf16; do
