@@ -121,4 +121,11 @@ pub trait Policy {
     /// Applies the accumulated gradient (with the policy's optimizer and clipping) and
     /// zeroes it.
     fn optimizer_step(&mut self) -> Result<UpdateStats, Self::Error>;
+
+    /// Says that every chat the policy has generated for so far has ended, so nothing it
+    /// keeps to continue them (a transformer's KV caches) will be used again. By default
+    /// nothing is kept and this does nothing.
+    fn chats_ended(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
 }

@@ -341,4 +341,9 @@ impl<K: Kernels> Policy for TransformerPolicy<K> {
         self.held.forget();
         Ok(optimizer.update(&mut self.kernels, &mut self.model)?.stats)
     }
+
+    /// Frees the held KV caches: no chat will continue.
+    fn chats_ended(&mut self) -> Result<(), Self::Error> {
+        Ok(self.held.free(&mut self.kernels)?)
+    }
 }

@@ -235,6 +235,10 @@ pub fn run_episodes<P: Policy, E: Environment>(
                 run_turn(policy, envs, &template, &mut running, &batch, config, turn)?;
             }
         }
+        // The chunk's chats have all ended: nothing kept to continue them is needed.
+        policy
+            .chats_ended()
+            .map_err(|e| RolloutError::Policy(Box::new(e)))?;
         for ((env, request), mut episode) in envs.iter_mut().zip(chunk_requests).zip(running) {
             let failed = Evaluation {
                 score: 0.0,

@@ -174,7 +174,7 @@ fn held_tokens_stay_within_the_budget() {
 
 /// The policy holds its generations' caches and forgets them at an optimizer step (the
 /// weights they were made with are gone); the next generation frees them and prefills
-/// whole.
+/// whole; `chats_ended` frees what it holds.
 #[test]
 fn an_optimizer_step_forgets_the_held_caches() {
     let mut k = CpuBackend::new();
@@ -204,4 +204,7 @@ fn an_optimizer_step_forgets_the_held_caches() {
     policy.generate(&refs(&sequences), &params(1, 2)).unwrap();
     assert_eq!(policy.held_caches().reuse().continued, 0);
     assert_eq!(policy.held_caches().live_sequences(), 2);
+    // Told that the chats ended (the rollout says so after its episodes), it frees them.
+    policy.chats_ended().unwrap();
+    assert_eq!(policy.held_caches().held_tokens(), 0);
 }

@@ -15,10 +15,12 @@ use sage_trainer::rollout::{run_episodes, EpisodeRequest, RolloutConfig};
 use sage_trainer::tokenizer::{Tokenizer, TrainConfig};
 
 /// A generation-only policy that writes one filler token up to each prompt's limit and
-/// records, per prompt (by its tokens), the stream key it was given.
+/// records, per prompt (by its tokens), the stream key it was given, and how many
+/// prompts it had been given each time it was told the chats had ended.
 struct FillerPolicy {
     filler: u32,
     keys: HashMap<Vec<u32>, u64>,
+    ended_after: Vec<usize>,
 }
 
 impl Policy for FillerPolicy {
@@ -57,6 +59,11 @@ impl Policy for FillerPolicy {
 
     fn optimizer_step(&mut self) -> Result<UpdateStats, std::io::Error> {
         Err(std::io::Error::other("generation only"))
+    }
+
+    fn chats_ended(&mut self) -> Result<(), std::io::Error> {
+        self.ended_after.push(self.keys.len());
+        Ok(())
     }
 }
 
@@ -115,6 +122,7 @@ fn each_turn_is_capped_by_its_own_room_and_cut_off_turns_are_counted() {
     let mut policy = FillerPolicy {
         filler: tk.encode("short").unwrap()[0],
         keys: HashMap::new(),
+        ended_after: Vec::new(),
     };
     let mut envs = vec![TinyEnv::new(1), TinyEnv::new(1)];
     let episodes = run_episodes(
@@ -155,6 +163,7 @@ fn short_turns(tk: &Tokenizer, max_turns: u32) -> (RolloutConfig, FillerPolicy) 
     let policy = FillerPolicy {
         filler: tk.encode("short").unwrap()[0],
         keys: HashMap::new(),
+        ended_after: Vec::new(),
     };
     (config, policy)
 }
@@ -191,6 +200,9 @@ fn fewer_environments_than_episodes_run_in_chunks_on_the_requests_own_streams() 
     let mut keys: Vec<u64> = policy.keys.values().copied().collect();
     keys.sort_unstable();
     assert_eq!(keys, [0, 1]);
+    // The policy hears that the chats ended after each chunk, so it keeps nothing for
+    // chats that will not continue.
+    assert_eq!(policy.ended_after, [1, 2]);
 }
 
 /// The tiny environment, or one whose connection is lost at its first step.
