@@ -17,11 +17,11 @@ use alloc::vec::Vec;
 use core::ops::Range;
 
 use super::KvCache;
-use crate::kernels::{BufferId, IndexBufferId, Indices, Kernels};
-use crate::layout::{ActLayout, Slot};
+use crate::kernels::{BufferId, IndexBufferId, Kernels};
+use crate::layout::Slot;
 use crate::model::{
-    at, attention_inputs, attention_output, attention_shape, backend, input, mlp_forward,
-    InputError, LayerBuffers, Residual, Result, Transformer,
+    at, attention_inputs, attention_output, attention_shape, backend, mlp_forward, LayerBuffers,
+    Residual, Result, Transformer,
 };
 
 /// A prefill's scratch: one layer's activations, and tokens[N] then positions[N].
@@ -162,7 +162,7 @@ impl Transformer {
         &self,
         k: &mut K,
         cache: &KvCache,
-        Slab { scratch, ids }: Slab,
+        slab: Slab,
         prompts: &[&[u32]],
         continuation: &Continuation,
         positions: Range<u32>,
@@ -180,29 +180,13 @@ impl Transformer {
                 position_ids.push(at as u32);
             }
         }
-        let layout = ActLayout::for_decoding(c, rows);
-        let Some(la) = layout.layers.first() else {
-            return Err(input(InputError::Empty));
-        };
-        let t = |slot: Slot| at(scratch, slot);
+        let (la, position_indices) = self.embed_rows(k, slab, &tokens, &position_ids)?;
+        let la = &la;
+        let t = |slot: Slot| at(slab.scratch, slot);
         let buffers = LayerBuffers {
             params: self.params,
-            acts: scratch,
+            acts: slab.scratch,
         };
-        let tokens_ids = Indices {
-            buffer: ids,
-            offset: 0,
-            len: rows,
-        };
-        let position_indices = Indices {
-            offset: rows,
-            ..tokens_ids
-        };
-        k.write_indices(tokens_ids, &tokens).map_err(backend)?;
-        k.write_indices(position_indices, &position_ids)
-            .map_err(backend)?;
-        k.embedding_forward(t(la.residual_in), at(self.params, p.embed), tokens_ids, d)
-            .map_err(backend)?;
         // Each position's runs, each row's sequence and attended rows, and the window
         // row of each sequence's last new token.
         let mut runs: Vec<Run> = Vec::new();

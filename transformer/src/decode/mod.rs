@@ -8,7 +8,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::kernels::{BufferId, IndexBufferId, Indices, Kernels, Tensor};
-use super::layout::{ActLayout, Slot};
+use super::layout::{ActLayout, LayerActs, Slot};
 use super::model::{
     at, attention_inputs, attention_output, attention_shape, backend, input, layer_forward,
     mlp_forward, same_len, InputError, LayerBuffers, Residual, Result, Transformer,
@@ -298,6 +298,43 @@ impl Transformer {
         Ok(())
     }
 
+    /// Lays `slab`'s scratch out for one layer of `tokens.len()` rows, writes the tokens
+    /// and their `positions` to its indices, and embeds the tokens into the layer's
+    /// residual stream: the layer's slots and the positions' indices, for the layers to
+    /// run over.
+    fn embed_rows<K: Kernels>(
+        &self,
+        k: &mut K,
+        Slab { scratch, ids }: Slab,
+        tokens: &[u32],
+        positions: &[u32],
+    ) -> Result<(LayerActs, Indices), K> {
+        let n = tokens.len();
+        let layout = ActLayout::for_decoding(&self.config, n);
+        let Some(la) = layout.layers.into_iter().next() else {
+            return Err(input(InputError::Empty));
+        };
+        let token_ids = Indices {
+            buffer: ids,
+            offset: 0,
+            len: n,
+        };
+        let position_ids = Indices {
+            offset: n,
+            ..token_ids
+        };
+        k.write_indices(token_ids, tokens).map_err(backend)?;
+        k.write_indices(position_ids, positions).map_err(backend)?;
+        k.embedding_forward(
+            at(scratch, la.residual_in),
+            at(self.params, self.params_layout.embed),
+            token_ids,
+            self.config.hidden_size,
+        )
+        .map_err(backend)?;
+        Ok((la, position_ids))
+    }
+
     /// The layers of a prefill of the prompts of sequences `group` of `cache` over
     /// `slab`, its scratch laid out for their tokens, with tokens[N] then positions[N]
     /// in its indices: each layer's keys and values go to `cache` as soon as the layer
@@ -307,7 +344,7 @@ impl Transformer {
         &self,
         k: &mut K,
         cache: &KvCache,
-        Slab { scratch, ids }: Slab,
+        slab: Slab,
         prompts: &[&[u32]],
         group: &[usize],
     ) -> Result<(), K> {
@@ -320,30 +357,15 @@ impl Transformer {
         for &b in group {
             seq_starts.push(seq_starts[seq_starts.len() - 1] + prompts[b].len() as u32);
         }
-        let (n, d, kvd) = (tokens.len(), c.hidden_size, c.kv_dim());
-        let layout = ActLayout::for_decoding(c, n);
-        let Some(la) = layout.layers.first() else {
-            return Err(input(InputError::Empty));
-        };
-        let t = |slot: Slot| at(scratch, slot);
+        let (d, kvd) = (c.hidden_size, c.kv_dim());
+        let position_ids: Vec<u32> = seq_starts.windows(2).flat_map(|w| 0..w[1] - w[0]).collect();
+        let (la, positions) = self.embed_rows(k, slab, &tokens, &position_ids)?;
+        let la = &la;
+        let t = |slot: Slot| at(slab.scratch, slot);
         let buffers = LayerBuffers {
             params: self.params,
-            acts: scratch,
+            acts: slab.scratch,
         };
-        let tokens_ids = Indices {
-            buffer: ids,
-            offset: 0,
-            len: n,
-        };
-        let positions = Indices {
-            offset: n,
-            ..tokens_ids
-        };
-        let position_ids: Vec<u32> = seq_starts.windows(2).flat_map(|w| 0..w[1] - w[0]).collect();
-        k.write_indices(tokens_ids, &tokens).map_err(backend)?;
-        k.write_indices(positions, &position_ids).map_err(backend)?;
-        k.embedding_forward(t(la.residual_in), at(self.params, p.embed), tokens_ids, d)
-            .map_err(backend)?;
         for (l, lp) in p.layers.iter().enumerate() {
             layer_forward(
                 k,
