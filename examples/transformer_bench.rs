@@ -6,11 +6,13 @@
 //! host high-water mark, so run one measurement per process for it to mean anything.
 //!
 //! Run: `cargo run --release -p sage-examples --example transformer_bench -- train tiny`
-//! (`train|decode|continue`, `tiny|small|smollm2|qwen0.5b`; optional `--steps N`, `--batch
-//! B --seq S` for training and `--lora R` to train rank-R adapters on every projection
-//! instead of every weight, `--seqs B --prompt P --new T` for decoding (for `continue`: B
-//! sequences holding P tokens prefill T more, timed against a whole prefill of P + T in
-//! the same process), with `--prefill-tokens N` the most prompt tokens the prefill runs at once and `--weights frozen|trainable` the
+//! (`train|decode|continue|groups`, `tiny|small|smollm2|qwen0.5b`; optional `--steps N`,
+//! `--batch B --seq S` for training and `--lora R` to train rank-R adapters on every
+//! projection instead of every weight, `--seqs B --prompt P --new T` for decoding (for
+//! `continue`: B sequences holding P tokens prefill T more, timed against a whole prefill
+//! of P + T in the same process; for `groups`: a GRPO step's first turn, B prompts in
+//! groups of `--group G` identical ones opening with `--system S` common tokens, generated
+//! with held caches, which prefill the shared prefixes once, against without), with `--prefill-tokens N` the most prompt tokens the prefill runs at once and `--weights frozen|trainable` the
 //! model's weights frozen for inference, as `sage eval` loads them (the default), or
 //! trainable), or `-- gemm` (GFLOP/s). On the CPU, `--precision f32|bf16` (f32 by
 //! default; bf16: the products of more than 32 rows multiply bf16-rounded operands). With
@@ -288,6 +290,66 @@ where
     Ok((whole_ms, continued_ms))
 }
 
+/// The first turn of a GRPO step: `r.seqs` prompts of `r.prompt` tokens in groups of
+/// `group` identical ones (one task's rollouts), every group opening with the same
+/// `system` tokens, greedily extended by `r.new_tokens`; timed without held caches
+/// (every prompt prefilled whole) and with them (the shared prefixes prefilled once).
+/// Returns both times in ms and the prompt tokens each ran through the model.
+fn shared_groups<K: Kernels>(
+    k: &mut K,
+    r: &Request,
+    group: usize,
+    system: usize,
+) -> BenchResult<[f64; 4]>
+where
+    K::Error: Error + 'static,
+{
+    use sage_core::policy::SamplingParams;
+    use sage_trainer::sampling::{generate_holding, HeldCaches, DEFAULT_HELD_TOKENS};
+    if group == 0 || system >= r.prompt {
+        return Err("--group must be positive and --system under --prompt".into());
+    }
+    let mut model = random_model(k, r.config.clone(), r.frozen)?;
+    let vocab = r.config.vocab_size;
+    let opening = tokens(system, vocab, 3);
+    let tasks: Vec<Vec<u32>> = (0..r.seqs.div_ceil(group))
+        .map(|t| {
+            [
+                opening.as_slice(),
+                &tokens(r.prompt - system, vocab, 20 + t as u64),
+            ]
+            .concat()
+        })
+        .collect();
+    let prompts: Vec<&[u32]> = (0..r.seqs).map(|i| tasks[i / group].as_slice()).collect();
+    let params = SamplingParams {
+        temperature: 0.0,
+        max_new_tokens: r.new_tokens as u32,
+        ..SamplingParams::default()
+    };
+    let mut time = |budget: usize| -> BenchResult<(f64, u64)> {
+        let mut held = HeldCaches::new(budget);
+        let start = Instant::now();
+        generate_holding(k, &mut model, &mut held, &prompts, &params)?;
+        let ms = 1e3 * start.elapsed().as_secs_f64();
+        held.free(k)?;
+        let reuse = held.reuse();
+        let prefilled = match budget {
+            0 => (r.seqs * r.prompt) as u64,
+            _ => reuse.prefilled_tokens(),
+        };
+        Ok((ms, prefilled))
+    };
+    let (whole_ms, whole_tokens) = time(0)?;
+    let (shared_ms, shared_tokens) = time(DEFAULT_HELD_TOKENS)?;
+    Ok([
+        whole_ms,
+        shared_ms,
+        whole_tokens as f64,
+        shared_tokens as f64,
+    ])
+}
+
 /// c[n, n] = a[n, n] · b[n, n]^T (a linear layer's layout), median of 5 runs after a
 /// warm-up. Returns GFLOP/s.
 fn gemm<K: Kernels>(k: &mut K, n: usize) -> BenchResult<f64>
@@ -352,6 +414,9 @@ struct Request {
     prompt: usize,
     new_tokens: usize,
     prefill_tokens: usize,
+    /// Groups: identical prompts to a group, and tokens every prompt opens with.
+    group: usize,
+    system: usize,
     /// Decoding: the model's weights frozen for inference (`Transformer::new_frozen`, as
     /// `sage eval` and `sage generate` load them) rather than trainable.
     frozen: bool,
@@ -411,10 +476,25 @@ where
                 format!(",\"whole_prefill_ms\":{whole_ms:.1},\"continued_prefill_ms\":{continued_ms:.1}"),
             )
         }
-        other => {
-            return Err(
-                format!("unknown measurement `{other}` (train, decode, continue, gemm)").into(),
+        "groups" => {
+            let (group, system) = (r.group, r.system);
+            let [whole_ms, shared_ms, whole_tokens, shared_tokens] =
+                shared_groups(k, &r, group, system)?;
+            let shape = format!(
+                "{} seqs in groups of {group}, {} prompt ({system} common to all), {} new",
+                r.seqs, r.prompt, r.new_tokens
+            );
+            (
+                (r.seqs * r.new_tokens) as f64 / (shared_ms / 1e3),
+                shape,
+                format!(",\"whole_ms\":{whole_ms:.1},\"shared_ms\":{shared_ms:.1},\"whole_prefilled_tokens\":{whole_tokens},\"shared_prefilled_tokens\":{shared_tokens}"),
             )
+        }
+        other => {
+            return Err(format!(
+                "unknown measurement `{other}` (train, decode, continue, groups, gemm)"
+            )
+            .into())
         }
     };
     Ok(format!(
@@ -453,6 +533,8 @@ fn main() -> BenchResult<()> {
         prompt: option(&args, "--prompt", prompt)?,
         new_tokens: option(&args, "--new", new_tokens)?,
         prefill_tokens: option(&args, "--prefill-tokens", DEFAULT_PREFILL_TOKENS)?,
+        group: option(&args, "--group", 8)?,
+        system: option(&args, "--system", 442)?,
         frozen: match option(&args, "--weights", "frozen".to_owned())?.as_str() {
             "frozen" => true,
             "trainable" => false,

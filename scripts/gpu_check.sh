@@ -28,7 +28,9 @@
 #      caches (64 sequences holding 512 tokens prefill 128 more, as an agent's next turn
 #      does with held caches) against a whole prefill of the 640, in the bf16 mode
 #      (`Kernels::attention_cached` runs there as decoding attention, position by
-#      position: the figure says whether CUDA wants a kernel of its own);
+#      position: the figure says whether CUDA wants a kernel of its own), and a GRPO
+#      step's first turn (64 prompts of 1,000 tokens in groups of 8, 442 common to all)
+#      with held caches, which prefill the shared prefixes once, against without;
 #   3. `sage demo` on the CUDA backend in f32 and in bf16, timed, with their tables (run
 #      directories under target/gpu-check-runs);
 #   4. two Nsight Compute profiles, GPU time per kernel (ncu serialises kernels: read the
@@ -85,6 +87,9 @@ if wanted bench; then
     step continue "$BIN/transformer_bench" continue qwen0.5b --seqs 64 --prompt 512 --new 128 \
         --backend cuda --precision bf16
     cat "$OUT_DIR/continue.log"
+    step groups "$BIN/transformer_bench" groups qwen0.5b --seqs 64 --group 8 --prompt 1000 \
+        --system 442 --new 128 --backend cuda --precision bf16
+    cat "$OUT_DIR/groups.log"
 fi
 if wanted demos; then
     for precision in f32 bf16; do

@@ -77,7 +77,8 @@ pub struct RunSection {
     /// Token budget of one packed forward/backward pass (bounds activation memory).
     pub max_batch_tokens: usize,
     /// Tokens of KV cache a policy holds between generations, so that an agent's next
-    /// turn prefills only its new tokens (0: none, every turn is prefilled whole).
+    /// turn prefills only its new tokens and prefixes that several prompts share are
+    /// prefilled once (0: none, every prompt is prefilled whole).
     pub held_kv_tokens: usize,
 }
 

@@ -10,8 +10,9 @@
 //!
 //! Generation holds every sequence's KV cache afterwards ([`HeldCaches`], within a
 //! budget of tokens), so that an agent's next turn, whose prompt continues one of them,
-//! prefills only its new tokens; the held caches are forgotten when the weights can
-//! change (an optimizer step, [`TransformerPolicy::parts_mut`]).
+//! prefills only its new tokens, and prefills once the prefixes several of its prompts
+//! share; the held caches are forgotten when the weights can change (an optimizer step,
+//! [`TransformerPolicy::parts_mut`]).
 
 use std::fmt;
 

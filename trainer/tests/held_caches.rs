@@ -137,6 +137,73 @@ fn continued_chats_generate_what_whole_prefills_do() {
     assert_eq!(held.held_tokens(), 0);
 }
 
+/// Prompts that share prefixes within one generation: three copies of a 68-token first
+/// turn and two 46-token prompts under the same 34-token system prompt, and one
+/// unrelated prompt. The system prompt and the copies' opening are prefilled once
+/// (the system prompt's first 33 tokens a level below, as the two prefixes share
+/// them), every prompt continues from them, and the tokens are those of whole
+/// prefills; so are a later batch's, whose new chat continues the held system prompt
+/// without prefilling it again, and the next turn's, which continues the held chats.
+#[test]
+fn prefixes_shared_within_a_generation_are_prefilled_once() {
+    let mut k = CpuBackend::new();
+    let mut model = random_model(&mut k, 0x5ade);
+    let mut rng = Rng(23);
+    let system = rng.tokens(34);
+    let copied = [system.as_slice(), &rng.tokens(34)].concat();
+    let mut chats: Vec<Vec<u32>> = vec![
+        copied.clone(),
+        [system.as_slice(), &rng.tokens(12)].concat(),
+        copied.clone(),
+        rng.tokens(20),
+        [system.as_slice(), &rng.tokens(12)].concat(),
+        copied,
+    ];
+    let mut held = HeldCaches::new(10_000);
+    let mut params = params(0, 6);
+    params.max_new_tokens = 4;
+    let mut generate_both =
+        |k: &mut CpuBackend, held: &mut HeldCaches, chats: &[Vec<u32>], turn| {
+            params.stream_keys = (0..chats.len() as u64).map(|i| (turn << 32) | i).collect();
+            params.max_new_tokens_each = (0..chats.len() as u32).map(|i| 2 + i).collect();
+            let want = generate(k, &mut model, &refs(chats), &params).unwrap();
+            let got = generate_holding(k, &mut model, held, &refs(chats), &params).unwrap();
+            assert_same(&got, &want, turn);
+            got
+        };
+    let first = generate_both(&mut k, &mut held, &chats, 0);
+    let reuse = held.reuse();
+    assert_eq!((reuse.prompts, reuse.continued), (6, 5));
+    assert_eq!(reuse.prompt_tokens, 3 * 68 + 2 * 46 + 20);
+    assert_eq!(reuse.held_tokens, 3 * 67 + 2 * 34);
+    assert_eq!(reuse.prefix_tokens, 33 + 1 + 34);
+    // Three copies' last tokens, two prompts' own 12, the unrelated 20, the prefixes.
+    assert_eq!(reuse.prefilled_tokens(), 3 + 24 + 20 + 68);
+    assert_eq!(
+        held.live_sequences(),
+        6 + 3,
+        "the six chats and the three shared prefixes"
+    );
+    // A later batch: a new chat under the system prompt continues the held prefix.
+    let later = vec![[system.as_slice(), &rng.tokens(12)].concat()];
+    generate_both(&mut k, &mut held, &later, 1);
+    let reuse = held.reuse();
+    assert_eq!((reuse.continued, reuse.prefix_tokens), (6, 68));
+    assert_eq!(reuse.prefilled_tokens(), 3 + 24 + 20 + 68 + 12);
+    for (chat, generation) in chats.iter_mut().zip(&first) {
+        chat.extend(&generation.tokens);
+        chat.extend(rng.tokens(3));
+    }
+    generate_both(&mut k, &mut held, &chats, 2);
+    assert_eq!(
+        held.reuse().continued,
+        12,
+        "every chat continues in the next turn"
+    );
+    held.free(&mut k).unwrap();
+    assert_eq!(held.held_tokens(), 0);
+}
+
 /// Held tokens never exceed the budget (the oldest caches go first; sequences that
 /// leave the cache together and alone exceed it are not held), and a budget of 0 holds
 /// nothing.

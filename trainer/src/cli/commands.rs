@@ -764,8 +764,15 @@ fn eval<K: Kernels>(
     )?;
     let reuse = policy.held_caches().reuse();
     reporter.info(&format!(
-        "prefill: {} of {} prompt tokens ({} of {} prompts) continued from held KV caches",
-        reuse.held_tokens, reuse.prompt_tokens, reuse.continued, reuse.prompts
+        "prefill: {} of {} prompt tokens run through the model ({} continued from held \
+         KV caches in {} of {} prompts, after {} tokens of prefixes that several prompts \
+         share were prefilled once)",
+        reuse.prefilled_tokens(),
+        reuse.prompt_tokens,
+        reuse.held_tokens,
+        reuse.continued,
+        reuse.prompts,
+        reuse.prefix_tokens
     ));
     Ok(())
 }

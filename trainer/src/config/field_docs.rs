@@ -34,7 +34,7 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
     (
         "run",
         "held_kv_tokens",
-        "tokens of KV cache held between generations, so a next turn prefills only its new tokens (0: off)",
+        "tokens of KV cache held between generations, so a next turn prefills only its new tokens and shared prefixes are prefilled once (0: off)",
     ),
     (
         "data",

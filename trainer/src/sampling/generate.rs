@@ -14,6 +14,7 @@ use sage_transformer::{Kernels, KvCache, ModelError, Transformer};
 
 use super::error::SamplingError;
 use super::held::{HeldCaches, HeldRow};
+use super::prefixes::prefill_shared_prefixes;
 use super::rng::SequenceRng;
 use super::sampler::Sampler;
 
@@ -43,13 +44,16 @@ pub fn generate<K: Kernels>(
     generate_holding(k, model, &mut HeldCaches::new(0), prompts, params)
 }
 
-/// [`generate`], prefilling each prompt from the longest sequence of `held` that is a
-/// prefix of it (only the rest of the prompt runs through the model,
+/// [`generate`], prefilling each prompt from the sequence of `held` that shares the
+/// longest prefix with it (only the rest of the prompt runs through the model,
 /// [`Transformer::prefill_rest`]), and afterwards holding every sequence's keys and
-/// values in `held` for the next call, within its budget. The caller forgets what
-/// `held` holds when the model's weights change ([`HeldCaches::forget`]). A prefill
-/// continued from a cache sums attention in another order than a whole one, so its
-/// logits equal a whole prefill's to f32 rounding, not to the bit.
+/// values in `held` for the next call, within its budget. Prefixes that several prompts
+/// share beyond what `held` gives them (a system prompt, a group's common first turn)
+/// are prefilled once first and held like the rest. The caller forgets what `held`
+/// holds when the model's weights change ([`HeldCaches::forget`]). A prefill continued
+/// from a cache sums attention in another order than a whole one, so its logits equal
+/// a whole prefill's to f32 rounding, not to the bit, and where the prefixes fall
+/// depends on the other prompts of the call.
 pub fn generate_holding<K: Kernels>(
     k: &mut K,
     model: &mut Transformer,
@@ -94,9 +98,31 @@ pub fn generate_holding<K: Kernels>(
     if limits.iter().all(|&limit| limit == 0) {
         return Ok(prompts.iter().map(|_| empty_generation(0)).collect());
     }
-    let taken = held.take(prompts);
-    // Rows of the cache: the continued sequences, most new tokens first (each position
-    // of the continued prefill is then one run of rows), then the others in order.
+    if held.budget() > 0 {
+        prefill_shared_prefixes(k, model, held, prompts)?;
+    }
+    let (cache, rows) = start_cache(k, model, held, prompts, capacity, true)?;
+    let held = (held.budget() > 0).then_some(held);
+    decode(
+        k, model, cache, prompts, rows, held, params, &limits, sampler,
+    )
+}
+
+/// A cache of `capacity` tokens per sequence for `prompts`, each sequence holding the
+/// held row that shares the longest prefix with its prompt ([`HeldCaches::take`],
+/// counted in its [`Reuse`](super::Reuse) when `counted`), and the order of its rows:
+/// row r is prompt `rows[r]`. The continued prompts come first, most new tokens first
+/// (each position of the continued prefill is then one run of rows), then the others
+/// in order. Held caches left with nothing to continue are freed.
+pub(super) fn start_cache<K: Kernels>(
+    k: &mut K,
+    model: &Transformer,
+    held: &mut HeldCaches,
+    prompts: &[&[u32]],
+    capacity: usize,
+    counted: bool,
+) -> Result<(KvCache, Vec<usize>), ModelError<K::Error>> {
+    let taken = held.take(prompts, counted);
     let mut rows: Vec<usize> = (0..prompts.len()).collect();
     rows.sort_by_key(|&i| {
         (
@@ -112,12 +138,9 @@ pub fn generate_holding<K: Kernels>(
     };
     if let Err(e) = held.release_spent(k) {
         cache.free(k)?;
-        return Err(e.into());
+        return Err(e);
     }
-    let held = (held.budget() > 0).then_some(held);
-    decode(
-        k, model, cache, prompts, rows, held, params, &limits, sampler,
-    )
+    Ok((cache, rows))
 }
 
 /// Tokens of `prompt` past those of its held sequence.

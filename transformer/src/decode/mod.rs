@@ -218,6 +218,18 @@ impl Transformer {
         self.read_logits(k, cache)
     }
 
+    /// [`Transformer::prefill_rest`] for its keys and values alone: `cache` then holds
+    /// every prompt whole, and no logits are computed (a prefix that later prompts
+    /// continue needs no next token).
+    pub fn extend_cache<K: Kernels>(
+        &mut self,
+        k: &mut K,
+        cache: &mut KvCache,
+        prompts: &[&[u32]],
+    ) -> Result<(), K> {
+        self.prefill_hidden(k, cache, prompts)
+    }
+
     /// [`Transformer::prefill_rest`], then each prompt's next token picked on the
     /// backend, as [`Transformer::prefill_choosing`] does.
     pub fn prefill_rest_choosing<K: Kernels>(
