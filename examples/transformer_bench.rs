@@ -550,13 +550,17 @@ fn main() -> BenchResult<()> {
                 "bf16" => (CpuPrecision::Bf16, "sage-cpu-bf16"),
                 other => return Err(format!("unknown precision `{other}` (f32, bf16)").into()),
             };
-            let fields = measure(
-                &mut CpuBackend::with_precision(precision),
-                side,
-                threads,
-                request,
-                &mut || Ok(()),
-            )?;
+            // On a thread of rayon's pool, as `sage` runs its commands (docs/backends.md).
+            let fields = rayon::scope(|_| {
+                measure(
+                    &mut CpuBackend::with_precision(precision),
+                    side,
+                    threads,
+                    request,
+                    &mut || Ok(()),
+                )
+                .map_err(|e| e.to_string())
+            })?;
             println!("{{{fields}}}");
             Ok(())
         }
