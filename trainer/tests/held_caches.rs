@@ -202,6 +202,15 @@ fn prefixes_shared_within_a_generation_are_prefilled_once() {
     );
     held.free(&mut k).unwrap();
     assert_eq!(held.held_tokens(), 0);
+    // Two copies of a 50-token prompt share 49 tokens: prefilled once under a budget
+    // that holds them, not at all under one that could not.
+    let copies = vec![rng.tokens(50); 2];
+    for (budget, shared) in [(120, 49), (40, 0)] {
+        let mut held = HeldCaches::new(budget);
+        generate_both(&mut k, &mut held, &copies, 3);
+        assert_eq!(held.reuse().prefix_tokens, shared, "budget {budget}");
+        held.free(&mut k).unwrap();
+    }
 }
 
 /// Held tokens never exceed the budget (the oldest caches go first; sequences that

@@ -11,8 +11,9 @@
 //! and prefills only the rest ([`Transformer::prefill_rest`]). A row serves any number
 //! of prompts; once a prompt continues the whole of it, the chat has moved on and the
 //! row is spent, unless it is a prefix that several prompts share (`prefixes`), which
-//! is held until the chats end. The cached keys and values are those of the weights that made them,
-//! so a policy forgets them when its weights change ([`HeldCaches::forget`]).
+//! is held until the chats end. The cached keys and values are those of the weights
+//! that made them, so a policy forgets them when its weights change
+//! ([`HeldCaches::forget`]).
 //!
 //! Memory is bounded by a budget of held tokens (sequences times capacity, the cache
 //! rows allocated): past it, the oldest caches are freed first.

@@ -55,7 +55,7 @@ pub(super) fn shared_prefixes(prompts: &[&[u32]], covered: &[u32]) -> Vec<Vec<u3
 
 /// Prefills, once each, the prefixes that several of `prompts` (none empty) share
 /// past what `held` gives them, and holds their keys and values in `held` for the
-/// prompts to continue. Prefixes that share a prefix of their own are prefilled from
+/// prompts to continue (nothing, when they would not fit its budget). Prefixes that share a prefix of their own are prefilled from
 /// it in turn, so a system prompt common to groups that each share a longer opening
 /// runs through the model once.
 pub(super) fn prefill_shared_prefixes<K: Kernels>(
@@ -70,12 +70,13 @@ pub(super) fn prefill_shared_prefixes<K: Kernels>(
         .map(|row| row.map_or(0, |row| row.len))
         .collect();
     let prefixes = shared_prefixes(prompts, &covered);
-    if prefixes.is_empty() {
+    let capacity = prefixes.iter().map(Vec::len).max().unwrap_or(0);
+    // Prefixes that the budget could not hold would be prefilled for nothing.
+    if prefixes.is_empty() || prefixes.len() * capacity > held.budget() {
         return Ok(());
     }
     let prefix_refs: Vec<&[u32]> = prefixes.iter().map(Vec::as_slice).collect();
     prefill_shared_prefixes(k, model, held, &prefix_refs)?;
-    let capacity = prefixes.iter().map(Vec::len).max().unwrap_or(0);
     let (mut cache, rows) = start_cache(k, model, held, &prefix_refs, capacity, false)?;
     let new_tokens: usize = rows
         .iter()
