@@ -12,8 +12,9 @@
 //! `continue`: B sequences holding P tokens prefill T more, timed against a whole prefill
 //! of P + T in the same process; for `groups`: a GRPO step's first turn, B prompts in
 //! groups of `--group G` identical ones opening with `--system S` common tokens, generated
-//! with held caches, which prefill the shared prefixes once, against without), with `--prefill-tokens N` the most prompt tokens the prefill runs at once and `--weights frozen|trainable` the
-//! model's weights frozen for inference, as `sage eval` loads them (the default), or
+//! with held caches, which prefill the shared prefixes once, against without), with
+//! `--prefill-tokens N` the most prompt tokens the prefill runs at once and `--weights
+//! frozen|trainable` the model's weights frozen for inference, as `sage eval` loads them (the default), or
 //! trainable), or `-- gemm` (GFLOP/s). On the CPU, `--precision f32|bf16` (f32 by
 //! default; bf16: the products of more than 32 rows multiply bf16-rounded operands). With
 //! `--features cuda`, `--backend cuda` runs on GPU 0 (`--precision f32|bf16`, bf16 by
@@ -291,21 +292,17 @@ where
 }
 
 /// The first turn of a GRPO step: `r.seqs` prompts of `r.prompt` tokens in groups of
-/// `group` identical ones (one task's rollouts), every group opening with the same
-/// `system` tokens, greedily extended by `r.new_tokens`; timed without held caches
+/// `r.group` identical ones (one task's rollouts), every group opening with the same
+/// `r.system` tokens, greedily extended by `r.new_tokens`; timed without held caches
 /// (every prompt prefilled whole) and with them (the shared prefixes prefilled once).
 /// Returns both times in ms and the prompt tokens each ran through the model.
-fn shared_groups<K: Kernels>(
-    k: &mut K,
-    r: &Request,
-    group: usize,
-    system: usize,
-) -> BenchResult<[f64; 4]>
+fn shared_groups<K: Kernels>(k: &mut K, r: &Request) -> BenchResult<[f64; 4]>
 where
     K::Error: Error + 'static,
 {
     use sage_core::policy::SamplingParams;
     use sage_trainer::sampling::{generate_holding, HeldCaches, DEFAULT_HELD_TOKENS};
+    let (group, system) = (r.group, r.system);
     if group == 0 || system >= r.prompt {
         return Err("--group must be positive and --system under --prompt".into());
     }
@@ -477,12 +474,10 @@ where
             )
         }
         "groups" => {
-            let (group, system) = (r.group, r.system);
-            let [whole_ms, shared_ms, whole_tokens, shared_tokens] =
-                shared_groups(k, &r, group, system)?;
+            let [whole_ms, shared_ms, whole_tokens, shared_tokens] = shared_groups(k, &r)?;
             let shape = format!(
-                "{} seqs in groups of {group}, {} prompt ({system} common to all), {} new",
-                r.seqs, r.prompt, r.new_tokens
+                "{} seqs in groups of {}, {} prompt ({} common to all), {} new",
+                r.seqs, r.group, r.prompt, r.system, r.new_tokens
             );
             (
                 (r.seqs * r.new_tokens) as f64 / (shared_ms / 1e3),
