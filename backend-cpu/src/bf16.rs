@@ -23,7 +23,7 @@ pub(crate) const TILE_COLUMNS: usize = 32;
 /// The bits of `x` rounded to bf16, to nearest with ties to even (a NaN stays a quiet
 /// NaN), in the low half. Branch-free, so that packing loops vectorise.
 #[inline(always)]
-fn bf16_bits(x: f32) -> u32 {
+pub(crate) fn bf16_bits(x: f32) -> u32 {
     let bits = x.to_bits();
     // Wraps only for NaNs with a high payload, whose result the select below discards.
     let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;

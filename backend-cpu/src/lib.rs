@@ -118,7 +118,10 @@ pub enum Precision {
     /// even, and sum in f32, as the CUDA backend's bf16 mode does. On a CPU with AVX-512
     /// BF16 (AMD Zen 4 and later, Intel Cooper Lake and Sapphire Rapids and later) its
     /// dot instruction does twice the multiply-adds of an f32 one; elsewhere the same
-    /// sums run on the f32 kernel, slower than [`Precision::F32`].
+    /// sums run on the f32 kernel, slower than [`Precision::F32`]. Frozen weights
+    /// (`alloc_frozen`: a model loaded for inference) keep a bf16 copy beside their f32
+    /// values, which the products of at most 32 rows (decoding) read, widened, against
+    /// f32 rows: those products are bound by the bytes of weight they stream.
     Bf16,
 }
 
@@ -133,6 +136,15 @@ impl Device for CpuBackend {
         self.store.alloc_indices(len)
     }
 
+    /// In [`Precision::Bf16`], with a bf16 copy that the products of a few rows (a
+    /// decoding step's) stream in place of the f32 weights: half the bytes.
+    fn alloc_frozen(&mut self, len: usize) -> Result<BufferId, CpuError> {
+        match self.precision {
+            Precision::F32 => self.store.alloc(len),
+            Precision::Bf16 => self.store.alloc_with_bf16_copy(len),
+        }
+    }
+
     fn free(&mut self, buffer: BufferId) -> Result<(), CpuError> {
         self.store.free(buffer)
     }
@@ -142,9 +154,7 @@ impl Device for CpuBackend {
     }
 
     fn write(&mut self, dst: Tensor, src: &[f32]) -> Result<(), CpuError> {
-        let ([dst], [], []) = self.store.views([dst], [], [])?;
-        dst.copy_from_slice(src);
-        Ok(())
+        self.store.write(dst, src)
     }
 
     fn write_indices(&mut self, dst: Indices, src: &[u32]) -> Result<(), CpuError> {
@@ -247,8 +257,8 @@ impl Device for CpuBackend {
         b: Tensor,
         shape: MatmulShape,
     ) -> Result<(), CpuError> {
-        let ([c], [a, b], []) = self.store.views([c], [a, b], [])?;
-        matmul::matmul(c, a, b, shape, self.precision)
+        let (([c], [a, b], []), b_bf16) = self.store.views_with_bf16_copy([c], [a, b], [], b)?;
+        matmul::matmul(c, a, b, shape, self.precision, b_bf16)
     }
 
     fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), CpuError> {
@@ -462,8 +472,10 @@ impl Device for CpuBackend {
         lm_head: Tensor,
         dims: HeadDims,
     ) -> Result<(), CpuError> {
-        let ([out], [hidden, lm_head], []) = self.store.views([out], [hidden, lm_head], [])?;
-        logprob::logits(out, hidden, lm_head, dims, self.precision)
+        let (([out], [hidden, lm_head], []), lm_head_bf16) =
+            self.store
+                .views_with_bf16_copy([out], [hidden, lm_head], [], lm_head)?;
+        logprob::logits(out, hidden, lm_head, dims, self.precision, lm_head_bf16)
     }
 
     fn adamw(

@@ -9,7 +9,7 @@ use sage_transformer::contract::HeadDims;
 
 use crate::error::CpuError;
 use crate::math;
-use crate::matmul::{gemm_parallel, gemm_parallel_packed, view, view_mut};
+use crate::matmul::{gemm_parallel, gemm_parallel_packed, view, view_mut, Bf16Weight};
 use crate::Precision;
 
 /// Most logits (`f32`) the fused head holds at once: 64 MiB (341 rows of a 49,152-token
@@ -165,6 +165,7 @@ pub(crate) fn logprob_backward(
             view(lm_head, d.vocab, d.dim, d.dim)?,
             (1.0, 0.0),
             precision,
+            None,
         );
         for (src, &n) in dhidden_chunk.chunks_exact(d.dim).zip(rows_of_chunk) {
             dhidden[n * d.dim..(n + 1) * d.dim].copy_from_slice(src);
@@ -176,21 +177,25 @@ pub(crate) fn logprob_backward(
                 view(hidden_chunk, rows, d.dim, d.dim)?,
                 (1.0, 1.0),
                 precision,
+                None,
             );
         }
     }
     Ok(())
 }
 
-/// out[B, V] = hidden[B, D] · lm_head[V, D]^T.
+/// out[B, V] = hidden[B, D] · lm_head[V, D]^T; `lm_head_bf16`, the head's bf16 copy where
+/// it has one, read in its place by the skinny products of [`Precision::Bf16`].
 pub(crate) fn logits(
     out: &mut [f32],
     hidden: &[f32],
     lm_head: &[f32],
     dims: HeadDims,
     precision: Precision,
+    lm_head_bf16: Option<&[u16]>,
 ) -> Result<(), CpuError> {
     let HeadDims { rows, dim, vocab } = dims;
+    let lm_head_bf16 = lm_head_bf16.map(|bits| Bf16Weight { bits, k: dim });
     // Sampling's few rows may skip packing: no gradient depends on these logits.
     gemm_parallel(
         view_mut(out, rows, vocab, vocab)?,
@@ -198,6 +203,7 @@ pub(crate) fn logits(
         view(lm_head, vocab, dim, dim)?.reversed_axes(),
         (1.0, 0.0),
         precision,
+        lm_head_bf16,
     );
     Ok(())
 }

@@ -18,7 +18,7 @@ use crate::error::CpuError;
 use crate::gemm::gemm_packed;
 use crate::math::vectorized;
 use crate::norm::column_sums;
-use crate::skinny::SkinnyDots;
+use crate::skinny::{Columns, SkinnyDots};
 use crate::Precision;
 
 /// Below this many multiply-adds a GEMM runs on the calling thread.
@@ -106,7 +106,7 @@ fn gemm_on(
     beta: f32,
 ) {
     match path {
-        Path::Skinny => gemm_unpacked(c, a, b, alpha, beta),
+        Path::Skinny => gemm_unpacked(c, a, SkinnyB::F32(*b), alpha, beta),
         Path::Packed => packed(c, a, b, (alpha, beta), false, Precision::F32),
     }
 }
@@ -132,24 +132,97 @@ fn packed(
     }
 }
 
-/// [`gemm_skinny`] where `a`'s rows and `b`'s columns are contiguous, ndarray's general
-/// product where they are not.
+/// The `b` of a skinny product: f32 columns, or the bf16 copy of a weight stored `[n, k]`.
+#[derive(Clone, Copy)]
+enum SkinnyB<'a> {
+    /// `b[k, n]`, any strides.
+    F32(ArrayView2<'a, f32>),
+    /// The weight's bf16 copy.
+    Bf16(Bf16Weight<'a>),
+}
+
+impl<'a> SkinnyB<'a> {
+    /// The number of columns (n).
+    fn ncols(&self) -> usize {
+        match self {
+            SkinnyB::F32(b) => b.ncols(),
+            SkinnyB::Bf16(w) => w.columns().len(),
+        }
+    }
+
+    /// Columns `..j` and `j..`.
+    fn split_columns(self, j: usize) -> (SkinnyB<'a>, SkinnyB<'a>) {
+        match self {
+            SkinnyB::F32(b) => {
+                let (left, right) = b.split_at(Axis(1), j);
+                (SkinnyB::F32(left), SkinnyB::F32(right))
+            }
+            SkinnyB::Bf16(Bf16Weight { bits, k }) => {
+                let (left, right) = bits.split_at(j * k);
+                (
+                    SkinnyB::Bf16(Bf16Weight { bits: left, k }),
+                    SkinnyB::Bf16(Bf16Weight { bits: right, k }),
+                )
+            }
+        }
+    }
+}
+
+/// The bf16 copy of a weight stored `[n, k]` (its values' bits, row-major), which the
+/// skinny products of [`Precision::Bf16`] stream in place of the f32 weight: half the
+/// bytes of a memory-bound product.
+#[derive(Clone, Copy)]
+pub(crate) struct Bf16Weight<'a> {
+    /// [n, k]
+    pub(crate) bits: &'a [u16],
+    /// The depth.
+    pub(crate) k: usize,
+}
+
+impl<'a> Bf16Weight<'a> {
+    /// The weight's columns for [`SkinnyDots`].
+    fn columns(self) -> Columns<'a> {
+        Columns::Bf16 {
+            bits: self.bits,
+            k: self.k,
+        }
+    }
+}
+
+/// [`gemm_skinny`] where `a`'s rows and `b`'s columns are contiguous (a copy of `a` in
+/// standard layout against a bf16 `b`), ndarray's general product where they are not.
 fn gemm_unpacked(
     c: &mut ArrayViewMut2<'_, f32>,
     a: &ArrayView2<'_, f32>,
-    b: &ArrayView2<'_, f32>,
+    b: SkinnyB<'_>,
     alpha: f32,
     beta: f32,
 ) {
-    let a_rows: Option<Vec<&[f32]>> = a.rows().into_iter().map(|row| row.to_slice()).collect();
-    let b_columns: Option<Vec<&[f32]>> = b
-        .columns()
-        .into_iter()
-        .map(|column| column.to_slice())
-        .collect();
-    match (a_rows, b_columns) {
-        (Some(a_rows), Some(b_columns)) => gemm_skinny(c, &a_rows, &b_columns, alpha, beta),
-        _ => general_mat_mul(alpha, a, b, beta, c),
+    match b {
+        SkinnyB::F32(b) => {
+            let a_rows: Option<Vec<&[f32]>> =
+                a.rows().into_iter().map(|row| row.to_slice()).collect();
+            let b_columns: Option<Vec<&[f32]>> = b
+                .columns()
+                .into_iter()
+                .map(|column| column.to_slice())
+                .collect();
+            match (a_rows, b_columns) {
+                (Some(a_rows), Some(b_columns)) => {
+                    gemm_skinny(c, &a_rows, Columns::F32(&b_columns), alpha, beta)
+                }
+                _ => general_mat_mul(alpha, a, &b, beta, c),
+            }
+        }
+        SkinnyB::Bf16(weight) => {
+            let a = a.as_standard_layout();
+            let a_rows: Vec<&[f32]> = a
+                .rows()
+                .into_iter()
+                .filter_map(|row| row.to_slice())
+                .collect();
+            gemm_skinny(c, &a_rows, weight.columns(), alpha, beta)
+        }
     }
 }
 
@@ -165,19 +238,20 @@ const SKINNY_ROWS: usize = 32;
 fn gemm_skinny(
     c: &mut ArrayViewMut2<'_, f32>,
     a_rows: &[&[f32]],
-    b_columns: &[&[f32]],
+    b_columns: Columns<'_>,
     alpha: f32,
     beta: f32,
 ) {
+    let n = b_columns.len();
     // dots[m, n]
-    let mut dots = vec![0.0f32; a_rows.len() * b_columns.len()];
+    let mut dots = vec![0.0f32; a_rows.len() * n];
     vectorized(SkinnyDots {
         dots: &mut dots,
         a_rows,
         b_columns,
     });
     for ((i, j), c_ij) in c.indexed_iter_mut() {
-        let product = alpha * dots[i * b_columns.len() + j];
+        let product = alpha * dots[i * n + j];
         *c_ij = if beta == 0.0 {
             product
         } else {
@@ -192,16 +266,17 @@ fn gemm_skinny(
 fn gemm_split(
     mut c: ArrayViewMut2<'_, f32>,
     a: ArrayView2<'_, f32>,
-    b: ArrayView2<'_, f32>,
+    b: SkinnyB<'_>,
     alpha: f32,
     beta: f32,
     depth: u32,
 ) {
     let ((m, n), k) = (c.dim(), a.ncols());
+    debug_assert_eq!(b.ncols(), n);
     let half = |len: usize| len / 2 / SPLIT_ALIGN * SPLIT_ALIGN;
     let splittable = |len: usize| len >= 2 * SPLIT_ALIGN;
     if depth == 0 || m * n * k <= SKINNY_SERIAL_MACS || !(splittable(m) || splittable(n)) {
-        gemm_unpacked(&mut c, &a, &b, alpha, beta);
+        gemm_unpacked(&mut c, &a, b, alpha, beta);
     } else if m >= n && splittable(m) {
         let (c_top, c_bottom) = c.split_at(Axis(0), half(m));
         let (a_top, a_bottom) = a.split_at(Axis(0), half(m));
@@ -211,7 +286,7 @@ fn gemm_split(
         );
     } else {
         let (c_left, c_right) = c.split_at(Axis(1), half(n));
-        let (b_left, b_right) = b.split_at(Axis(1), half(n));
+        let (b_left, b_right) = b.split_columns(half(n));
         rayon::join(
             || gemm_split(c_left, a, b_left, alpha, beta, depth - 1),
             || gemm_split(c_right, a, b_right, alpha, beta, depth - 1),
@@ -227,17 +302,26 @@ fn split_depth() -> u32 {
 }
 
 /// [`gemm`] on all of rayon's threads, the packed products with the arithmetic of
-/// `precision` (a skinny product, of at most [`SKINNY_ROWS`] rows, stays in f32: it
-/// streams its weight once, and rounding it would cost what bf16 saves).
-pub(crate) fn gemm_parallel(
+/// `precision`. A skinny product, of at most [`SKINNY_ROWS`] rows, streams its weight
+/// once and would pay to round it what bf16 saves: it multiplies in f32, reading
+/// `b_bf16` (the bf16 copy of `b`, a weight stored `[n, k]`) in place of `b` where it is
+/// given in [`Precision::Bf16`].
+pub(crate) fn gemm_parallel<'b>(
     mut c: ArrayViewMut2<'_, f32>,
     a: ArrayView2<'_, f32>,
-    b: ArrayView2<'_, f32>,
+    b: ArrayView2<'b, f32>,
     (alpha, beta): (f32, f32),
     precision: Precision,
+    b_bf16: Option<Bf16Weight<'b>>,
 ) {
     match Path::of(&c, &a, &b) {
-        Path::Skinny => gemm_split(c, a, b, alpha, beta, split_depth()),
+        Path::Skinny => {
+            let b = match b_bf16 {
+                Some(weight) if precision == Precision::Bf16 => SkinnyB::Bf16(weight),
+                _ => SkinnyB::F32(b),
+            };
+            gemm_split(c, a, b, alpha, beta, split_depth())
+        }
         Path::Packed => {
             let parallel = worth_threads(&c, &a);
             packed(&mut c, &a, &b, (alpha, beta), parallel, precision)
@@ -266,13 +350,15 @@ fn worth_threads(c: &ArrayViewMut2<'_, f32>, a: &ArrayView2<'_, f32>) -> bool {
 
 /// c[m, n] (+)= op(a)[m, k] · op(b)[k, n]: `a` holds [k, m] when `trans_a`, `b` holds
 /// [n, k] when `trans_b`; products of more than [`SKINNY_ROWS`] rows with the
-/// arithmetic of `precision`.
+/// arithmetic of `precision`. `b_bf16`, `b`'s bf16 copy where it has one, is read by
+/// the skinny products of [`Precision::Bf16`] when `trans_b` ([`gemm_parallel`]).
 pub(crate) fn matmul(
     c: &mut [f32],
     a: &[f32],
     b: &[f32],
     shape: MatmulShape,
     precision: Precision,
+    b_bf16: Option<&[u16]>,
 ) -> Result<(), CpuError> {
     let MatmulShape { m, n, k, .. } = shape;
     let a = if shape.trans_a {
@@ -285,9 +371,12 @@ pub(crate) fn matmul(
     } else {
         view(b, k, n, n)?
     };
+    let b_bf16 = b_bf16
+        .filter(|_| shape.trans_b)
+        .map(|bits| Bf16Weight { bits, k });
     let c = view_mut(c, m, n, n)?;
     let beta = if shape.accumulate { 1.0 } else { 0.0 };
-    gemm_parallel(c, a, b, (1.0, beta), precision);
+    gemm_parallel(c, a, b, (1.0, beta), precision, b_bf16);
     Ok(())
 }
 

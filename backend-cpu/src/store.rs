@@ -2,19 +2,28 @@
 //! contract's [`Slots`]), and the
 //! one place that turns tensor handles into slices, checking every range and lending
 //! disjoint mutable and shared slices of the same buffer to one call without `unsafe`.
+//! It also keeps the bf16 copies of frozen weights ([`Store::alloc_with_bf16_copy`]),
+//! equal to their buffers rounded because the host's [`Store::write`] is the only way
+//! such a buffer changes: no kernel is lent it to write.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use sage_transformer::contract::check_disjoint;
 use sage_transformer::device::{BufferKind, Slots};
-use sage_transformer::{BufferId, IndexBufferId, Indices, Tensor};
+use sage_transformer::{BufferId, ContractError, IndexBufferId, Indices, Tensor};
 
+use crate::bf16::bf16_bits;
 use crate::error::CpuError;
 
 /// `f32` and `u32` buffers, by id (see [`Slots`]).
 pub(crate) struct Store {
     f32s: Slots<Vec<f32>>,
     u32s: Slots<Vec<u32>>,
+    /// The bf16 bits of the `f32` buffers that have a copy, by buffer id, element for
+    /// element, two to a `u32` (so that a product can read an even-aligned range as
+    /// 32-bit lanes).
+    bf16_copies: HashMap<u32, Vec<u32>>,
 }
 
 impl Default for Store {
@@ -22,6 +31,7 @@ impl Default for Store {
         Store {
             f32s: Slots::new(BufferKind::F32),
             u32s: Slots::new(BufferKind::U32),
+            bf16_copies: HashMap::new(),
         }
     }
 }
@@ -40,6 +50,7 @@ impl fmt::Debug for Store {
                 "u32_elements",
                 &self.u32s.live().map(Vec::len).sum::<usize>(),
             )
+            .field("bf16_copies", &self.bf16_copies.len())
             .finish()
     }
 }
@@ -72,6 +83,16 @@ impl Store {
         Ok(BufferId(self.f32s.insert(zeroed(len)?)?))
     }
 
+    /// Adds a zero-filled `f32` buffer with a bf16 copy (zero too), for frozen weights:
+    /// only [`Store::write`] may change it, and [`Store::views_with_bf16_copy`] lends the
+    /// copy beside it.
+    pub(crate) fn alloc_with_bf16_copy(&mut self, len: usize) -> Result<BufferId, CpuError> {
+        let copy = zeroed::<u32>(len.div_ceil(2))?;
+        let buffer = self.alloc(len)?;
+        self.bf16_copies.insert(buffer.0, copy);
+        Ok(buffer)
+    }
+
     /// Adds a zero-filled `u32` buffer.
     pub(crate) fn alloc_indices(&mut self, len: usize) -> Result<IndexBufferId, CpuError> {
         Ok(IndexBufferId(self.u32s.insert(zeroed(len)?)?))
@@ -80,6 +101,7 @@ impl Store {
     /// Drops an `f32` buffer; its id stays invalid.
     pub(crate) fn free(&mut self, buffer: BufferId) -> Result<(), CpuError> {
         self.f32s.remove(buffer.0)?;
+        self.bf16_copies.remove(&buffer.0);
         Ok(())
     }
 
@@ -100,71 +122,135 @@ impl Store {
         Ok(&mut data[offset..offset + len])
     }
 
+    /// Copies host data into `dst` (`src.len() == dst.len`), and into its bf16 copy,
+    /// rounded, where its buffer has one.
+    pub(crate) fn write(&mut self, dst: Tensor, src: &[f32]) -> Result<(), CpuError> {
+        let ([dst_view], [], []) = lend(&mut self.f32s, &self.u32s, [dst], [], [])?;
+        dst_view.copy_from_slice(src);
+        if let Some(copy) = self.bf16_copies.get_mut(&dst.buffer.0) {
+            let copy =
+                &mut bytemuck::cast_slice_mut::<u32, u16>(copy)[dst.offset..dst.offset + dst.len];
+            for (bits, &x) in copy.iter_mut().zip(src) {
+                *bits = bf16_bits(x) as u16;
+            }
+        }
+        Ok(())
+    }
+
     /// Lends `writes` mutably and `reads` and `indices` shared, after checking that every
-    /// handle is live, every range inside its buffer, and that no written tensor overlaps
-    /// any other tensor of the call (reads may overlap each other).
+    /// handle is live, every range inside its buffer, that no written tensor overlaps
+    /// any other tensor of the call (reads may overlap each other), and that none is
+    /// written in a buffer with a bf16 copy.
     pub(crate) fn views<const W: usize, const R: usize, const I: usize>(
         &mut self,
         writes: [Tensor; W],
         reads: [Tensor; R],
         indices: [Indices; I],
     ) -> Result<Views<'_, W, R, I>, CpuError> {
-        for tensor in writes.iter().chain(reads.iter()) {
-            let (id, offset, len) = (tensor.buffer.0, tensor.offset, tensor.len);
-            self.f32s.range(id, offset, len, Vec::len)?;
-        }
-        check_disjoint(&writes, &reads)?;
+        self.check_no_copy_written(&writes)?;
+        lend(&mut self.f32s, &self.u32s, writes, reads, indices)
+    }
 
-        let mut write_views: [&mut [f32]; W] = core::array::from_fn(|_| <&mut [f32]>::default());
-        let mut read_views: [&[f32]; R] = [&[]; R];
-        // The buffers the call touches, in increasing id order, each split off the slots.
-        let mut ids: Vec<usize> = writes
+    /// [`Store::views`], with the bf16 copy of `weight` (one of `reads`) where its buffer
+    /// has one.
+    pub(crate) fn views_with_bf16_copy<const W: usize, const R: usize, const I: usize>(
+        &mut self,
+        writes: [Tensor; W],
+        reads: [Tensor; R],
+        indices: [Indices; I],
+        weight: Tensor,
+    ) -> Result<(Views<'_, W, R, I>, Option<&[u16]>), CpuError> {
+        self.check_no_copy_written(&writes)?;
+        let views = lend(&mut self.f32s, &self.u32s, writes, reads, indices)?;
+        let copy = self.bf16_copies.get(&weight.buffer.0).and_then(|bits| {
+            bytemuck::cast_slice(bits).get(weight.offset..weight.offset + weight.len)
+        });
+        Ok((views, copy))
+    }
+
+    /// Fails if a tensor of `writes` lies in a buffer with a bf16 copy: a kernel writing
+    /// there would leave the copy stale.
+    fn check_no_copy_written(&self, writes: &[Tensor]) -> Result<(), CpuError> {
+        if self.bf16_copies.is_empty() {
+            return Ok(());
+        }
+        match writes
             .iter()
-            .chain(reads.iter())
-            .filter(|t| t.len > 0)
-            .map(|t| t.buffer.0 as usize)
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let u32s = &self.u32s;
-        let mut slots: &mut [Option<Vec<f32>>] = self.f32s.slots_mut();
-        let mut first_slot = 0;
-        for id in ids {
-            let (_, tail) = core::mem::take(&mut slots).split_at_mut(id - first_slot);
-            let Some((slot, tail)) = tail.split_first_mut() else {
-                break;
-            };
-            slots = tail;
-            first_slot = id + 1;
-            let Some(data) = slot.as_deref_mut() else {
-                continue;
-            };
-            let pieces = pieces_of(id, &writes, &reads);
-            let mut rest = data;
-            let mut position = 0;
-            for (start, end, piece) in pieces {
-                let (_, tail) = core::mem::take(&mut rest).split_at_mut(start - position);
-                let (lent, tail) = tail.split_at_mut(end - start);
-                rest = tail;
-                position = end;
-                match piece {
-                    Piece::Write(i) => write_views[i] = lent,
-                    Piece::Reads(members) => {
-                        let lent: &[f32] = lent;
-                        for i in members {
-                            let from = reads[i].offset - start;
-                            read_views[i] = &lent[from..from + reads[i].len];
-                        }
+            .find(|t| t.len > 0 && self.bf16_copies.contains_key(&t.buffer.0))
+        {
+            Some(t) => Err(CpuError::Contract(ContractError::BadArgument(format!(
+                "buffer {} holds frozen weights (`alloc_frozen`): only `write` from the host \
+                 may change it, not a kernel",
+                t.buffer.0
+            )))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// [`Store::views`] over the buffers `f32s` and `u32s`, without the check of frozen
+/// weights.
+fn lend<'a, const W: usize, const R: usize, const I: usize>(
+    f32s: &'a mut Slots<Vec<f32>>,
+    u32s: &'a Slots<Vec<u32>>,
+    writes: [Tensor; W],
+    reads: [Tensor; R],
+    indices: [Indices; I],
+) -> Result<Views<'a, W, R, I>, CpuError> {
+    for tensor in writes.iter().chain(reads.iter()) {
+        let (id, offset, len) = (tensor.buffer.0, tensor.offset, tensor.len);
+        f32s.range(id, offset, len, Vec::len)?;
+    }
+    check_disjoint(&writes, &reads)?;
+
+    let mut write_views: [&mut [f32]; W] = core::array::from_fn(|_| <&mut [f32]>::default());
+    let mut read_views: [&[f32]; R] = [&[]; R];
+    // The buffers the call touches, in increasing id order, each split off the slots.
+    let mut ids: Vec<usize> = writes
+        .iter()
+        .chain(reads.iter())
+        .filter(|t| t.len > 0)
+        .map(|t| t.buffer.0 as usize)
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut slots: &mut [Option<Vec<f32>>] = f32s.slots_mut();
+    let mut first_slot = 0;
+    for id in ids {
+        let (_, tail) = core::mem::take(&mut slots).split_at_mut(id - first_slot);
+        let Some((slot, tail)) = tail.split_first_mut() else {
+            break;
+        };
+        slots = tail;
+        first_slot = id + 1;
+        let Some(data) = slot.as_deref_mut() else {
+            continue;
+        };
+        let pieces = pieces_of(id, &writes, &reads);
+        let mut rest = data;
+        let mut position = 0;
+        for (start, end, piece) in pieces {
+            let (_, tail) = core::mem::take(&mut rest).split_at_mut(start - position);
+            let (lent, tail) = tail.split_at_mut(end - start);
+            rest = tail;
+            position = end;
+            match piece {
+                Piece::Write(i) => write_views[i] = lent,
+                Piece::Reads(members) => {
+                    let lent: &[f32] = lent;
+                    for i in members {
+                        let from = reads[i].offset - start;
+                        read_views[i] = &lent[from..from + reads[i].len];
                     }
                 }
             }
         }
-        let mut index_views: [&[u32]; I] = [&[]; I];
-        for (view, handle) in index_views.iter_mut().zip(indices) {
-            *view = index_range(u32s, handle)?;
-        }
-        Ok((write_views, read_views, index_views))
     }
+    let mut index_views: [&[u32]; I] = [&[]; I];
+    for (view, handle) in index_views.iter_mut().zip(indices) {
+        *view = index_range(u32s, handle)?;
+    }
+    Ok((write_views, read_views, index_views))
 }
 
 /// The elements of an index tensor in the `u32` buffers `u32s`.

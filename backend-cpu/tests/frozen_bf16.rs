@@ -1,0 +1,227 @@
+//! Frozen weights in the bf16 precision: their buffer keeps a bf16 copy, which the
+//! products of a few rows (a decoding step's projections and logits) read in place of
+//! the f32 values. Checked against a float64 product of the same weights rounded by
+//! another implementation (`half`), to 1e-5 of the terms' magnitude (f32 sums of at
+//! most a few hundred terms), where the unrounded weights' product is farther than that
+//! somewhere (so the copy was read); and the same bits on 1 and 3 threads. Also:
+//! products of more rows (which round while packing) are unchanged by the copy, the
+//! copy follows every host write, and no kernel may write a frozen buffer.
+
+mod common;
+
+use common::{assert_close_to_magnitude, download, upload, Rng};
+use sage_backend_cpu::{CpuBackend, Precision};
+use sage_transformer::{Kernels, MatmulShape, Tensor};
+
+/// Tolerance against float64, as a fraction of the terms' magnitude.
+const TOLERANCE: f64 = 1e-5;
+
+/// `values` rounded to bf16 (to nearest even) by the `half` crate, as f32.
+fn rounded(values: &[f32]) -> Vec<f32> {
+    values
+        .iter()
+        .map(|&x| half::bf16::from_f32(x).to_f32())
+        .collect()
+}
+
+/// Allocates a frozen buffer holding `data`, written in two parts (so the copy must
+/// follow writes at an offset).
+fn upload_frozen(backend: &mut CpuBackend, data: &[f32]) -> Tensor {
+    let buffer = backend.alloc_frozen(data.len()).unwrap();
+    let whole = Tensor::whole(buffer, data.len());
+    let half = data.len() / 2;
+    let (first, second) = data.split_at(half);
+    backend.write(whole.slice(0, half), first).unwrap();
+    backend
+        .write(whole.slice(half, second.len()), second)
+        .unwrap();
+    whole
+}
+
+/// The shape of `a[m, k] · w[n, k]^T`.
+fn shape_of((m, n, k): (usize, usize, usize)) -> MatmulShape {
+    MatmulShape {
+        m,
+        n,
+        k,
+        trans_a: false,
+        trans_b: true,
+        accumulate: false,
+    }
+}
+
+/// c[m, n] = a[m, k] · w[n, k]^T on `backend`, `w` frozen or not.
+fn product(
+    backend: &mut CpuBackend,
+    a: &[f32],
+    w: &[f32],
+    (m, n, k): (usize, usize, usize),
+    frozen: bool,
+) -> Vec<f32> {
+    let a = upload(backend, a);
+    let w = if frozen {
+        upload_frozen(backend, w)
+    } else {
+        upload(backend, w)
+    };
+    let c = upload(backend, &vec![0.0; m * n]);
+    backend.matmul(c, a, w, shape_of((m, n, k))).unwrap();
+    download(backend, c)
+}
+
+fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|x| x.to_bits()).collect()
+}
+
+/// c[m, n] = a[m, k] · w[n, k]^T in f64, with each element's sum of the terms'
+/// magnitudes.
+fn reference(a: &[f32], w: &[f32], (m, n, k): (usize, usize, usize)) -> (Vec<f64>, Vec<f64>) {
+    let (mut want, mut magnitude) = (vec![0.0; m * n], vec![0.0; m * n]);
+    for i in 0..m {
+        for j in 0..n {
+            let terms = (0..k).map(|p| f64::from(a[i * k + p]) * f64::from(w[j * k + p]));
+            want[i * n + j] = terms.clone().sum();
+            magnitude[i * n + j] = terms.map(f64::abs).sum();
+        }
+    }
+    (want, magnitude)
+}
+
+/// Fails unless `got` is within [`TOLERANCE`] of the product of the rounded weights,
+/// and farther than that from the product of the weights as given somewhere.
+fn check_rounded(name: &str, got: &[f32], a: &[f32], w: &[f32], shape: (usize, usize, usize)) {
+    let (want, magnitude) = reference(a, &rounded(w), shape);
+    assert_close_to_magnitude(name, got, &want, &magnitude, TOLERANCE);
+    let (unrounded, _) = reference(a, w, shape);
+    let farther = got
+        .iter()
+        .zip(&unrounded)
+        .zip(&magnitude)
+        .any(|((&g, &u), &size)| (f64::from(g) - u).abs() > TOLERANCE * size);
+    assert!(farther, "{name}: the f32 weights were read, not the copy");
+}
+
+/// `f` on a rayon pool of `threads` threads.
+fn on_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(f)
+}
+
+/// Up to 32 rows (the skinny products), at widths that split across threads (n = 200
+/// and 300 halve at multiples of 64), even depths (read as lanes of two) with and
+/// without a vector tail, and an odd one (widened a tile at a time).
+#[test]
+fn decoding_products_read_the_rounded_weights() {
+    let mut rng = Rng::new(0xbf16);
+    for (m, n, k) in [(1, 200, 64), (2, 300, 72), (5, 37, 17), (32, 130, 96)] {
+        let (a, w) = (rng.vec(m * k, 1.0), rng.vec(n * k, 1.0));
+        let run = || {
+            let backend = &mut CpuBackend::with_precision(Precision::Bf16);
+            product(backend, &a, &w, (m, n, k), true)
+        };
+        let (one, three) = (on_threads(1, run), on_threads(3, run));
+        assert_eq!(bits(&one), bits(&three), "{m}x{n}x{k}: depends on threads");
+        check_rounded(&format!("{m}x{n}x{k}"), &one, &a, &w, (m, n, k));
+    }
+}
+
+/// More than 32 rows go through the packed kernels, which round both operands as they
+/// pack them: a frozen weight gives what an ordinary buffer of the same values gives.
+#[test]
+fn packed_products_of_frozen_weights_are_unchanged() {
+    let mut rng = Rng::new(0x5eed);
+    let shape = (40, 96, 64);
+    let (a, w) = (rng.vec(40 * 64, 1.0), rng.vec(96 * 64, 1.0));
+    let bf16 = || CpuBackend::with_precision(Precision::Bf16);
+    let frozen = product(&mut bf16(), &a, &w, shape, true);
+    let ordinary = product(&mut bf16(), &a, &w, shape, false);
+    assert_eq!(bits(&frozen), bits(&ordinary));
+}
+
+/// The output head's logits for a few rows read a frozen head's copy too (a tied head
+/// is the frozen embedding table).
+#[test]
+fn logits_of_a_frozen_head_read_its_rounded_values() {
+    let mut rng = Rng::new(12);
+    let (rows, dim, vocab) = (3, 40, 700);
+    let (hidden_host, head_host) = (rng.vec(rows * dim, 1.0), rng.vec(vocab * dim, 1.0));
+    let backend = &mut CpuBackend::with_precision(Precision::Bf16);
+    let hidden = upload(backend, &hidden_host);
+    let head = upload_frozen(backend, &head_host);
+    let out = upload(backend, &vec![0.0; rows * vocab]);
+    backend.logits(out, hidden, head, dim).unwrap();
+    let got = download(backend, out);
+    check_rounded("logits", &got, &hidden_host, &head_host, (rows, vocab, dim));
+}
+
+/// A second write from the host replaces what the copy holds: the product follows the
+/// new values.
+#[test]
+fn the_copy_follows_every_write() {
+    let mut rng = Rng::new(7);
+    let (n, k) = (70, 24);
+    let (a_host, first, second) = (rng.vec(k, 1.0), rng.vec(n * k, 1.0), rng.vec(n * k, 1.0));
+    let backend = &mut CpuBackend::with_precision(Precision::Bf16);
+    let a = upload(backend, &a_host);
+    let w = upload_frozen(backend, &first);
+    let rewritten = 10 * k..40 * k;
+    backend
+        .write(
+            w.slice(rewritten.start, rewritten.len()),
+            &second[rewritten.clone()],
+        )
+        .unwrap();
+    let c = upload(backend, &vec![0.0; n]);
+    backend.matmul(c, a, w, shape_of((1, n, k))).unwrap();
+    let mut mixed = first.clone();
+    mixed[rewritten.clone()].copy_from_slice(&second[rewritten]);
+    check_rounded(
+        "rewritten",
+        &download(backend, c),
+        &a_host,
+        &mixed,
+        (1, n, k),
+    );
+}
+
+/// A kernel asked to write into a frozen buffer (which would leave its copy stale) fails
+/// with an error naming the buffer and the rule, and the buffer keeps its values.
+#[test]
+fn no_kernel_writes_a_frozen_buffer() {
+    let backend = &mut CpuBackend::with_precision(Precision::Bf16);
+    let values = Rng::new(3).vec(48, 1.0);
+    let frozen = upload_frozen(backend, &values);
+    let other = upload(backend, &[0.5; 48]);
+    let refusals = [
+        backend.fill(frozen, 0.0).unwrap_err(),
+        backend.copy(frozen, other).unwrap_err(),
+        backend.add_assign(frozen, other).unwrap_err(),
+        backend.scale(frozen.slice(8, 8), 2.0).unwrap_err(),
+    ];
+    for error in refusals {
+        let message = error.to_string();
+        let names_it = message.contains(&format!("buffer {}", frozen.buffer.0));
+        assert!(names_it && message.contains("frozen"), "{message}");
+    }
+    assert_eq!(bits(&download(backend, frozen)), bits(&values));
+    // Reads are allowed, and the f32 values are kept beside the copy.
+    backend.copy(other, frozen).unwrap();
+    assert_eq!(bits(&download(backend, other)), bits(&values));
+}
+
+/// In f32 a frozen buffer is an ordinary one: no copy, nothing refused.
+#[test]
+fn frozen_buffers_in_f32_are_ordinary() {
+    let mut rng = Rng::new(5);
+    let shape = (1, 64, 32);
+    let (a, w) = (rng.vec(32, 1.0), rng.vec(64 * 32, 1.0));
+    let frozen = product(&mut CpuBackend::new(), &a, &w, shape, true);
+    let ordinary = product(&mut CpuBackend::new(), &a, &w, shape, false);
+    assert_eq!(bits(&frozen), bits(&ordinary));
+    let backend = &mut CpuBackend::new();
+    let buffer = upload_frozen(backend, &w);
+    backend.fill(buffer, 1.0).unwrap();
+}
