@@ -11,7 +11,8 @@
 //! run, whatever the thread count, because no reduction's order depends on scheduling.
 //!
 //! Modules, one per kernel family, each forward beside its backward:
-//! - `store`: the buffers and the checked lending of tensor slices;
+//! - `store`: the buffers and the checked lending of tensor slices; `copies`: the bf16
+//!   copies of weights that the bf16 precision's decoding products read;
 //! - `elementwise`: fill, copy, `+=`, scale, sum of squares;
 //! - `embedding`, `norm` (RMSNorm), `matmul` (GEMM and bias; `gemm` is its packed
 //!   kernel, `skinny` its kernel for a few rows, `bf16` the packed kernel's bf16
@@ -30,6 +31,7 @@ mod adamw;
 mod attention;
 mod bf16;
 mod cached_attention;
+mod copies;
 mod decode;
 mod elementwise;
 mod embedding;
@@ -118,10 +120,12 @@ pub enum Precision {
     /// even, and sum in f32, as the CUDA backend's bf16 mode does. On a CPU with AVX-512
     /// BF16 (AMD Zen 4 and later, Intel Cooper Lake and Sapphire Rapids and later) its
     /// dot instruction does twice the multiply-adds of an f32 one; elsewhere the same
-    /// sums run on the f32 kernel, slower than [`Precision::F32`]. Frozen weights
-    /// (`alloc_frozen`: a model loaded for inference) keep a bf16 copy beside their f32
-    /// values, which the products of at most 32 rows (decoding) read, widened, against
-    /// f32 rows: those products are bound by the bytes of weight they stream.
+    /// sums run on the f32 kernel, slower than [`Precision::F32`]. The products of at
+    /// most 32 rows (decoding) multiply f32 rows by a bf16 copy of the weight, widened
+    /// in registers, where the weight has one: those products are bound by the bytes of
+    /// weight they stream. Frozen weights (`alloc_frozen`: a model loaded for inference)
+    /// keep a copy from the start; trainable ones get one when a decoding step reads a
+    /// weight for the second time since the buffer was written (see `copies`).
     Bf16,
 }
 
@@ -136,8 +140,8 @@ impl Device for CpuBackend {
         self.store.alloc_indices(len)
     }
 
-    /// In [`Precision::Bf16`], with a bf16 copy that the products of a few rows (a
-    /// decoding step's) stream in place of the f32 weights: half the bytes.
+    /// In [`Precision::Bf16`], with a bf16 copy from the start that the products of a
+    /// few rows (a decoding step's) stream in place of the f32 weights: half the bytes.
     fn alloc_frozen(&mut self, len: usize) -> Result<BufferId, CpuError> {
         match self.precision {
             Precision::F32 => self.store.alloc(len),
@@ -257,7 +261,10 @@ impl Device for CpuBackend {
         b: Tensor,
         shape: MatmulShape,
     ) -> Result<(), CpuError> {
-        let (([c], [a, b], []), b_bf16) = self.store.views_with_bf16_copy([c], [a, b], [], b)?;
+        let skinny = self.precision == Precision::Bf16 && matmul::is_skinny_weight_product(&shape);
+        let (([c], [a, b], []), b_bf16) =
+            self.store
+                .views_with_bf16_copy(([c], [a, b], []), b, skinny)?;
         matmul::matmul(c, a, b, shape, self.precision, b_bf16)
     }
 
@@ -472,9 +479,10 @@ impl Device for CpuBackend {
         lm_head: Tensor,
         dims: HeadDims,
     ) -> Result<(), CpuError> {
+        let skinny = self.precision == Precision::Bf16 && dims.rows <= matmul::SKINNY_ROWS;
         let (([out], [hidden, lm_head], []), lm_head_bf16) =
             self.store
-                .views_with_bf16_copy([out], [hidden, lm_head], [], lm_head)?;
+                .views_with_bf16_copy(([out], [hidden, lm_head], []), lm_head, skinny)?;
         logprob::logits(out, hidden, lm_head, dims, self.precision, lm_head_bf16)
     }
 

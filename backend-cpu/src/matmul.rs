@@ -226,12 +226,18 @@ fn gemm_unpacked(
     }
 }
 
+/// Whether a [`matmul`] of `shape` multiplies a weight stored `[n, k]` on the skinny
+/// kernel (so that, in [`Precision::Bf16`], it may read the weight's bf16 copy).
+pub(crate) fn is_skinny_weight_product(shape: &MatmulShape) -> bool {
+    shape.trans_b && !shape.trans_a && shape.m <= SKINNY_ROWS
+}
+
 /// Most rows of `c` for which [`gemm`] skips packing. Packing `b` reads and writes all of
 /// it, every call; a decoding step's weights are too big to stay in cache between steps,
 /// so up to here the skinny kernel, which reads `b` once, is the faster
 /// (`transformer_bench decode`: a step of 16 SmolLM2 sequences 2.1x faster, of 64 1.3x;
 /// 32 rows of the tiny model's, whose weights stay in cache, 1.2x, 64 of them 0.86x).
-const SKINNY_ROWS: usize = 32;
+pub(crate) const SKINNY_ROWS: usize = 32;
 
 /// c[i, j] = alpha * (a_rows[i] · b_columns[j]) + beta * c[i, j] without packing: dot
 /// products of contiguous rows, in the register tiles of [`SkinnyDots`].

@@ -2,28 +2,24 @@
 //! contract's [`Slots`]), and the
 //! one place that turns tensor handles into slices, checking every range and lending
 //! disjoint mutable and shared slices of the same buffer to one call without `unsafe`.
-//! It also keeps the bf16 copies of frozen weights ([`Store::alloc_with_bf16_copy`]),
-//! equal to their buffers rounded because the host's [`Store::write`] is the only way
-//! such a buffer changes: no kernel is lent it to write.
+//! Every write to a buffer passes here, so the store also keeps the buffers' bf16
+//! copies ([`Bf16Copies`]) current or out of use.
 
-use std::collections::HashMap;
 use std::fmt;
 
 use sage_transformer::contract::check_disjoint;
 use sage_transformer::device::{BufferKind, Slots};
-use sage_transformer::{BufferId, ContractError, IndexBufferId, Indices, Tensor};
+use sage_transformer::{BufferId, IndexBufferId, Indices, Tensor};
 
-use crate::bf16::bf16_bits;
+use crate::copies::Bf16Copies;
 use crate::error::CpuError;
 
 /// `f32` and `u32` buffers, by id (see [`Slots`]).
 pub(crate) struct Store {
     f32s: Slots<Vec<f32>>,
     u32s: Slots<Vec<u32>>,
-    /// The bf16 bits of the `f32` buffers that have a copy, by buffer id, element for
-    /// element, two to a `u32` (so that a product can read an even-aligned range as
-    /// 32-bit lanes).
-    bf16_copies: HashMap<u32, Vec<u32>>,
+    /// The bf16 copies of frozen buffers and of trainable weights read by decoding.
+    copies: Bf16Copies,
 }
 
 impl Default for Store {
@@ -31,7 +27,7 @@ impl Default for Store {
         Store {
             f32s: Slots::new(BufferKind::F32),
             u32s: Slots::new(BufferKind::U32),
-            bf16_copies: HashMap::new(),
+            copies: Bf16Copies::default(),
         }
     }
 }
@@ -50,7 +46,7 @@ impl fmt::Debug for Store {
                 "u32_elements",
                 &self.u32s.live().map(Vec::len).sum::<usize>(),
             )
-            .field("bf16_copies", &self.bf16_copies.len())
+            .field("bf16_copies", &self.copies.count())
             .finish()
     }
 }
@@ -87,9 +83,11 @@ impl Store {
     /// only [`Store::write`] may change it, and [`Store::views_with_bf16_copy`] lends the
     /// copy beside it.
     pub(crate) fn alloc_with_bf16_copy(&mut self, len: usize) -> Result<BufferId, CpuError> {
-        let copy = zeroed::<u32>(len.div_ceil(2))?;
         let buffer = self.alloc(len)?;
-        self.bf16_copies.insert(buffer.0, copy);
+        if let Err(e) = self.copies.add_frozen(buffer.0, len) {
+            self.f32s.remove(buffer.0)?;
+            return Err(e);
+        }
         Ok(buffer)
     }
 
@@ -101,7 +99,7 @@ impl Store {
     /// Drops an `f32` buffer; its id stays invalid.
     pub(crate) fn free(&mut self, buffer: BufferId) -> Result<(), CpuError> {
         self.f32s.remove(buffer.0)?;
-        self.bf16_copies.remove(&buffer.0);
+        self.copies.remove(buffer.0);
         Ok(())
     }
 
@@ -122,18 +120,12 @@ impl Store {
         Ok(&mut data[offset..offset + len])
     }
 
-    /// Copies host data into `dst` (`src.len() == dst.len`), and into its bf16 copy,
-    /// rounded, where its buffer has one.
+    /// Copies host data into `dst` (`src.len() == dst.len`), and into its frozen bf16
+    /// copy, rounded, where its buffer has one.
     pub(crate) fn write(&mut self, dst: Tensor, src: &[f32]) -> Result<(), CpuError> {
         let ([dst_view], [], []) = lend(&mut self.f32s, &self.u32s, [dst], [], [])?;
         dst_view.copy_from_slice(src);
-        if let Some(copy) = self.bf16_copies.get_mut(&dst.buffer.0) {
-            let copy =
-                &mut bytemuck::cast_slice_mut::<u32, u16>(copy)[dst.offset..dst.offset + dst.len];
-            for (bits, &x) in copy.iter_mut().zip(src) {
-                *bits = bf16_bits(x) as u16;
-            }
-        }
+        self.copies.written_from_host(dst, src);
         Ok(())
     }
 
@@ -147,44 +139,28 @@ impl Store {
         reads: [Tensor; R],
         indices: [Indices; I],
     ) -> Result<Views<'_, W, R, I>, CpuError> {
-        self.check_no_copy_written(&writes)?;
+        self.copies.check_kernel_writes(&writes)?;
         lend(&mut self.f32s, &self.u32s, writes, reads, indices)
     }
 
-    /// [`Store::views`], with the bf16 copy of `weight` (one of `reads`) where its buffer
-    /// has one.
+    /// [`Store::views`], with the current bf16 copy of `weight` (one of `reads`) where
+    /// its buffer has one. With `skinny`, the call is a skinny product of `weight`, which
+    /// may first make the copy of a trainable buffer ([`Bf16Copies::note_skinny_read`]).
     pub(crate) fn views_with_bf16_copy<const W: usize, const R: usize, const I: usize>(
         &mut self,
-        writes: [Tensor; W],
-        reads: [Tensor; R],
-        indices: [Indices; I],
+        (writes, reads, indices): ([Tensor; W], [Tensor; R], [Indices; I]),
         weight: Tensor,
+        skinny: bool,
     ) -> Result<(Views<'_, W, R, I>, Option<&[u16]>), CpuError> {
-        self.check_no_copy_written(&writes)?;
+        if skinny {
+            let buffer = self
+                .f32s
+                .range(weight.buffer.0, weight.offset, weight.len, Vec::len)?;
+            self.copies.note_skinny_read(weight, buffer);
+        }
+        self.copies.check_kernel_writes(&writes)?;
         let views = lend(&mut self.f32s, &self.u32s, writes, reads, indices)?;
-        let copy = self.bf16_copies.get(&weight.buffer.0).and_then(|bits| {
-            bytemuck::cast_slice(bits).get(weight.offset..weight.offset + weight.len)
-        });
-        Ok((views, copy))
-    }
-
-    /// Fails if a tensor of `writes` lies in a buffer with a bf16 copy: a kernel writing
-    /// there would leave the copy stale.
-    fn check_no_copy_written(&self, writes: &[Tensor]) -> Result<(), CpuError> {
-        if self.bf16_copies.is_empty() {
-            return Ok(());
-        }
-        match writes
-            .iter()
-            .find(|t| t.len > 0 && self.bf16_copies.contains_key(&t.buffer.0))
-        {
-            Some(t) => Err(CpuError::Contract(ContractError::BadArgument(format!(
-                "buffer {} holds frozen weights (`alloc_frozen`): only `write` from the host \
-                 may change it, not a kernel",
-                t.buffer.0
-            )))),
-            None => Ok(()),
-        }
+        Ok((views, self.copies.get(weight)))
     }
 }
 

@@ -1,11 +1,14 @@
-//! Frozen weights in the bf16 precision: their buffer keeps a bf16 copy, which the
-//! products of a few rows (a decoding step's projections and logits) read in place of
-//! the f32 values. Checked against a float64 product of the same weights rounded by
-//! another implementation (`half`), to 1e-5 of the terms' magnitude (f32 sums of at
-//! most a few hundred terms), where the unrounded weights' product is farther than that
-//! somewhere (so the copy was read); and the same bits on 1 and 3 threads. Also:
-//! products of more rows (which round while packing) are unchanged by the copy, the
-//! copy follows every host write, and no kernel may write a frozen buffer.
+//! bf16 copies of weights in the bf16 precision, which the products of a few rows (a
+//! decoding step's projections and logits) read in place of the f32 values. A frozen
+//! buffer keeps one from the start; a trainable one gets one when a skinny product
+//! reads the same tensor a second time with no write to the buffer in between, and a
+//! write puts it out of use. Checked against a float64 product of the same weights
+//! rounded by another implementation (`half`), to 1e-5 of the terms' magnitude (f32
+//! sums of at most a few hundred terms), where the unrounded weights' product is
+//! farther than that somewhere (so the copy was read); against the f32 backend to the
+//! bit where no copy may be read; and the same bits on 1 and 3 threads. Also: products
+//! of more rows (which round while packing) are unchanged by a copy, a frozen copy
+//! follows every host write, and no kernel may write a frozen buffer.
 
 mod common;
 
@@ -224,4 +227,117 @@ fn frozen_buffers_in_f32_are_ordinary() {
     let backend = &mut CpuBackend::new();
     let buffer = upload_frozen(backend, &w);
     backend.fill(buffer, 1.0).unwrap();
+}
+
+/// c[n] = a[k] · w[n, k]^T, one row, on `backend` (weights already there).
+fn row_product(backend: &mut CpuBackend, a: Tensor, w: Tensor, n: usize) -> Vec<f32> {
+    let k = a.len;
+    let c = upload(backend, &vec![0.0; n]);
+    backend.matmul(c, a, w, shape_of((1, n, k))).unwrap();
+    download(backend, c)
+}
+
+/// A trainable weight is read in f32 until a skinny product reads it a second time,
+/// then from its copy; a write by a kernel or by the host puts the copy out of use
+/// until the next second read.
+#[test]
+fn a_trainable_weight_is_copied_at_its_second_read_until_written() {
+    let mut rng = Rng::new(21);
+    let (n, k) = (130, 48);
+    let (a_host, w_host) = (rng.vec(k, 1.0), rng.vec(n * k, 1.0));
+    let f32_product = |w: &[f32]| product(&mut CpuBackend::new(), &a_host, w, (1, n, k), false);
+    let backend = &mut CpuBackend::with_precision(Precision::Bf16);
+    let a = upload(backend, &a_host);
+    let w = upload(backend, &w_host);
+    let first = row_product(backend, a, w, n);
+    assert_eq!(bits(&first), bits(&f32_product(&w_host)), "first read");
+    let second = row_product(backend, a, w, n);
+    check_rounded("second read", &second, &a_host, &w_host, (1, n, k));
+    // A kernel writes the weight (as the optimizer does): f32 again, then the copy of
+    // the new values.
+    backend.scale(w, 2.0).unwrap();
+    let doubled: Vec<f32> = w_host.iter().map(|x| 2.0 * x).collect();
+    let after_kernel = row_product(backend, a, w, n);
+    assert_eq!(
+        bits(&after_kernel),
+        bits(&f32_product(&doubled)),
+        "after a kernel's write"
+    );
+    let again = row_product(backend, a, w, n);
+    check_rounded(
+        "after a kernel's write, read again",
+        &again,
+        &a_host,
+        &doubled,
+        (1, n, k),
+    );
+    // The host writes part of it.
+    let mut rewritten = doubled.clone();
+    rewritten[..k].copy_from_slice(&a_host);
+    backend.write(w.slice(0, k), &a_host).unwrap();
+    let after_host = row_product(backend, a, w, n);
+    assert_eq!(
+        bits(&after_host),
+        bits(&f32_product(&rewritten)),
+        "after the host's write"
+    );
+    let again = row_product(backend, a, w, n);
+    check_rounded(
+        "after the host's write, read again",
+        &again,
+        &a_host,
+        &rewritten,
+        (1, n, k),
+    );
+}
+
+/// A training step's small forward reads each weight once before the optimizer writes
+/// them: no copy is made, and every product is the f32 one to the bit; a second read
+/// of one tensor copies the buffer even after other tensors of it were read.
+#[test]
+fn weights_read_once_between_writes_stay_f32() {
+    let mut rng = Rng::new(22);
+    let (n, k) = (64, 40);
+    let (a_host, w_host) = (rng.vec(k, 1.0), rng.vec(2 * n * k, 1.0));
+    let backend = &mut CpuBackend::with_precision(Precision::Bf16);
+    let a = upload(backend, &a_host);
+    let slab = upload(backend, &w_host);
+    let halves = [slab.slice(0, n * k), slab.slice(n * k, n * k)];
+    let mut values = w_host.clone();
+    for step in 0..3 {
+        for (h, &half) in halves.iter().enumerate() {
+            let got = row_product(backend, a, half, n);
+            let weights = &values[h * n * k..(h + 1) * n * k];
+            let want = product(&mut CpuBackend::new(), &a_host, weights, (1, n, k), false);
+            assert_eq!(bits(&got), bits(&want), "step {step}, half {h}");
+        }
+        backend.scale(slab, 0.5).unwrap();
+        values.iter_mut().for_each(|x| *x *= 0.5);
+    }
+    row_product(backend, a, halves[1], n);
+    let got = row_product(backend, a, halves[0], n);
+    let want = product(
+        &mut CpuBackend::new(),
+        &a_host,
+        &values[..n * k],
+        (1, n, k),
+        false,
+    );
+    assert_eq!(bits(&got), bits(&want), "a first read of this step");
+    let got = row_product(backend, a, halves[1], n);
+    check_rounded("a second read", &got, &a_host, &values[n * k..], (1, n, k));
+}
+
+/// In f32 no trainable weight is copied, however often it is read.
+#[test]
+fn f32_reads_no_copy_of_a_trainable_weight() {
+    let mut rng = Rng::new(23);
+    let (n, k) = (64, 32);
+    let (a_host, w_host) = (rng.vec(k, 1.0), rng.vec(n * k, 1.0));
+    let backend = &mut CpuBackend::new();
+    let (a, w) = (upload(backend, &a_host), upload(backend, &w_host));
+    let first = row_product(backend, a, w, n);
+    for _ in 0..3 {
+        assert_eq!(bits(&row_product(backend, a, w, n)), bits(&first));
+    }
 }
