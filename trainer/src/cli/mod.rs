@@ -42,8 +42,9 @@ struct Common {
     #[arg(long)]
     backend: Option<Backend>,
     /// The arithmetic of the GEMMs and training attention (overrides `[run]
-    /// precision`): f32, or bf16 operands with f32 sums (cuda, and cpu for its larger
-    /// products: fast where the CPU has AVX-512 BF16).
+    /// precision`): f32, or bf16 operands with f32 sums (cuda; on the cpu, its larger
+    /// products, fast where the CPU has AVX-512 BF16, and decoding from bf16 copies of
+    /// the weights).
     #[arg(long)]
     precision: Option<Precision>,
 }

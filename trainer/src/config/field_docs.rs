@@ -13,7 +13,7 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
     (
         "run",
         "precision",
-        "f32, or bf16 GEMMs and training attention on tensor cores (cuda only)",
+        "f32, or bf16 GEMM operands with f32 sums (cuda: on tensor cores, training attention too; cpu: the larger products, fast with AVX-512 BF16, and decoding from bf16 copies of the weights)",
     ),
     ("run", "seed", "seed of the model's initialisation"),
     (
