@@ -281,47 +281,49 @@ mod tests {
     use super::*;
     use crate::test_inputs::random;
 
-    /// dots[m, n] of `a` [m, k] and `b` [n, k] at vector level `simd`.
-    fn dots_at<S: Simd>(simd: S, a: &[f32], b: &[f32], k: usize) -> Vec<f32> {
+    /// dots[m, n] of `a` [m, k] and the columns `b` at vector level `simd`.
+    fn columns_dots_at<S: Simd>(simd: S, a: &[f32], b: Columns<'_>, k: usize) -> Vec<f32> {
         let a_rows: Vec<&[f32]> = a.chunks_exact(k).collect();
-        let b_columns: Vec<&[f32]> = b.chunks_exact(k).collect();
-        let mut dots = vec![f32::NAN; a_rows.len() * b_columns.len()];
+        let mut dots = vec![f32::NAN; a_rows.len() * b.len()];
         simd.vectorize(SkinnyDots {
             dots: &mut dots,
             a_rows: &a_rows,
-            b_columns: Columns::F32(&b_columns),
+            b_columns: b,
         });
         dots
     }
 
-    /// dots[m, n] of `a` [m, k] and the bf16 bits `b` [n, k] at vector level `simd`.
-    fn bf16_dots_at<S: Simd>(simd: S, a: &[f32], b: &[u16], k: usize) -> Vec<f32> {
-        let a_rows: Vec<&[f32]> = a.chunks_exact(k).collect();
-        let mut dots = vec![f32::NAN; a_rows.len() * (b.len() / k)];
-        simd.vectorize(SkinnyDots {
-            dots: &mut dots,
-            a_rows: &a_rows,
-            b_columns: Columns::Bf16 { bits: b, k },
-        });
-        dots
-    }
-
-    /// `dots_at` at every vector level this CPU has, each named.
-    fn at_every_level(a: &[f32], b: &[f32], k: usize) -> Vec<(&'static str, Vec<f32>)> {
-        let mut levels = vec![("scalar", dots_at(pulp::Scalar::new(), a, b, k))];
+    /// `columns_dots_at` at every vector level this CPU has, each named.
+    fn columns_at_every_level(
+        a: &[f32],
+        b: Columns<'_>,
+        k: usize,
+    ) -> Vec<(&'static str, Vec<f32>)> {
+        let mut levels = vec![("scalar", columns_dots_at(pulp::Scalar::new(), a, b, k))];
         #[cfg(target_arch = "x86_64")]
         {
             if let Some(simd) = pulp::x86::V3::try_new() {
-                levels.push(("avx2", dots_at(simd, a, b, k)));
+                levels.push(("avx2", columns_dots_at(simd, a, b, k)));
             }
             if let Some(simd) = pulp::x86::V4::try_new() {
-                levels.push(("avx512", dots_at(simd, a, b, k)));
+                levels.push(("avx512", columns_dots_at(simd, a, b, k)));
             }
         }
         levels
     }
 
-    /// Every tile shape (1, 2 and 4 rows, with rows and columns past the ends) and depths
+    /// dots[m, n] of `a` [m, k] and the f32 `b` [n, k] at every vector level.
+    fn at_every_level(a: &[f32], b: &[f32], k: usize) -> Vec<(&'static str, Vec<f32>)> {
+        let columns: Vec<&[f32]> = b.chunks_exact(k).collect();
+        columns_at_every_level(a, Columns::F32(&columns), k)
+    }
+
+    /// dots[m, n] of `a` [m, k] and the bf16 bits `b` [n, k] at every vector level.
+    fn bf16_at_every_level(a: &[f32], b: &[u16], k: usize) -> Vec<(&'static str, Vec<f32>)> {
+        columns_at_every_level(a, Columns::Bf16 { bits: b, k }, k)
+    }
+
+    /// Every tile shape (one row, two, and more, with rows and columns past the ends) and depths
     /// with and without a scalar tail agree with a float64 dot product to 1e-5 of the sum
     /// of the terms' magnitudes (f32 sums of at most 100 terms in [-1, 1)).
     #[test]
@@ -370,21 +372,6 @@ mod tests {
             .map(|&h| f32::from_bits(u32::from(h) << 16))
             .collect();
         (lanes, widened)
-    }
-
-    /// `bf16_dots_at` at every vector level this CPU has, each named.
-    fn bf16_at_every_level(a: &[f32], b: &[u16], k: usize) -> Vec<(&'static str, Vec<f32>)> {
-        let mut levels = vec![("scalar", bf16_dots_at(pulp::Scalar::new(), a, b, k))];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if let Some(simd) = pulp::x86::V3::try_new() {
-                levels.push(("avx2", bf16_dots_at(simd, a, b, k)));
-            }
-            if let Some(simd) = pulp::x86::V4::try_new() {
-                levels.push(("avx512", bf16_dots_at(simd, a, b, k)));
-            }
-        }
-        levels
     }
 
     /// bf16 columns that cannot be read as lanes of two (an odd depth, or a start off a
