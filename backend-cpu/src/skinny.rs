@@ -323,6 +323,31 @@ mod tests {
         columns_at_every_level(a, Columns::Bf16 { bits: b, k }, k)
     }
 
+    /// Fails unless every dots[i, j] agrees with the float64 dot product of row i of
+    /// `a` [m, k] and column j of `b` [n, k] to 1e-5 of the sum of the terms'
+    /// magnitudes; returns how many it checked.
+    fn check_against_float64(
+        level: &str,
+        dots: &[f32],
+        a: &[f32],
+        b: &[f32],
+        (m, n, k): (usize, usize, usize),
+    ) -> usize {
+        for i in 0..m {
+            for j in 0..n {
+                let terms = (0..k).map(|p| a[i * k + p] as f64 * b[j * k + p] as f64);
+                let want: f64 = terms.clone().sum();
+                let scale: f64 = terms.map(f64::abs).sum();
+                let got = dots[i * n + j] as f64;
+                assert!(
+                    (got - want).abs() <= 1e-5 * scale.max(1e-30),
+                    "{level} {m}x{n}x{k} [{i}, {j}]: {got} against {want}"
+                );
+            }
+        }
+        m * n
+    }
+
     /// Every tile shape (one row, two, and more, with rows and columns past the ends) and depths
     /// with and without a scalar tail agree with a float64 dot product to 1e-5 of the sum
     /// of the terms' magnitudes (f32 sums of at most 100 terms in [-1, 1)).
@@ -340,19 +365,7 @@ mod tests {
         ] {
             let (a, b) = (random(m * k, 3 + m as u64), random(n * k, 5 + n as u64));
             for (level, dots) in at_every_level(&a, &b, k) {
-                for i in 0..m {
-                    for j in 0..n {
-                        let terms = (0..k).map(|p| a[i * k + p] as f64 * b[j * k + p] as f64);
-                        let want: f64 = terms.clone().sum();
-                        let scale: f64 = terms.map(f64::abs).sum();
-                        let got = dots[i * n + j] as f64;
-                        assert!(
-                            (got - want).abs() <= 1e-5 * scale.max(1e-30),
-                            "{level} {m}x{n}x{k} [{i}, {j}]: {got} against {want}"
-                        );
-                        checked += 1;
-                    }
-                }
+                checked += check_against_float64(level, &dots, &a, &b, (m, n, k));
             }
         }
         assert!(checked > 1000);
@@ -427,19 +440,7 @@ mod tests {
             let bits = &bytemuck::cast_slice::<u32, u16>(&lanes)[..n * k];
             let batched = bf16_at_every_level(&a, bits, k);
             for (level, dots) in &batched {
-                for i in 0..m {
-                    for j in 0..n {
-                        let terms = (0..k).map(|p| a[i * k + p] as f64 * widened[j * k + p] as f64);
-                        let want: f64 = terms.clone().sum();
-                        let scale: f64 = terms.map(f64::abs).sum();
-                        let got = dots[i * n + j] as f64;
-                        assert!(
-                            (got - want).abs() <= 1e-5 * scale.max(1e-30),
-                            "{level} {m}x{n}x{k} [{i}, {j}]: {got} against {want}"
-                        );
-                        checked += 1;
-                    }
-                }
+                checked += check_against_float64(level, dots, &a, &widened, (m, n, k));
             }
             let (i, j) = (m - 1, n / 2);
             let column = &bits[j * k..(j + 1) * k];
