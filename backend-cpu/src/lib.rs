@@ -5,7 +5,8 @@
 //! in f32, parallelised with rayon, and is the oracle every other backend is tested
 //! against. It owns buffer storage and the kernels, and nothing else: no model logic,
 //! no I/O. [`Precision::Bf16`] (`CpuBackend::with_precision`) multiplies the operands
-//! of its larger matrix products rounded to bf16, for speed on CPUs with AVX-512 BF16.
+//! of its larger matrix products rounded to bf16, for speed on CPUs with AVX-512 BF16,
+//! and decodes from bf16 copies of the weights, half the bytes to stream.
 //!
 //! Results are deterministic: the same inputs give bit-identical outputs from run to
 //! run, whatever the thread count, because no reduction's order depends on scheduling.

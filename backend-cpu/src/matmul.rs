@@ -215,6 +215,7 @@ fn gemm_unpacked(
             }
         }
         SkinnyB::Bf16(weight) => {
+            // Every row of a standard layout is contiguous: none is filtered out.
             let a = a.as_standard_layout();
             let a_rows: Vec<&[f32]> = a
                 .rows()
