@@ -56,6 +56,15 @@ fn norm_ranges(model: &Transformer) -> Vec<std::ops::Range<usize>> {
         .collect()
 }
 
+/// `f` on a rayon pool of `threads` threads.
+fn on_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(f)
+}
+
 /// A model with random parameters: weights ~ U(-0.5, 0.5), norm weights ~ 1 + U(-0.2, 0.2).
 fn random_model(k: &mut CpuBackend, config: ModelConfig, rng: &mut Rng) -> Transformer {
     let model = Transformer::new(k, config).unwrap();
@@ -392,13 +401,7 @@ fn a_model_in_bf16_decodes_within_bf16_rounding() {
             bits(&bf16_logits[last..]),
             "frozen {frozen}: bf16 gave f32's logits to the bit"
         );
-        let on = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(|| run(Precision::Bf16, frozen))
-        };
+        let on = |threads: usize| on_threads(threads, || run(Precision::Bf16, frozen));
         assert_eq!(
             bits(&on(1)),
             bits(&on(3)),
@@ -700,13 +703,7 @@ fn bf16_precision_tracks_f32_within_bf16_rounding() {
     let difference: Vec<f32> = grads32.iter().zip(&grads16).map(|(a, b)| a - b).collect();
     let grad_error = norm(&difference) / norm(&grads32);
     assert!(grad_error < 3e-2, "gradients: {grad_error:e} of their norm");
-    let on = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| run(Precision::Bf16))
-    };
+    let on = |threads: usize| on_threads(threads, || run(Precision::Bf16));
     let (one, three) = (on(1), on(3));
     let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
     assert_eq!(

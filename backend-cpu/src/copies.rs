@@ -20,6 +20,7 @@ use sage_transformer::{ContractError, Tensor};
 
 use crate::bf16::bf16_bits;
 use crate::error::CpuError;
+use crate::store::zeroed;
 
 /// Elements rounded per rayon task when a copy is made.
 const ROUNDING_CHUNK: usize = 1 << 16;
@@ -71,12 +72,7 @@ impl Bf16Copies {
 
     /// Gives frozen buffer `id` of `len` elements its copy (zero, as the buffer is).
     pub(crate) fn add_frozen(&mut self, id: u32, len: usize) -> Result<(), CpuError> {
-        let mut lanes = Vec::new();
-        lanes
-            .try_reserve_exact(len.div_ceil(2))
-            .map_err(|_| CpuError::OutOfMemory(len))?;
-        lanes.resize(len.div_ceil(2), 0);
-        self.frozen.insert(id, lanes);
+        self.frozen.insert(id, zeroed(len.div_ceil(2))?);
         Ok(())
     }
 
@@ -142,11 +138,9 @@ impl Bf16Copies {
         }
         let len = buffer.len().div_ceil(2);
         if shadow.lanes.len() != len {
-            let mut lanes = Vec::new();
-            if lanes.try_reserve_exact(len).is_err() {
+            let Ok(lanes) = zeroed(len) else {
                 return;
-            }
-            lanes.resize(len, 0);
+            };
             shadow.lanes = lanes;
         }
         round_into(&mut shadow.lanes, buffer);

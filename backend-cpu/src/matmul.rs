@@ -142,14 +142,6 @@ enum SkinnyB<'a> {
 }
 
 impl<'a> SkinnyB<'a> {
-    /// The number of columns (n).
-    fn ncols(&self) -> usize {
-        match self {
-            SkinnyB::F32(b) => b.ncols(),
-            SkinnyB::Bf16(w) => w.columns().len(),
-        }
-    }
-
     /// Columns `..j` and `j..`.
     fn split_columns(self, j: usize) -> (SkinnyB<'a>, SkinnyB<'a>) {
         match self {
@@ -279,7 +271,6 @@ fn gemm_split(
     depth: u32,
 ) {
     let ((m, n), k) = (c.dim(), a.ncols());
-    debug_assert_eq!(b.ncols(), n);
     let half = |len: usize| len / 2 / SPLIT_ALIGN * SPLIT_ALIGN;
     let splittable = |len: usize| len >= 2 * SPLIT_ALIGN;
     if depth == 0 || m * n * k <= SKINNY_SERIAL_MACS || !(splittable(m) || splittable(n)) {
@@ -311,8 +302,8 @@ fn split_depth() -> u32 {
 /// [`gemm`] on all of rayon's threads, the packed products with the arithmetic of
 /// `precision`. A skinny product, of at most [`SKINNY_ROWS`] rows, streams its weight
 /// once and would pay to round it what bf16 saves: it multiplies in f32, reading
-/// `b_bf16` (the bf16 copy of `b`, a weight stored `[n, k]`) in place of `b` where it is
-/// given in [`Precision::Bf16`].
+/// `b_bf16` (the bf16 copy of `b`, a weight stored `[n, k]`; only [`Precision::Bf16`]
+/// makes copies) in place of `b` where it is given.
 pub(crate) fn gemm_parallel<'b>(
     mut c: ArrayViewMut2<'_, f32>,
     a: ArrayView2<'_, f32>,
@@ -323,10 +314,7 @@ pub(crate) fn gemm_parallel<'b>(
 ) {
     match Path::of(&c, &a, &b) {
         Path::Skinny => {
-            let b = match b_bf16 {
-                Some(weight) if precision == Precision::Bf16 => SkinnyB::Bf16(weight),
-                _ => SkinnyB::F32(b),
-            };
+            let b = b_bf16.map_or(SkinnyB::F32(b), SkinnyB::Bf16);
             gemm_split(c, a, b, alpha, beta, split_depth())
         }
         Path::Packed => {

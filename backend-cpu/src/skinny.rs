@@ -94,14 +94,15 @@ fn column_tiles<S: Simd, const R: usize, const C: usize>(
     b: Columns<'_>,
 ) {
     let n = b.len();
-    let a: Vec<Split<'_, S>> = a_rows.iter().map(|row| S::as_simd_f32s(row)).collect();
-    let a = &a[..];
+    let split_rows =
+        || -> Vec<Split<'_, S>> { a_rows.iter().map(|row| S::as_simd_f32s(row)).collect() };
     match b {
         Columns::F32(columns) => {
+            let a = split_rows();
             let b: Vec<Split<'_, S>> = columns.iter().map(|c| S::as_simd_f32s(c)).collect();
             for j0 in (0..n).step_by(C) {
                 let tile = std::array::from_fn(|c| b[(j0 + c).min(n - 1)]);
-                row_tiles::<S, R, C>(simd, dots, a, tile, (j0, n));
+                row_tiles::<S, R, C>(simd, dots, &a, tile, (j0, n));
             }
         }
         Columns::Bf16 { bits, k } => {
@@ -112,7 +113,7 @@ fn column_tiles<S: Simd, const R: usize, const C: usize>(
                 Some(pairs) if k % 2 == 0 => {
                     pair_column_tiles::<S, R, C>(simd, dots, a_rows, &pairs)
                 }
-                _ => widened_column_tiles::<S, R, C>(simd, dots, a, bits, k),
+                _ => widened_column_tiles::<S, R, C>(simd, dots, &split_rows(), bits, k),
             }
         }
     }
@@ -209,25 +210,15 @@ fn pair_column_tiles<S: Simd, const R: usize, const C: usize>(
                     }
                 }
             }
-            for (r, (acc_row, &i)) in acc.iter().zip(&is).enumerate() {
-                if i0 + r >= m {
-                    break;
-                }
-                for (c, (&acc_rc, &j)) in acc_row.iter().zip(&js).enumerate() {
-                    if j0 + c >= n {
-                        break;
-                    }
-                    let tail_values = columns[j].1.iter().flat_map(|&pair| {
-                        [
-                            f32::from_bits(pair << 16),
-                            f32::from_bits(pair & 0xffff_0000),
-                        ]
-                    });
-                    let tail = a[i].1.iter().zip(tail_values);
-                    dots[i * n + j] =
-                        tail.fold(simd.reduce_sum_f32s(acc_rc), |t, (x, y)| t + x * y);
-                }
-            }
+            let column_tail = |c: usize| {
+                columns[js[c]].1.iter().flat_map(|&pair| {
+                    [
+                        f32::from_bits(pair << 16),
+                        f32::from_bits(pair & 0xffff_0000),
+                    ]
+                })
+            };
+            store_tile(simd, dots, &acc, &a, (i0, m), (j0, n), column_tail);
         }
     }
 }
@@ -260,18 +251,29 @@ fn row_tiles<S: Simd, const R: usize, const C: usize>(
                 }
             }
         }
-        for (r, (acc_row, &i)) in acc.iter().zip(&is).enumerate() {
-            if i0 + r >= m {
-                break;
-            }
-            for (c, (&acc_rc, column)) in acc_row.iter().zip(&tile).enumerate() {
-                let j = j0 + c;
-                if j >= n {
-                    break;
-                }
-                let tail = a[i].1.iter().zip(column.1);
-                dots[i * n + j] = tail.fold(simd.reduce_sum_f32s(acc_rc), |t, (x, y)| t + x * y);
-            }
+        let column_tail = |c: usize| tile[c].1.iter().copied();
+        store_tile(simd, dots, &acc, a, (i0, m), (j0, n), column_tail);
+    }
+}
+
+/// dots[i0 + r, j0 + c] from the accumulators of a register tile: each one's vector
+/// sum, then the scalar tails of its row of `a` and of its column (`column_tail(c)`),
+/// in order. Rows `i0 + r >= m` and columns `j0 + c >= n` are repeats, not written.
+#[inline(always)]
+fn store_tile<S: Simd, const R: usize, const C: usize, T: Iterator<Item = f32>>(
+    simd: S,
+    dots: &mut [f32],
+    acc: &[[S::f32s; C]; R],
+    a: &[Split<'_, S>],
+    (i0, m): (usize, usize),
+    (j0, n): (usize, usize),
+    column_tail: impl Fn(usize) -> T,
+) {
+    for (r, acc_row) in acc.iter().enumerate().take(m.saturating_sub(i0)) {
+        let i = i0 + r;
+        for (c, &acc_rc) in acc_row.iter().enumerate().take(n.saturating_sub(j0)) {
+            let tail = a[i].1.iter().zip(column_tail(c));
+            dots[i * n + j0 + c] = tail.fold(simd.reduce_sum_f32s(acc_rc), |t, (x, y)| t + x * y);
         }
     }
 }

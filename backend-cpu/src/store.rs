@@ -57,7 +57,7 @@ pub(crate) type Views<'a, const W: usize, const R: usize, const I: usize> =
     ([&'a mut [f32]; W], [&'a [f32]; R], [&'a [u32]; I]);
 
 /// A zero-filled vector of `len` elements, or [`CpuError::OutOfMemory`].
-fn zeroed<T: Copy + Default>(len: usize) -> Result<Vec<T>, CpuError> {
+pub(crate) fn zeroed<T: Copy + Default>(len: usize) -> Result<Vec<T>, CpuError> {
     let mut data = Vec::new();
     data.try_reserve_exact(len)
         .map_err(|_| CpuError::OutOfMemory(len))?;

@@ -249,46 +249,34 @@ fn a_trainable_weight_is_copied_at_its_second_read_until_written() {
     let backend = &mut CpuBackend::with_precision(Precision::Bf16);
     let a = upload(backend, &a_host);
     let w = upload(backend, &w_host);
-    let first = row_product(backend, a, w, n);
-    assert_eq!(bits(&first), bits(&f32_product(&w_host)), "first read");
-    let second = row_product(backend, a, w, n);
-    check_rounded("second read", &second, &a_host, &w_host, (1, n, k));
-    // A kernel writes the weight (as the optimizer does): f32 again, then the copy of
-    // the new values.
+    // The first read since the weight was written multiplies its f32 values; the
+    // second, the copy of them.
+    let reads = |backend: &mut CpuBackend, what: &str, values: &[f32]| {
+        let first = row_product(backend, a, w, n);
+        assert_eq!(
+            bits(&first),
+            bits(&f32_product(values)),
+            "{what}: first read"
+        );
+        let second = row_product(backend, a, w, n);
+        check_rounded(
+            &format!("{what}: second read"),
+            &second,
+            &a_host,
+            values,
+            (1, n, k),
+        );
+    };
+    reads(backend, "uploaded", &w_host);
+    // A kernel writes the weight (as the optimizer does).
     backend.scale(w, 2.0).unwrap();
     let doubled: Vec<f32> = w_host.iter().map(|x| 2.0 * x).collect();
-    let after_kernel = row_product(backend, a, w, n);
-    assert_eq!(
-        bits(&after_kernel),
-        bits(&f32_product(&doubled)),
-        "after a kernel's write"
-    );
-    let again = row_product(backend, a, w, n);
-    check_rounded(
-        "after a kernel's write, read again",
-        &again,
-        &a_host,
-        &doubled,
-        (1, n, k),
-    );
+    reads(backend, "after a kernel's write", &doubled);
     // The host writes part of it.
     let mut rewritten = doubled.clone();
     rewritten[..k].copy_from_slice(&a_host);
     backend.write(w.slice(0, k), &a_host).unwrap();
-    let after_host = row_product(backend, a, w, n);
-    assert_eq!(
-        bits(&after_host),
-        bits(&f32_product(&rewritten)),
-        "after the host's write"
-    );
-    let again = row_product(backend, a, w, n);
-    check_rounded(
-        "after the host's write, read again",
-        &again,
-        &a_host,
-        &rewritten,
-        (1, n, k),
-    );
+    reads(backend, "after the host's write", &rewritten);
 }
 
 /// A training step's small forward reads each weight once before the optimizer writes
