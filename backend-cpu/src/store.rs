@@ -56,13 +56,12 @@ impl fmt::Debug for Store {
 pub(crate) type Views<'a, const W: usize, const R: usize, const I: usize> =
     ([&'a mut [f32]; W], [&'a [f32]; R], [&'a [u32]; I]);
 
-/// A zero-filled vector of `len` elements, or [`CpuError::OutOfMemory`].
-pub(crate) fn zeroed<T: Copy + Default>(len: usize) -> Result<Vec<T>, CpuError> {
-    let mut data = Vec::new();
-    data.try_reserve_exact(len)
-        .map_err(|_| CpuError::OutOfMemory(len))?;
-    data.resize(len, T::default());
-    Ok(data)
+/// A zero-filled vector of `len` elements, or [`CpuError::OutOfMemory`]. The memory comes
+/// zeroed from the allocator: a large buffer is fresh pages the kernel zeroes when each is
+/// first touched, so a KV cache pays only for the positions its sequences fill, not a
+/// pass over its whole capacity.
+pub(crate) fn zeroed<T: bytemuck::Zeroable>(len: usize) -> Result<Vec<T>, CpuError> {
+    bytemuck::allocation::try_zeroed_vec(len).map_err(|()| CpuError::OutOfMemory(len))
 }
 
 /// What a disjoint piece of one buffer is lent as.
@@ -265,4 +264,35 @@ fn pieces_of(id: usize, writes: &[Tensor], reads: &[Tensor]) -> Vec<(usize, usiz
     }
     pieces.sort_by_key(|(start, _, _)| *start);
     pieces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffer_allocated_where_a_written_one_was_freed_reads_zero() {
+        let mut store = Store::default();
+        // Small buffers, which the allocator hands out again from its free lists without
+        // clearing them, and a large one, which it maps afresh.
+        for len in [1 << 10, 16 << 10, 4 << 20] {
+            let first = store.alloc(len).unwrap();
+            store
+                .write(Tensor::whole(first, len), &vec![1.0; len])
+                .unwrap();
+            store.free(first).unwrap();
+            let second = store.alloc(len).unwrap();
+            let values = store.f32s.get(second.0).unwrap();
+            assert!(values.iter().all(|&x| x == 0.0), "{len} elements");
+            store.free(second).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_length_no_allocation_can_hold_is_out_of_memory_naming_it() {
+        let len = usize::MAX / 2;
+        let err = zeroed::<f32>(len).unwrap_err();
+        assert!(matches!(err, CpuError::OutOfMemory(n) if n == len), "{err}");
+        assert!(err.to_string().contains(&len.to_string()), "{err}");
+    }
 }
