@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
 """Which APIs each held-out template of the built-in world calls that no training
 template's solution calls: what a model fine-tuned on the training templates' expert
-trajectories has never seen used, and can only find by reading the API docs.
+trajectories has never seen used, and can only find by reading the API docs. Given an
+evaluation report (`sage eval --out FILE`), also what the agent did on each template:
+tasks passed, tasks that read the docs, tasks that called each unseen API, and the calls
+of APIs the world does not have (invented names).
 
 Reads the split lists in envs/src/scenarios/splits.rs and the skill bodies in
 envs/src/scenarios/skills/*.star (each template's solution); the login and supervisor
 calls every solution makes come from the expert's code and are not in the bodies.
 
-    python3 scripts/split_apis.py            # dev, test-normal and test-challenge
+    python3 scripts/split_apis.py                    # dev, test-normal and test-challenge
+    python3 scripts/split_apis.py --report eval.json # and the agent's calls, per template
 """
 
+import argparse
+import json
 import pathlib
 import re
 import sys
@@ -17,6 +23,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "envs" / "src" / "scenarios"
 SPLITS = {"dev": "DEV", "test-normal": "TEST_NORMAL", "test-challenge": "TEST_CHALLENGE"}
+APPS = ROOT / "envs" / "src" / "world" / "apps"
+DOCS_CALL = re.compile(r"apis\.api_docs\.show_(?:api_doc|api_descriptions)\(")
 
 
 def split_templates(source, constant):
@@ -35,7 +43,60 @@ def api_calls(template):
     return set(re.findall(r"apis\.(\w+\.\w+)", body.read_text()))
 
 
+def world_apis():
+    """Every `app.api` name of the built-in world: each app file's `api("name", ...)`
+    entries, and the login and logout every app but the supervisor and the docs has."""
+    names = set()
+    for path in APPS.glob("*.rs"):
+        app = path.stem
+        if app == "mod":
+            continue
+        names |= {f"{app}.{api}" for api in re.findall(r'\bapi\(\s*"(\w+)"', path.read_text())}
+        if app not in ("supervisor", "api_docs"):
+            names |= {f"{app}.login", f"{app}.logout"}
+    names |= {"api_docs.show_app_descriptions", "api_docs.show_api_descriptions", "api_docs.show_api_doc"}
+    return names
+
+
+def template_of(task_id, templates):
+    """The template of a report's task id (`SPLIT/TEMPLATE/SEED/tN`), if it names one."""
+    parts = task_id.split("/")
+    return parts[1] if len(parts) > 1 and parts[1] in templates else None
+
+
+def report_table(path, seen, templates, world):
+    """Per split of the report at `path` and per template: tasks, passed, tasks that read
+    the docs, tasks that call each API unseen in training, and invented API names."""
+    try:
+        report = json.loads(pathlib.Path(path).read_text())
+    except (OSError, ValueError) as e:
+        sys.exit(f"cannot read the evaluation report {path}: {e}")
+    for entry in report:
+        split = entry["metrics"]["split"]
+        print(f"\n{split} ({entry['metrics']['mode']}), from {path}:")
+        rows = {}
+        for task in entry["tasks"]:
+            template = template_of(task["task_id"], templates) or "(unknown template)"
+            code = "\n".join(turn["agent"] for turn in task["turns"])
+            called = set(re.findall(r"apis\.(\w+\.\w+)", code))
+            row = rows.setdefault(template, {"tasks": 0, "passed": 0, "docs": 0, "unseen": {}, "invented": set()})
+            row["tasks"] += 1
+            row["passed"] += task["passed"]
+            row["docs"] += bool(DOCS_CALL.search(code))
+            for api in sorted(api_calls(template) - seen) if template in templates else []:
+                row["unseen"][api] = row["unseen"].get(api, 0) + (api in called)
+            row["invented"] |= called - world
+        for template, row in rows.items():
+            unseen = ", ".join(f"{api} {n}" for api, n in row["unseen"].items()) or "-"
+            invented = ", ".join(sorted(row["invented"])) or "-"
+            print(f"  {template:32} {row['passed']:2}/{row['tasks']:<2} passed, docs read in {row['docs']:2};"
+                  f" unseen APIs called: {unseen}; invented: {invented}")
+
+
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--report", action="append", default=[], help="a `sage eval --out` JSON report (repeatable)")
+    args = parser.parse_args()
     source = (SCENARIOS / "splits.rs").read_text()
     train = split_templates(source, "TRAIN")
     seen = set().union(*(api_calls(t) for t in train))
@@ -49,6 +110,11 @@ def main():
             unseen_count += bool(unseen)
             print(f"  {template:32} {', '.join(unseen) if unseen else '(every API seen in train)'}")
         print(f"  {unseen_count} of {len(templates)} templates call an API no training template calls")
+    if args.report:
+        templates = train + [t for constant in SPLITS.values() for t in split_templates(source, constant)]
+        world = world_apis()
+        for path in args.report:
+            report_table(path, seen, templates, world)
 
 
 if __name__ == "__main__":
