@@ -54,7 +54,6 @@ def world_apis():
         names |= {f"{app}.{api}" for api in re.findall(r'\bapi\(\s*"(\w+)"', path.read_text())}
         if app not in ("supervisor", "api_docs"):
             names |= {f"{app}.login", f"{app}.logout"}
-    names |= {"api_docs.show_app_descriptions", "api_docs.show_api_descriptions", "api_docs.show_api_doc"}
     return names
 
 

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{assert_close_to_magnitude, download, upload, Rng};
+use common::{assert_close_to_magnitude, download, on_threads, upload, Rng};
 use sage_backend_cpu::{CpuBackend, Precision};
 use sage_transformer::{Kernels, MatmulShape, Tensor};
 
@@ -102,15 +102,6 @@ fn check_rounded(name: &str, got: &[f32], a: &[f32], w: &[f32], shape: (usize, u
         .zip(&magnitude)
         .any(|((&g, &u), &size)| (f64::from(g) - u).abs() > TOLERANCE * size);
     assert!(farther, "{name}: the f32 weights were read, not the copy");
-}
-
-/// `f` on a rayon pool of `threads` threads.
-fn on_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
-    pool.install(f)
 }
 
 /// Up to 32 rows (the skinny products), at widths that split across threads (n = 200

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{download, upload, upload_indices, Rng};
+use common::{download, on_threads, upload, upload_indices, Rng};
 use sage_backend_cpu::CpuBackend;
 use sage_transformer::{AttentionShape, Kernels, MatmulShape};
 
@@ -155,13 +155,7 @@ fn run_kernels() -> Vec<Vec<f32>> {
 
 #[test]
 fn results_do_not_depend_on_threads() {
-    let on = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(run_kernels)
-    };
+    let on = |threads: usize| on_threads(threads, run_kernels);
     let reference = on(1);
     for threads in [1, 3, 3] {
         let again = on(threads);

@@ -1,5 +1,6 @@
 //! Shared test helpers: a seeded random source, a thin host-side wrapper around the
-//! backend's buffers, and the finite-difference gradient check.
+//! backend's buffers, the finite-difference gradient check, and rayon pools of a given
+//! size.
 #![allow(dead_code)]
 
 use sage_backend_cpu::CpuBackend;
@@ -150,4 +151,13 @@ pub fn assert_close_to_magnitude(
             "{name}[{i}]: got {g}, want {w} (tolerance {tol:e} of the terms' magnitude {size})"
         );
     }
+}
+
+/// `f` on a rayon pool of `threads` threads.
+pub fn on_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(f)
 }
