@@ -4,7 +4,8 @@ template's solution calls: what a model fine-tuned on the training templates' ex
 trajectories has never seen used, and can only find by reading the API docs. Given an
 evaluation report (`sage eval --out FILE`), also what the agent did on each template:
 tasks passed, tasks that read the docs, tasks that called each unseen API, and the calls
-of APIs the world does not have (invented names).
+of APIs the world does not have (invented names), and what the agent did on the turn
+after its first error: completed the task (gave up) or tried again.
 
 Reads the split lists in envs/src/scenarios/splits.rs and the skill bodies in
 envs/src/scenarios/skills/*.star (each template's solution); the login and supervisor
@@ -25,6 +26,8 @@ SCENARIOS = ROOT / "envs" / "src" / "scenarios"
 SPLITS = {"dev": "DEV", "test-normal": "TEST_NORMAL", "test-challenge": "TEST_CHALLENGE"}
 APPS = ROOT / "envs" / "src" / "world" / "apps"
 DOCS_CALL = re.compile(r"apis\.api_docs\.show_(?:api_doc|api_descriptions)\(")
+COMPLETE_CALL = re.compile(r"apis\.supervisor\.complete_task\(")
+ERROR_LINE = re.compile(r"^\w*Error\b")
 
 
 def split_templates(source, constant):
@@ -63,6 +66,26 @@ def template_of(task_id, templates):
     return parts[1] if len(parts) > 1 and parts[1] in templates else None
 
 
+def is_error(observation):
+    """Whether a turn's observation reports an error: a traceback, a syntax error, or an
+    error line after what the code printed."""
+    lines = observation.strip().splitlines()
+    return bool(lines) and (lines[0].startswith(("Traceback", 'File "<turn')) or bool(ERROR_LINE.match(lines[-1])))
+
+
+def after_first_error(turns):
+    """What the turn after a task's first error did: `None` (no error, or none after it),
+    `"gave up"` (it completed the task), `"mended"` (its code ran without error) or
+    `"failed again"`."""
+    errors = [i for i, turn in enumerate(turns) if is_error(turn["observation"])]
+    if not errors or errors[0] + 1 == len(turns):
+        return None
+    turn = turns[errors[0] + 1]
+    if COMPLETE_CALL.search(turn["agent"]):
+        return "gave up"
+    return "failed again" if is_error(turn["observation"]) else "mended"
+
+
 def report_table(path, seen, templates, world):
     """Per split of the report at `path` and per template: tasks, passed, tasks that read
     the docs, tasks that call each API unseen in training, and invented API names."""
@@ -78,18 +101,30 @@ def report_table(path, seen, templates, world):
             template = template_of(task["task_id"], templates) or "(unknown template)"
             code = "\n".join(turn["agent"] for turn in task["turns"])
             called = set(re.findall(r"apis\.(\w+\.\w+)", code))
-            row = rows.setdefault(template, {"tasks": 0, "passed": 0, "docs": 0, "unseen": {}, "invented": set()})
+            row = rows.setdefault(
+                template,
+                {"tasks": 0, "passed": 0, "docs": 0, "unseen": {}, "invented": set(), "after error": {}},
+            )
             row["tasks"] += 1
             row["passed"] += task["passed"]
             row["docs"] += bool(DOCS_CALL.search(code))
             for api in sorted(api_calls(template) - seen) if template in templates else []:
                 row["unseen"][api] = row["unseen"].get(api, 0) + (api in called)
             row["invented"] |= called - world
+            outcome = after_first_error(task["turns"])
+            if outcome:
+                row["after error"][outcome] = row["after error"].get(outcome, 0) + 1
         for template, row in rows.items():
             unseen = ", ".join(f"{api} {n}" for api, n in row["unseen"].items()) or "-"
             invented = ", ".join(sorted(row["invented"])) or "-"
+            after = ", ".join(f"{what} {n}" for what, n in sorted(row["after error"].items())) or "-"
             print(f"  {template:32} {row['passed']:2}/{row['tasks']:<2} passed, docs read in {row['docs']:2};"
-                  f" unseen APIs called: {unseen}; invented: {invented}")
+                  f" unseen APIs called: {unseen}; invented: {invented}; after the first error: {after}")
+        totals = {}
+        for row in rows.values():
+            for what, n in row["after error"].items():
+                totals[what] = totals.get(what, 0) + n
+        print("  after the first error, all templates: " + (", ".join(f"{w} {n}" for w, n in sorted(totals.items())) or "-"))
 
 
 def main():
