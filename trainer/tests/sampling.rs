@@ -236,6 +236,32 @@ fn each_prompt_stops_at_its_own_limit() {
     assert_same_generation(&limited[2], &free[2]);
 }
 
+/// A finished sequence whose prompt and limit fill the cache leaves it before it is fed
+/// again, however few others have finished: one of five rows, its prompt of 11 tokens
+/// and limit of 1 as long as the others' 4 and 8, stayed in the cache and overflowed it
+/// on the second decoding step. The others generate what they generate without it.
+#[test]
+fn a_finished_sequence_that_fills_the_cache_leaves_it() {
+    let mut k = CpuBackend::new();
+    let mut model = random_model(&mut k, 0xf111);
+    let mut rng = Rng(29);
+    let short: Vec<Vec<u32>> = (0..4).map(|_| rng.tokens(4, VOCAB)).collect();
+    let long = rng.tokens(11, VOCAB);
+    let mut all = refs(&short);
+    all.push(&long);
+    let params = SamplingParams {
+        max_new_tokens_each: vec![8, 8, 8, 8, 1],
+        ..greedy(8)
+    };
+    let together = generate(&mut k, &mut model, &all, &params).unwrap();
+    let apart = generate(&mut k, &mut model, &refs(&short), &greedy(8)).unwrap();
+    for (got, want) in together.iter().zip(&apart) {
+        assert_same_generation(got, want);
+    }
+    let alone = generate(&mut k, &mut model, &[&long], &greedy(1)).unwrap();
+    assert_same_generation(&together[4], &alone[0]);
+}
+
 /// Same tokens and stop reason exactly; log-probs within 1e-5, because the backend's
 /// GEMM blocks by the number of rows, so another batch size sums in another order
 /// (last-ulp differences; the sampled tokens do not change).

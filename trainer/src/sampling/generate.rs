@@ -234,7 +234,15 @@ fn decode<K: Kernels>(
         }
         let running: Vec<bool> = rows.iter().map(|&sequence| !done[sequence]).collect();
         let still = running.iter().filter(|&&r| r).count();
-        if still == 0 || 4 * (rows.len() - still) >= rows.len() {
+        // Finished rows leave the cache once they are a quarter of it, or as soon as one
+        // is full: fed again, it would overflow (a running row never fills its row, as
+        // its prompt and limit fit the capacity and its last token is not fed).
+        let full = rows
+            .iter()
+            .zip(cache.lengths())
+            .any(|(&sequence, &cached)| done[sequence] && cached as usize >= cache.capacity());
+        let compact = full || 4 * (rows.len() - still) >= rows.len();
+        if still == 0 || compact {
             if let Some(held) = held.as_deref_mut() {
                 let tokens = held_tokens(&cache, &rows, &done, prompts, &generations);
                 if let Err(e) = held.keep(k, model, &cache, tokens) {
@@ -247,7 +255,7 @@ fn decode<K: Kernels>(
             cache.free(k)?;
             return Ok(generations);
         }
-        if 4 * (rows.len() - still) >= rows.len() {
+        if compact {
             cache = model.retain_sequences(k, cache, &running)?;
             rows.retain(|&sequence| !done[sequence]);
         }
