@@ -6,7 +6,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 use sage_envs::environment::{EnvConfig, WorldEnv};
-use sage_envs::expert::{Expert, ExpertConfig, ExpertMode, ScenarioRun, TaskRun};
+use sage_envs::expert::{
+    ChatMessage, Expert, ExpertConfig, ExpertMode, ScenarioRun, TaskRun, TrajectoryRecord,
+};
 use sage_envs::prompt::OBSERVATION_PREFIX;
 use sage_envs::scenarios::{BuiltScenario, Catalog, CatalogConfig, Split};
 use serde_json::Value;
@@ -243,6 +245,20 @@ fn a_deliberate_mistake_is_followed_by_a_fix() {
     );
     assert!(first.evaluation.passed);
     assert_eq!(first.saved.len(), 1, "only the fixed skill is saved");
+    // The mistaken turn is exported as context (weight 0), the fix after it as a target.
+    let turns: Vec<&ChatMessage> = first
+        .messages
+        .iter()
+        .filter(|m| m.role == "assistant")
+        .collect();
+    let mistaken = turns
+        .iter()
+        .position(|m| m.weight == Some(0))
+        .expect("a turn of weight 0");
+    assert_eq!(turns.iter().filter(|m| m.weight.is_some()).count(), 1);
+    assert!(turns[mistaken + 1].weight.is_none());
+    let line = TrajectoryRecord::new(&solve(config, &built), first).to_json_line();
+    assert_eq!(line.matches(r#""weight":0"#).count(), 1, "{line}");
 }
 
 #[test]

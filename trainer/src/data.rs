@@ -48,7 +48,8 @@ pub struct ExpertDataConfig {
     /// literals.
     pub bound_reuse: bool,
     /// Share of scenarios whose first attempt holds a deliberate mistake, fixed in the
-    /// next turn.
+    /// next turn (the mistaken turn is exported with weight 0: SFT trains on the fix,
+    /// not on the mistake).
     pub mistake_rate: f64,
     /// Whether the expert reads the API docs before writing new code (off: shorter
     /// trajectories, for small models trained on a CPU).

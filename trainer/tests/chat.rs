@@ -351,6 +351,55 @@ fn from_messages_rejects_malformed_conversations() {
     assert!(text.contains("assistant"), "{text}");
 }
 
+/// An agent turn of weight 0 is context: the same tokens as a trained one, none of them
+/// in the loss mask, and the turns after it trained as before; any weight but 0 or 1,
+/// or a weight 0 on another role, is refused, naming it.
+#[test]
+fn an_untrained_turn_is_context_outside_the_loss() {
+    let tk = tokenizer();
+    let template = ChatTemplate::new(&tk).unwrap();
+    let prefix = OBSERVATION_PREFIX.replace('\n', "\\n");
+    let line = |first_weight: &str| {
+        format!(
+            r#"[{{"role": "system", "content": "s"}}, {{"role": "user", "content": "task"}},
+            {{"role": "assistant", "content": "```python\nprint(x[0])\n```"{first_weight}}},
+            {{"role": "user", "content": "{prefix}IndexError"}},
+            {{"role": "assistant", "content": "```python\nprint(x)\n```"}}]"#
+        )
+    };
+    let trained = template
+        .from_messages(&messages_from_json_line(&line("")).unwrap())
+        .unwrap();
+    let context_messages = messages_from_json_line(&line(r#", "weight": 0"#)).unwrap();
+    assert!(!context_messages[2].trained && context_messages[4].trained);
+    let context = template.from_messages(&context_messages).unwrap();
+    assert_eq!(context.tokens(), trained.tokens());
+    assert_eq!(context.agent_turns(), trained.agent_turns());
+    let [first, second] = [0, 1].map(|i| trained.agent_turns()[i].clone());
+    assert!(trained.agent_mask()[first.clone()].iter().all(|&m| m));
+    assert!(context.agent_mask()[first.clone()].iter().all(|&m| !m));
+    assert_eq!(
+        context.agent_mask()[second.clone()],
+        trained.agent_mask()[second.clone()]
+    );
+    assert_eq!(context.agent_token_count(), second.len());
+    assert_eq!(trained.agent_token_count(), first.len() + second.len());
+    let explicit = messages_from_json_line(&line(r#", "weight": 1"#)).unwrap();
+    assert_eq!(template.from_messages(&explicit).unwrap(), trained);
+
+    let err = messages_from_json_line(&line(r#", "weight": 0.5"#)).unwrap_err();
+    assert!(err.to_string().contains("weight must be 0 or 1"), "{err}");
+    let mut on_user = context_messages.clone();
+    on_user[2].trained = true;
+    on_user[3].trained = false;
+    match template.from_messages(&on_user) {
+        Err(ChatError::Conversation { index: 3, problem }) => {
+            assert!(problem.contains("weight 0 on a user message"), "{problem}")
+        }
+        other => panic!("expected a conversation error at 3, got {other:?}"),
+    }
+}
+
 #[test]
 fn reads_sft_json_lines() {
     let record = r#"{"task_id": "t1", "score": 1.0, "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]}"#;

@@ -14,6 +14,11 @@ pub struct ChatMessage {
     pub role: &'static str,
     /// The text.
     pub content: String,
+    /// `Some(0)` on an agent turn that is context, not a target: the expert's deliberate
+    /// mistake, which a model fine-tuned on the chat sees mended but is not taught to
+    /// make. Absent (a target) otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u8>,
 }
 
 impl ChatMessage {
@@ -22,6 +27,7 @@ impl ChatMessage {
         ChatMessage {
             role: "system",
             content,
+            weight: None,
         }
     }
 
@@ -30,6 +36,7 @@ impl ChatMessage {
         ChatMessage {
             role: "user",
             content,
+            weight: None,
         }
     }
 
@@ -38,6 +45,16 @@ impl ChatMessage {
         ChatMessage {
             role: "assistant",
             content,
+            weight: None,
+        }
+    }
+
+    /// An agent turn that is context, not a target (weight 0): a fine-tuned model sees
+    /// it but is not trained to write it.
+    pub fn assistant_context(content: String) -> ChatMessage {
+        ChatMessage {
+            weight: Some(0),
+            ..ChatMessage::assistant(content)
         }
     }
 }

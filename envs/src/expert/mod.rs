@@ -550,11 +550,16 @@ struct Session<'a> {
 }
 
 impl Session<'_> {
-    /// Runs one agent turn; `expect_error` says whether it is meant to fail.
+    /// Runs one agent turn; `expect_error` says whether it is meant to fail (a
+    /// deliberate mistake, exported as context with weight 0, not as a target).
     fn run(&mut self, text: &str, expect_error: bool) -> Result<(), ExpertError> {
         let result = self.env.step(text)?;
         self.steps += 1;
-        self.messages.push(ChatMessage::assistant(text.to_owned()));
+        self.messages.push(if expect_error {
+            ChatMessage::assistant_context(text.to_owned())
+        } else {
+            ChatMessage::assistant(text.to_owned())
+        });
         self.messages
             .push(ChatMessage::user(observation_message(&result.observation)));
         if is_error(&result.observation) != expect_error {

@@ -74,12 +74,14 @@ impl ChatEpisode {
     /// content are tokenised together, as Hugging Face tokenises a rendered chat, so a
     /// token may cover the header's newline and the content's start; the turn's agent
     /// tokens begin at the first token that covers content, and end with `<|im_end|>`.
+    /// Untrained (`trained` false: context, not a target), its tokens are masked out.
     /// Fails, changing nothing, when an observation is due or the episode would exceed
     /// the limit.
     pub(super) fn push_agent_text(
         &mut self,
         template: &ChatTemplate<'_>,
         content: &str,
+        trained: bool,
     ) -> Result<(), ChatError> {
         if !self.awaiting_agent {
             return Err(ChatError::OutOfTurn {
@@ -100,8 +102,8 @@ impl ChatEpisode {
         if first_turn {
             self.prompt_len = start;
         }
-        self.append(&tokens[in_header..], true);
-        self.append(&[template.special_tokens().im_end], true);
+        self.append(&tokens[in_header..], trained);
+        self.append(&[template.special_tokens().im_end], trained);
         self.agent_turns.push(start..self.tokens.len());
         self.awaiting_agent = false;
         Ok(())
@@ -153,7 +155,9 @@ impl ChatEpisode {
         &self.tokens
     }
 
-    /// Per token: whether the agent generated it (same length as [`Self::tokens`]).
+    /// Per token: whether it is an agent token trained on (same length as
+    /// [`Self::tokens`]): every token the agent generated, but none of an untrained
+    /// turn of SFT data.
     pub fn agent_mask(&self) -> &[bool] {
         &self.agent_mask
     }
@@ -189,9 +193,10 @@ impl ChatEpisode {
         &self.agent_turns
     }
 
-    /// Number of agent tokens (the loss's token count for this episode).
+    /// Number of agent tokens trained on (the loss's token count for this episode):
+    /// those of its turns but for the untrained ones of SFT data.
     pub fn agent_token_count(&self) -> usize {
-        self.agent_turns.iter().map(Range::len).sum()
+        self.agent_mask.iter().filter(|&&agent| agent).count()
     }
 
     /// The loss mask in the `Policy` convention: length `len - 1` (empty for an empty

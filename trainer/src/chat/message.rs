@@ -38,14 +38,51 @@ pub struct Message {
     pub role: Role,
     /// Its text.
     pub content: String,
+    /// On an agent turn, whether SFT trains on it: JSON's `"weight": 1` (the default)
+    /// or `0` (context the model sees but is not taught to write, such as the expert's
+    /// deliberate mistakes); no other value is accepted.
+    #[serde(
+        rename = "weight",
+        default = "trained_by_default",
+        skip_serializing_if = "is_trained",
+        with = "weight"
+    )]
+    pub trained: bool,
 }
 
 impl Message {
-    /// A message of `role` with `content`.
+    /// A message of `role` with `content`, trained on if it is an agent turn.
     pub fn new(role: Role, content: impl Into<String>) -> Message {
         Message {
             role,
             content: content.into(),
+            trained: true,
+        }
+    }
+}
+
+fn trained_by_default() -> bool {
+    true
+}
+
+fn is_trained(trained: &bool) -> bool {
+    *trained
+}
+
+/// `trained` as JSON's `weight`: 1 or 0.
+mod weight {
+    use serde::de::{Deserializer, Error};
+    use serde::{Deserialize, Serializer};
+
+    pub fn serialize<S: Serializer>(trained: &bool, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u8(u8::from(*trained))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+        match f64::deserialize(deserializer)? {
+            1.0 => Ok(true),
+            0.0 => Ok(false),
+            w => Err(D::Error::custom(format!("weight must be 0 or 1, got {w}"))),
         }
     }
 }

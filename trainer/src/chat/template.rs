@@ -142,6 +142,19 @@ impl<'t> ChatTemplate<'t> {
                     .map_or("the end of the conversation", |m| m.role.name())
             ),
         };
+        if let Some((index, message)) = messages
+            .iter()
+            .enumerate()
+            .find(|(_, m)| !m.trained && m.role != Role::Assistant)
+        {
+            return Err(ChatError::Conversation {
+                index,
+                problem: format!(
+                    "weight 0 on a {} message: only agent turns are trained",
+                    message.role.name()
+                ),
+            });
+        }
         let (system, user) = match messages {
             [s, u, ..] if s.role == Role::System && u.role == Role::User => (s, u),
             [s, ..] if s.role == Role::System => return Err(role_error(1, "user")),
@@ -158,7 +171,7 @@ impl<'t> ChatTemplate<'t> {
                 return Err(role_error(index, expected.name()));
             }
             if expected == Role::Assistant {
-                episode.push_agent_text(self, &message.content)?;
+                episode.push_agent_text(self, &message.content, message.trained)?;
             } else {
                 episode.push_user(self, &message.content)?;
             }

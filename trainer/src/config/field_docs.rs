@@ -74,7 +74,7 @@ const FIELD_DOCS: &[(&str, &str, &str)] = &[
     (
         "data",
         "mistake_rate",
-        "share of scenarios whose first attempt holds a mistake fixed next turn",
+        "share of scenarios whose first attempt holds a mistake fixed next turn (SFT trains on the fix only)",
     ),
     (
         "data",

@@ -31,7 +31,7 @@ pub struct SftData {
     pub examples: Vec<SftExample>,
     /// Lines skipped because their chat exceeds the template's token limit.
     pub too_long: usize,
-    /// Lines skipped because they hold no agent turn.
+    /// Lines skipped because they hold no agent turn trained on.
     pub no_agent_turn: usize,
     /// Tokens of the longest agent turn over all examples, its `<|im_end|>` included:
     /// a rollout's per-turn token limit below this cuts such a turn short.
