@@ -48,7 +48,7 @@ def main():
         for message in row["messages"]:
             length = next(lengths)
             total += length + FRAMING_TOKENS
-            if message["role"] == "assistant":
+            if message["role"] == "assistant" and message.get("weight", 1) != 0:
                 agent += length + AGENT_FRAMING_TRAINED
         position = row["task_id"].rsplit("/", 1)[1]
         if row["used_skills"]:
