@@ -23,10 +23,10 @@
 # by side; on an H100 a step alone took 16 s; into OUT_DIR: rl.md (the tables and each
 # arm's sampled success against the control), rl-lrLR.log/.csv, rl-control.log/.csv),
 # SAGE_SFT_LORA (a rank: SFT trains LoRA adapters of that rank on every projection, with
-# alpha twice the rank, instead of every weight), SAGE_DATA_DOCS=1 (the SFT data of the
-# expert's default style: every first task reads the API docs it needs, scenarios vary
-# in style, and a fifth of them hold a mistake mended on the next turn, where the preset's
-# data, the demo's, has none of these; 5 of the 7 test-normal
+# alpha twice the rank, instead of every weight), SAGE_DATA_DOCS=1 (SFT data in which
+# every first task reads the API docs it needs and scenarios vary in style, where the
+# preset's data, the demo's, does neither; no deliberate mistakes, which cost iid on 2
+# cores and bought nothing, docs/models.md "Mended mistakes"; 5 of the 7 test-normal
 # templates call an API no training template calls, which only a model that reads the docs
 # can find: docs/models.md). For the comparison, run the script twice side by side with
 # their own SAGE_RUNS and output directories, once with SAGE_DATA_DOCS=1.
@@ -46,7 +46,7 @@ CONFIG=$(realpath "${SAGE_CONFIG:-configs/smollm2.toml}")
 if [ "${SAGE_DATA_DOCS:-0}" = 1 ]; then
     mkdir -p "$RUNS"
     DOCS_CONFIG=$RUNS/docs-data.toml
-    sed 's/^prompt_rules = true$/prompt_rules = true\nread_docs = true\nvaried_style = true\nmistake_rate = 0.2/' "$CONFIG" >"$DOCS_CONFIG"
+    sed 's/^prompt_rules = true$/prompt_rules = true\nread_docs = true\nvaried_style = true/' "$CONFIG" >"$DOCS_CONFIG"
     grep -q '^read_docs = true$' "$DOCS_CONFIG" || { echo "$CONFIG has no 'prompt_rules = true' line to put the docs settings after" >&2; exit 1; }
     CONFIG=$DOCS_CONFIG
 fi
