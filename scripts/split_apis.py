@@ -20,6 +20,7 @@ import json
 import pathlib
 import re
 import sys
+from collections import Counter
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "envs" / "src" / "scenarios"
@@ -27,7 +28,7 @@ SPLITS = {"dev": "DEV", "test-normal": "TEST_NORMAL", "test-challenge": "TEST_CH
 APPS = ROOT / "envs" / "src" / "world" / "apps"
 DOCS_CALL = re.compile(r"apis\.api_docs\.show_(?:api_doc|api_descriptions)\(")
 COMPLETE_CALL = re.compile(r"apis\.supervisor\.complete_task\(")
-ERROR_LINE = re.compile(r"^\w*Error\b")
+EXPERT = ROOT / "envs" / "src" / "expert" / "mod.rs"
 
 
 def split_templates(source, constant):
@@ -66,27 +67,36 @@ def template_of(task_id, templates):
     return parts[1] if len(parts) > 1 and parts[1] in templates else None
 
 
-def is_error(observation):
-    """Whether a turn's observation reports an error: a traceback, a syntax error, or an
-    error line after what the code printed."""
-    lines = observation.strip().splitlines()
-    return bool(lines) and (lines[0].startswith(("Traceback", 'File "<turn')) or bool(ERROR_LINE.match(lines[-1])))
+def error_labels():
+    """The labels that start an observation's last line when it reports an error, as the
+    expert reads them (`ERROR_LABELS` in envs/src/expert/mod.rs)."""
+    match = re.search(r"ERROR_LABELS: \[&str; \d+\] = \[(.*?)\];", EXPERT.read_text(), re.S)
+    if not match:
+        sys.exit(f"no ERROR_LABELS in {EXPERT}")
+    return tuple(re.findall(r'"([^"]+)"', match.group(1)))
 
 
-def after_first_error(turns):
+def is_error(observation, labels):
+    """Whether a turn's observation reports an error: its last non-empty line starts with
+    one of `labels`, as the expert decides."""
+    lines = [line for line in observation.splitlines() if line.strip()]
+    return bool(lines) and lines[-1].startswith(labels)
+
+
+def after_first_error(turns, labels):
     """What the turn after a task's first error did: `None` (no error, or none after it),
     `"gave up"` (it completed the task), `"mended"` (its code ran without error) or
     `"failed again"`."""
-    errors = [i for i, turn in enumerate(turns) if is_error(turn["observation"])]
+    errors = [i for i, turn in enumerate(turns) if is_error(turn["observation"], labels)]
     if not errors or errors[0] + 1 == len(turns):
         return None
     turn = turns[errors[0] + 1]
     if COMPLETE_CALL.search(turn["agent"]):
         return "gave up"
-    return "failed again" if is_error(turn["observation"]) else "mended"
+    return "failed again" if is_error(turn["observation"], labels) else "mended"
 
 
-def report_table(path, seen, templates, world):
+def report_table(path, seen, templates, world, labels):
     """Per split of the report at `path` and per template: tasks, passed, tasks that read
     the docs, tasks that call each API unseen in training, and invented API names."""
     try:
@@ -103,7 +113,7 @@ def report_table(path, seen, templates, world):
             called = set(re.findall(r"apis\.(\w+\.\w+)", code))
             row = rows.setdefault(
                 template,
-                {"tasks": 0, "passed": 0, "docs": 0, "unseen": {}, "invented": set(), "after error": {}},
+                {"tasks": 0, "passed": 0, "docs": 0, "unseen": {}, "invented": set(), "after error": Counter()},
             )
             row["tasks"] += 1
             row["passed"] += task["passed"]
@@ -111,19 +121,16 @@ def report_table(path, seen, templates, world):
             for api in sorted(api_calls(template) - seen) if template in templates else []:
                 row["unseen"][api] = row["unseen"].get(api, 0) + (api in called)
             row["invented"] |= called - world
-            outcome = after_first_error(task["turns"])
+            outcome = after_first_error(task["turns"], labels)
             if outcome:
-                row["after error"][outcome] = row["after error"].get(outcome, 0) + 1
+                row["after error"][outcome] += 1
         for template, row in rows.items():
             unseen = ", ".join(f"{api} {n}" for api, n in row["unseen"].items()) or "-"
             invented = ", ".join(sorted(row["invented"])) or "-"
             after = ", ".join(f"{what} {n}" for what, n in sorted(row["after error"].items())) or "-"
             print(f"  {template:32} {row['passed']:2}/{row['tasks']:<2} passed, docs read in {row['docs']:2};"
                   f" unseen APIs called: {unseen}; invented: {invented}; after the first error: {after}")
-        totals = {}
-        for row in rows.values():
-            for what, n in row["after error"].items():
-                totals[what] = totals.get(what, 0) + n
+        totals = sum((row["after error"] for row in rows.values()), Counter())
         print("  after the first error, all templates: " + (", ".join(f"{w} {n}" for w, n in sorted(totals.items())) or "-"))
 
 
@@ -147,8 +154,9 @@ def main():
     if args.report:
         templates = train + [t for constant in SPLITS.values() for t in split_templates(source, constant)]
         world = world_apis()
+        labels = error_labels()
         for path in args.report:
-            report_table(path, seen, templates, world)
+            report_table(path, seen, templates, world, labels)
 
 
 if __name__ == "__main__":

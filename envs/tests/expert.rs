@@ -232,7 +232,8 @@ fn a_deliberate_mistake_is_followed_by_a_fix() {
         ..ExpertConfig::new(ExpertMode::Skills)
     };
     let built = catalog().split(Split::Dev)[0].clone();
-    let first = &solve(config, &built).tasks[0];
+    let run = solve(config, &built);
+    let first = &run.tasks[0];
     let observations: Vec<&str> = first
         .messages
         .iter()
@@ -257,7 +258,7 @@ fn a_deliberate_mistake_is_followed_by_a_fix() {
         .expect("a turn of weight 0");
     assert_eq!(turns.iter().filter(|m| m.weight.is_some()).count(), 1);
     assert!(turns[mistaken + 1].weight.is_none());
-    let line = TrajectoryRecord::new(&solve(config, &built), first).to_json_line();
+    let line = TrajectoryRecord::new(&run, first).to_json_line();
     assert_eq!(line.matches(r#""weight":0"#).count(), 1, "{line}");
 }
 
