@@ -8,6 +8,8 @@ and thread count, the median over rounds of each side's median GFLOP/s; the roun
 range shows how noisy the machine was. Only interleaved rounds compare on a shared VM.
 
 Needs NumPy built on OpenBLAS (`pip install numpy==2.1.3`, the wheel BENCHMARKS.md used).
+OpenBLAS picks its kernels by CPU; on a CPU it does not know (Zen 5) set
+`OPENBLAS_CORETYPE=SkylakeX` for its AVX-512 kernels.
 
     python3 scripts/gemm_vs_openblas.py [--rounds 3] [--bench PATH ...]
 
@@ -32,6 +34,10 @@ SHAPES = [
     ("tiny logits: x", 4096, 4096, 256, False, True),
     ("tiny dX", 4096, 256, 768, False, False),
     ("tiny dW", 768, 256, 4096, True, False),
+    ("smollm2 gate/up", 8192, 1536, 576, False, True),
+    ("smollm2 down", 8192, 576, 1536, False, True),
+    ("smollm2 dX", 8192, 576, 1536, False, False),
+    ("smollm2 dW", 1536, 576, 8192, True, False),
 ]
 
 
@@ -61,7 +67,8 @@ print(sorted(rates)[3])
 
 
 def bench_gflops(command, threads):
-    """{label prefix: GFLOP/s} from one run of the gemm bench."""
+    """{label prefix: f32 GFLOP/s} from one run of the gemm bench, whose rows end with the
+    f32 time and rate, then the bf16 time, rate and speed-up."""
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
     out = subprocess.run(command, env=env, check=True, capture_output=True, text=True,
                          cwd=ROOT).stdout
@@ -69,7 +76,7 @@ def bench_gflops(command, threads):
     for line in out.splitlines():
         for label, *_ in SHAPES:
             if line.startswith(label):
-                rates[label] = float(line.split()[-1])
+                rates[label] = float(line.split()[-4])
     return rates
 
 

@@ -6,14 +6,17 @@
 //! run time (AVX-512, AVX2+FMA, NEON, or scalar).
 //!
 //! The loops, outermost first:
-//! - `a` is taken in blocks of at most [`MC`] rows. A block's tasks are column blocks of
-//!   `c` (at most [`NC`] wide) times groups of rows, about one per thread, run in one
-//!   parallel region. Where there are several column blocks, the whole block of `a` is
-//!   packed first, in micro-panels of `MR` rows by [`KC`] of depth, and shared by the
-//!   tasks; where there is one, each task packs the panels of its own rows as it goes.
-//! - A task walks the depth in steps of [`KC`]: it packs its block of `b` into
-//!   micro-panels of `NR` columns (the block stays in L2) and runs every micro-panel of
-//!   its rows of `a` (each stays in L1) against them.
+//! - `a` is taken in blocks of at most [`MC`] rows. A block's tasks are column ranges of
+//!   `c` times groups of rows, about one per thread, run in one parallel region
+//!   ([`Plan`]: a range is one column block where the packed block of `a` stays in
+//!   cache, one per thread where it does not). Where there are several ranges, the
+//!   whole block of `a` is packed first, in micro-panels of `MR` rows by [`KC`] of
+//!   depth, and shared by the tasks; where there is one, each task packs the panels of
+//!   its own rows as it goes.
+//! - A task walks the depth in steps of [`KC`], and its range in column blocks of at
+//!   most [`NC`]: it packs each block of `b` into micro-panels of `NR` columns (the block
+//!   stays in L2) and runs every micro-panel of its rows of `a` (each stays in L1)
+//!   against them.
 //! - The micro-kernel keeps an `MR x NR` tile of `c` in registers: with 32 vector
 //!   registers (AVX-512) 12 rows by 2 vectors (12 x 32 floats), with 16 (AVX2) 6 rows by
 //!   2 vectors (6 x 16).
@@ -46,7 +49,12 @@ const KC: usize = 256;
 /// [`KC`] of depth).
 const MC: usize = 1152;
 
-/// Most columns of `b` in one task's packed block (256 KB at [`KC`], a quarter of an L2).
+/// Most floats of a shared packed block of `a` (16 MiB) that every column block may read
+/// over the whole depth in turn: about what the last-level cache keeps. The tests' small
+/// products take both sides of it with 8,192.
+const CACHED_A_FLOATS: usize = if cfg!(test) { 8192 } else { 4 << 20 };
+
+/// Most columns of `b` in one packed block (256 KB at [`KC`], a quarter of an L2).
 const NC: usize = 256;
 
 /// A depth block's worth of zeros: the rows and depth steps past an operand's edge.
@@ -226,9 +234,9 @@ fn drive<S: Simd, const MR: usize>(simd: S, product: Product<'_, '_>) {
         let mc = MC.min(m - ic);
         let panels = mc.div_ceil(MR);
         let a_rows = block(&a, ic..ic + mc, 0..k);
-        let plan = Plan::new(n, panels, nr, threads);
-        // With one column block, each task packs the panels of `a` it alone uses.
-        let a_panels = if plan.column_blocks.len() > 1 {
+        let plan = Plan::new::<MR>(n, panels, k, nr, threads);
+        // With one column range, each task packs the panels of `a` it alone uses.
+        let a_panels = if plan.column_ranges.len() > 1 {
             let packed = aligned(&mut a_floats, panels * MR * k);
             pack_block::<S, MR>(simd, packed, &a_rows, format, threads > 1);
             APanels::Shared { packed, panels }
@@ -301,37 +309,45 @@ enum APanels<'p, 'v> {
     Own(ArrayView2<'v, f32>),
 }
 
-/// How one block of `a` is split into tasks: column blocks of `c` (each packs its own
-/// block of `b`) times groups of `a`'s micro-panels.
+/// How one block of `a` is split into tasks: column ranges of `c` times groups of `a`'s
+/// micro-panels. A task walks its range in blocks of at most [`NC`] columns at every
+/// depth step, so each depth step of `a` is read by every block of the range while it is
+/// in cache.
 struct Plan {
-    /// (first column, width) of each column block; widths are whole micro-panels but
+    /// (first column, width) of each column range; widths are whole micro-panels but
     /// the last.
-    column_blocks: Vec<(usize, usize)>,
+    column_ranges: Vec<(usize, usize)>,
     /// Micro-panels of `a` per row group.
     group_panels: usize,
 }
 
 impl Plan {
-    /// About one task per thread: where `n` fits one block of [`NC`] columns, a group
-    /// of rows per thread; otherwise column blocks at most [`NC`] wide, as many as a
-    /// multiple of the threads.
-    fn new(n: usize, panels: usize, nr: usize, threads: usize) -> Plan {
+    /// About one task per thread, for a block of `panels` micro-panels of `MR` rows of
+    /// `a`, `k` deep. Where `n` fits one block of [`NC`] columns, a group of rows per
+    /// thread. Otherwise, where the packed block of `a` stays in cache
+    /// ([`CACHED_A_FLOATS`]), ranges of one column block each, as many as a multiple of
+    /// the threads: the smaller a task's piece of `c`, the more of it the caches keep
+    /// between depth steps. Where it does not, one range per thread: a task per column
+    /// block would read all of `a` from memory once per block.
+    fn new<const MR: usize>(n: usize, panels: usize, k: usize, nr: usize, threads: usize) -> Plan {
         let column_panels = n.div_ceil(nr);
-        let mut blocks = n.div_ceil(NC);
-        if threads > 1 && blocks > 1 {
-            blocks = blocks.max(threads).next_multiple_of(threads);
-        }
-        let block_panels = column_panels.div_ceil(blocks.min(column_panels));
-        let column_blocks: Vec<(usize, usize)> = (0..column_panels)
-            .step_by(block_panels)
-            .map(|first| {
-                let start = first * nr;
-                (start, (block_panels * nr).min(n - start))
+        let blocks = n.div_ceil(NC);
+        let ranges = if blocks == 1 {
+            1
+        } else if panels * MR * k <= CACHED_A_FLOATS {
+            blocks.max(threads).next_multiple_of(threads)
+        } else {
+            threads
+        };
+        let column_ranges = even_split(column_panels, ranges)
+            .map(|panels| {
+                let start = panels.start * nr;
+                (start, (panels.len() * nr).min(n - start))
             })
-            .collect();
-        let groups = threads.div_ceil(column_blocks.len()).min(panels);
+            .collect::<Vec<_>>();
+        let groups = threads.div_ceil(column_ranges.len()).min(panels);
         Plan {
-            column_blocks,
+            column_ranges,
             group_panels: panels.div_ceil(groups),
         }
     }
@@ -342,19 +358,19 @@ impl Plan {
         let mut tasks = Vec::new();
         for (group, group_rows) in rows.chunks_mut(self.group_panels * MR).enumerate() {
             let mut pieces: Vec<Vec<&mut [f32]>> = self
-                .column_blocks
+                .column_ranges
                 .iter()
                 .map(|_| Vec::with_capacity(group_rows.len()))
                 .collect();
             for row in group_rows.iter_mut() {
                 let mut rest: &mut [f32] = row;
-                for (&(_, width), block_pieces) in self.column_blocks.iter().zip(&mut pieces) {
+                for (&(_, width), block_pieces) in self.column_ranges.iter().zip(&mut pieces) {
                     let (piece, tail) = std::mem::take(&mut rest).split_at_mut(width);
                     block_pieces.push(piece);
                     rest = tail;
                 }
             }
-            for (&(first_column, _), rows) in self.column_blocks.iter().zip(pieces) {
+            for (&(first_column, _), rows) in self.column_ranges.iter().zip(pieces) {
                 tasks.push(Task {
                     rows,
                     first_panel: group * self.group_panels,
@@ -366,7 +382,7 @@ impl Plan {
     }
 }
 
-/// One task: a group of rows of `c` restricted to one column block.
+/// One task: a group of rows of `c` restricted to one column range.
 struct Task<'r> {
     /// The task's piece of each of its rows of `c`, all the same width.
     rows: Vec<&'r mut [f32]>,
@@ -423,9 +439,6 @@ impl<const MR: usize> WithSimd for TaskRun<'_, '_, '_, MR> {
                 beta,
                 update,
             };
-            // b_packed[column_panels][kc][nr]
-            let b_packed = aligned(&mut b_floats, column_panels * kc * nr);
-            format.pack_b(b_packed, nr, &block(b, pc..pc + kc, columns.clone()));
             // The task's panels of `a`, [panels][kc][MR].
             let a_depth_block: &[f32] = match a_panels {
                 APanels::Shared { packed, panels } => {
@@ -443,23 +456,43 @@ impl<const MR: usize> WithSimd for TaskRun<'_, '_, '_, MR> {
                     packed
                 }
             };
-            for (rows, a_panel) in task.rows.chunks_mut(MR).zip(a_depth_block.chunks(MR * kc)) {
-                let a_panel = a_panel.as_chunks::<MR>().0;
-                for (panel, b_panel) in b_packed.chunks(kc * nr).enumerate() {
-                    let tile = match format {
-                        Format::Pairs(dot) => pair_tile::<S, MR>(simd, dot, a_panel, b_panel, kc),
-                        Format::F32 | Format::Swapped => {
-                            let b_panel = S::as_simd_f32s(b_panel).0.as_chunks::<VECTORS>().0;
-                            micro_kernel::<S, MR>(simd, a_panel, b_panel)
-                        }
-                    };
-                    write_tile(simd, &tile, rows, panel * nr, scalars);
+            for block_panels in even_split(column_panels, column_panels.div_ceil(NC / nr)) {
+                let start = block_panels.start * nr;
+                let end = width.min(block_panels.end * nr);
+                // b_packed[block_panels][kc][nr]
+                let b_packed = aligned(&mut b_floats, block_panels.len() * kc * nr);
+                let b_columns = columns.start + start..columns.start + end;
+                format.pack_b(b_packed, nr, &block(b, pc..pc + kc, b_columns));
+                let a_panels = a_depth_block.chunks(MR * kc);
+                for (rows, a_panel) in task.rows.chunks_mut(MR).zip(a_panels) {
+                    let a_panel = a_panel.as_chunks::<MR>().0;
+                    for (panel, b_panel) in b_packed.chunks(kc * nr).enumerate() {
+                        let tile = match format {
+                            Format::Pairs(dot) => {
+                                pair_tile::<S, MR>(simd, dot, a_panel, b_panel, kc)
+                            }
+                            Format::F32 | Format::Swapped => {
+                                let b_panel = S::as_simd_f32s(b_panel).0.as_chunks::<VECTORS>().0;
+                                micro_kernel::<S, MR>(simd, a_panel, b_panel)
+                            }
+                        };
+                        write_tile(simd, &tile, rows, start + panel * nr, scalars);
+                    }
                 }
             }
         }
         put_back(&A_PANELS, a_floats);
         put_back(&B_BLOCK, b_floats);
     }
+}
+
+/// `items` split into `parts` consecutive ranges whose lengths differ by at most one
+/// (empty ones left out).
+fn even_split(items: usize, parts: usize) -> impl Iterator<Item = Range<usize>> {
+    let parts = parts.clamp(1, items.max(1));
+    (0..parts)
+        .map(move |part| part * items / parts..(part + 1) * items / parts)
+        .filter(|range| !range.is_empty())
 }
 
 /// The sums of one tile: tile[r][v] = sum over p of a[p][r] * b[p][v], in order of p.
@@ -962,10 +995,11 @@ mod tests {
     }
 
     /// Every layout, edge tiles in both directions, more than one depth block, more than
-    /// one block of rows and of columns, and every update rule, at every vector level
-    /// this CPU has: within 1e-6 of an f64 product, relative to the element's sum of
-    /// |terms| (f32 rounding over a few hundred sums is near 1e-7 of it; a wrong index
-    /// or a lost block is of order 1).
+    /// one block of rows and of columns (a task's range of one or of several column
+    /// blocks: [`CACHED_A_FLOATS`] on either side), and every update rule, at every
+    /// vector level this CPU has: within 1e-6 of an f64 product, relative to the
+    /// element's sum of |terms| (f32 rounding over a few hundred sums is near 1e-7 of it;
+    /// a wrong index or a lost block is of order 1).
     #[test]
     fn matches_a_float64_product_on_every_layout_and_edge() {
         let shapes = [
@@ -975,6 +1009,7 @@ mod tests {
             (25, 70, 257),
             (MC + 13, 40, 300),
             (30, 2 * NC + 50, 520),
+            (20, NC + 40, 100),
             (12, 32, 0),
         ];
         let mut checked = 0;
@@ -1181,9 +1216,11 @@ mod tests {
         );
     }
 
-    /// Plans give every thread work and every column to exactly one block.
+    /// Plans give every thread work and every column to exactly one range; a packed
+    /// block of `a` too large to stay in cache is read by one range per thread.
     #[test]
     fn plans_cover_every_column_once() {
+        const MR: usize = 12;
         for (n, panels, threads) in [
             (2048, 96, 2),
             (256, 96, 2),
@@ -1191,21 +1228,31 @@ mod tests {
             (40, 3, 8),
             (5000, 1, 16),
             (33, 96, 1),
+            (2048, 96, 1),
         ] {
-            let plan = Plan::new(n, panels, 32, threads);
-            let mut next = 0;
-            for &(first, width) in &plan.column_blocks {
-                assert_eq!(first, next, "{n} {threads}: a gap or an overlap");
-                assert!(width > 0 && (width % 32 == 0 || first + width == n));
-                next = first + width;
+            for k in [256, 8192] {
+                let plan = Plan::new::<MR>(n, panels, k, 32, threads);
+                let mut next = 0;
+                for &(first, width) in &plan.column_ranges {
+                    assert_eq!(first, next, "{n} {threads}: a gap or an overlap");
+                    assert!(width > 0 && (width % 32 == 0 || first + width == n));
+                    next = first + width;
+                }
+                assert_eq!(next, n);
+                let groups = panels.div_ceil(plan.group_panels);
+                let ranges = plan.column_ranges.len();
+                let tasks = groups * ranges;
+                assert!(
+                    tasks >= threads.min(panels),
+                    "{n} {panels} {threads}: {tasks} tasks"
+                );
+                let cached = panels * MR * k <= CACHED_A_FLOATS;
+                if n > NC && !cached {
+                    assert_eq!(ranges, threads, "{n} {panels} {k} {threads}");
+                } else if n > NC {
+                    assert!(ranges >= n.div_ceil(NC), "{n} {panels} {k} {threads}");
+                }
             }
-            assert_eq!(next, n);
-            let groups = panels.div_ceil(plan.group_panels);
-            let tasks = groups * plan.column_blocks.len();
-            assert!(
-                tasks >= threads.min(panels),
-                "{n} {panels} {threads}: {tasks} tasks"
-            );
         }
     }
 }
