@@ -37,6 +37,7 @@ mod decode;
 mod elementwise;
 mod embedding;
 mod error;
+mod floats;
 mod gemm;
 mod logprob;
 mod math;

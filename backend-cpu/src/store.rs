@@ -13,10 +13,11 @@ use sage_transformer::{BufferId, IndexBufferId, Indices, Tensor};
 
 use crate::copies::Bf16Copies;
 use crate::error::CpuError;
+use crate::floats::Floats;
 
 /// `f32` and `u32` buffers, by id (see [`Slots`]).
 pub(crate) struct Store {
-    f32s: Slots<Vec<f32>>,
+    f32s: Slots<Floats>,
     u32s: Slots<Vec<u32>>,
     /// The bf16 copies of frozen buffers and of trainable weights read by decoding.
     copies: Bf16Copies,
@@ -39,7 +40,7 @@ impl fmt::Debug for Store {
             .field("f32_buffers", &self.f32s.live().count())
             .field(
                 "f32_elements",
-                &self.f32s.live().map(Vec::len).sum::<usize>(),
+                &self.f32s.live().map(|floats| floats.len()).sum::<usize>(),
             )
             .field("u32_buffers", &self.u32s.live().count())
             .field(
@@ -75,7 +76,7 @@ enum Piece {
 impl Store {
     /// Adds a zero-filled `f32` buffer.
     pub(crate) fn alloc(&mut self, len: usize) -> Result<BufferId, CpuError> {
-        Ok(BufferId(self.f32s.insert(zeroed(len)?)?))
+        Ok(BufferId(self.f32s.insert(Floats::zeroed(len)?)?))
     }
 
     /// Adds a zero-filled `f32` buffer with a bf16 copy (zero too), for frozen weights:
@@ -154,7 +155,9 @@ impl Store {
         if skinny {
             let buffer = self
                 .f32s
-                .range(weight.buffer.0, weight.offset, weight.len, Vec::len)?;
+                .range(weight.buffer.0, weight.offset, weight.len, |floats| {
+                    floats.len()
+                })?;
             self.copies.note_skinny_read(weight, buffer);
         }
         self.copies.check_kernel_writes(&writes)?;
@@ -166,7 +169,7 @@ impl Store {
 /// [`Store::views`] over the buffers `f32s` and `u32s`, without the check of frozen
 /// weights.
 fn lend<'a, const W: usize, const R: usize, const I: usize>(
-    f32s: &'a mut Slots<Vec<f32>>,
+    f32s: &'a mut Slots<Floats>,
     u32s: &'a Slots<Vec<u32>>,
     writes: [Tensor; W],
     reads: [Tensor; R],
@@ -174,7 +177,7 @@ fn lend<'a, const W: usize, const R: usize, const I: usize>(
 ) -> Result<Views<'a, W, R, I>, CpuError> {
     for tensor in writes.iter().chain(reads.iter()) {
         let (id, offset, len) = (tensor.buffer.0, tensor.offset, tensor.len);
-        f32s.range(id, offset, len, Vec::len)?;
+        f32s.range(id, offset, len, |floats| floats.len())?;
     }
     check_disjoint(&writes, &reads)?;
 
@@ -189,7 +192,7 @@ fn lend<'a, const W: usize, const R: usize, const I: usize>(
         .collect();
     ids.sort_unstable();
     ids.dedup();
-    let mut slots: &mut [Option<Vec<f32>>] = f32s.slots_mut();
+    let mut slots: &mut [Option<Floats>] = f32s.slots_mut();
     let mut first_slot = 0;
     for id in ids {
         let (_, tail) = core::mem::take(&mut slots).split_at_mut(id - first_slot);
