@@ -1,6 +1,6 @@
-//! The buffer store: host vectors indexed by [`BufferId`] / [`IndexBufferId`] (the
-//! contract's [`Slots`]), and the
-//! one place that turns tensor handles into slices, checking every range and lending
+//! The buffer store: host memory ([`Floats`] for f32 buffers, vectors for index
+//! buffers) indexed by [`BufferId`] / [`IndexBufferId`] (the contract's [`Slots`]), and
+//! the one place that turns tensor handles into slices, checking every range and lending
 //! disjoint mutable and shared slices of the same buffer to one call without `unsafe`.
 //! Every write to a buffer passes here, so the store also keeps the buffers' bf16
 //! copies ([`Bf16Copies`]) current or out of use.
