@@ -463,26 +463,60 @@ impl<const MR: usize> WithSimd for TaskRun<'_, '_, '_, MR> {
                 let b_packed = aligned(&mut b_floats, block_panels.len() * kc * nr);
                 let b_columns = columns.start + start..columns.start + end;
                 format.pack_b(b_packed, nr, &block(b, pc..pc + kc, b_columns));
-                let a_panels = a_depth_block.chunks(MR * kc);
-                for (rows, a_panel) in task.rows.chunks_mut(MR).zip(a_panels) {
-                    let a_panel = a_panel.as_chunks::<MR>().0;
-                    for (panel, b_panel) in b_packed.chunks(kc * nr).enumerate() {
-                        let tile = match format {
-                            Format::Pairs(dot) => {
-                                pair_tile::<S, MR>(simd, dot, a_panel, b_panel, kc)
-                            }
-                            Format::F32 | Format::Swapped => {
-                                let b_panel = S::as_simd_f32s(b_panel).0.as_chunks::<VECTORS>().0;
-                                micro_kernel::<S, MR>(simd, a_panel, b_panel)
-                            }
-                        };
-                        write_tile(simd, &tile, rows, start + panel * nr, scalars);
-                    }
-                }
+                let panels = Panels {
+                    a: a_depth_block,
+                    b: b_packed,
+                    depth: kc,
+                    format,
+                };
+                panels.multiply::<S, MR>(simd, &mut task.rows, start, scalars);
             }
         }
         put_back(&A_PANELS, a_floats);
         put_back(&B_BLOCK, b_floats);
+    }
+}
+
+/// One depth step's packed panels: the task's micro-panels of `a` (`[panels][depth][MR]`)
+/// and one column block's of `b` (`[panels][depth][NR]`), in `format`.
+struct Panels<'p> {
+    a: &'p [f32],
+    b: &'p [f32],
+    depth: usize,
+    format: Format,
+}
+
+impl Panels<'_> {
+    /// Every micro-panel of `a` against every micro-panel of `b`, each tile's sums
+    /// entering `rows` (the task's rows of `c`) from column `column` on.
+    #[inline(always)]
+    fn multiply<S: Simd, const MR: usize>(
+        &self,
+        simd: S,
+        rows: &mut [&mut [f32]],
+        column: usize,
+        scalars: Scalars,
+    ) {
+        let Panels {
+            a,
+            b,
+            depth,
+            format,
+        } = *self;
+        let nr = VECTORS * S::F32_LANES;
+        for (rows, a_panel) in rows.chunks_mut(MR).zip(a.chunks(MR * depth)) {
+            let a_panel = a_panel.as_chunks::<MR>().0;
+            for (panel, b_panel) in b.chunks(depth * nr).enumerate() {
+                let tile = match format {
+                    Format::Pairs(dot) => pair_tile::<S, MR>(simd, dot, a_panel, b_panel, depth),
+                    Format::F32 | Format::Swapped => {
+                        let b_panel = S::as_simd_f32s(b_panel).0.as_chunks::<VECTORS>().0;
+                        micro_kernel::<S, MR>(simd, a_panel, b_panel)
+                    }
+                };
+                write_tile(simd, &tile, rows, column + panel * nr, scalars);
+            }
+        }
     }
 }
 
