@@ -2,7 +2,7 @@
 //! on Linux is an anonymous mapping the kernel is asked to back with 2 MiB pages
 //! (`MADV_HUGEPAGE`, which the usual `madvise` setting of transparent huge pages waits
 //! for): a GEMM's rows of `c` and its operands then share a few TLB entries instead of
-//! one per 4 KiB, which gave SmolLM2's training step 1.00-1.08x on 2 Zen 5 cores, faster
+//! one per 4 KiB, which gave SmolLM2's training step 1.01-1.08x on 2 Zen 5 cores, faster
 //! in each of four pairs (BENCHMARKS.md, "Huge pages"). Smaller buffers, and every buffer
 //! elsewhere, are vectors on the heap. Both start zeroed, from pages the kernel zeroes
 //! when each is first touched.
