@@ -13,7 +13,7 @@
 use sage_backend_cpu::CpuBackend;
 use sage_transformer::{
     AdamWStep, AttentionShape, CachedRows, Indices, Kernels, KvCache, LoraConfig, MatmulShape,
-    ModelConfig, Projection, Tensor, Transformer,
+    ModelConfig, ProjectedRows, Projection, Tensor, Transformer,
 };
 
 /// Instantiates every parity test for the backend that `$make` builds: an expression
@@ -24,7 +24,8 @@ macro_rules! backend_parity_tests {
     ($make:expr) => {
         $crate::backend_parity_tests!(@tests $make;
             elementwise_ops, sum_squares, embedding, rmsnorm, matmul_all_layouts,
-            bias, rope, attention_training, attention_decoding, attention_cached_rows,
+            bias, rope, attention_training, attention_decoding, rope_append_kv,
+            attention_cached_rows,
             kv_cache_buffers, swiglu,
             output_head,
             token_choice, adamw, errors_are_returned, freed_buffers_come_back_zeroed,
@@ -505,6 +506,93 @@ pub fn attention_decoding<K: Kernels>(make: impl FnOnce() -> Option<K>) {
         out[i], q[i], k_cache[i], v_cache[i], &lengths, capacity, shape
     ));
     b.check("attention_decode out", out, 1e-5);
+}
+
+/// A decoding step's biases, rotations and cache append (`rope_append_kv`: one kernel
+/// on the CUDA backend, the separate calls elsewhere), with the three biases and with
+/// none, into caches filled to 0, 70 and 79 of 80 rows, at positions up to 3000: 1e-5 of
+/// the largest value, as for `rope` (the same f32 angles, sine and cosine within a few
+/// ulp; the bias sums and the untouched cache rows exact).
+pub fn rope_append_kv<K: Kernels>(make: impl FnOnce() -> Option<K>) {
+    let Some(mut b) = Both::new(make) else { return };
+    let mut rng = Rng::new(23);
+    let shape = AttentionShape {
+        heads: 6,
+        kv_heads: 3,
+        head_dim: 10,
+    };
+    let (batch, capacity, kvw, qw) = (3, 80, 30, 60);
+    let filled = [0, 70, 79];
+    let positions = b.upload_indices(&rng.ints(batch, 3000));
+    for with_biases in [true, false] {
+        let caches = [(); 2].map(|_| b.random(&mut rng, batch * capacity * kvw, 1.0));
+        let [q, k, v] = [qw, kvw, kvw].map(|width| b.random(&mut rng, batch * width, 1.0));
+        let mut biases = [None; 3];
+        if with_biases {
+            for (bias, width) in biases.iter_mut().zip([qw, kvw, kvw]) {
+                *bias = Some(b.random(&mut rng, width, 0.5));
+            }
+        }
+        on_both!(b, |kernels, i| kernels.rope_append_kv(
+            ProjectedRows {
+                q: q[i],
+                k: k[i],
+                v: v[i],
+                biases: biases.map(|bias| bias.map(|pair| pair[i])),
+            },
+            positions[i],
+            caches[0][i],
+            caches[1][i],
+            &filled,
+            capacity,
+            shape,
+            1e6
+        ));
+        let what = if with_biases {
+            "with biases"
+        } else {
+            "without"
+        };
+        b.check(&format!("rope_append_kv q, {what}"), q, 1e-5);
+        b.check(&format!("rope_append_kv k cache, {what}"), caches[0], 1e-5);
+        b.check(&format!("rope_append_kv v cache, {what}"), caches[1], 1e-5);
+    }
+    // Refused, naming the problem: a full cache, a short bias, k written over v.
+    let caches = [(); 2].map(|_| b.random(&mut rng, batch * capacity * kvw, 1.0)[1]);
+    let [q, k, v] = [qw, kvw, kvw].map(|width| b.random(&mut rng, batch * width, 1.0)[1]);
+    let short_bias = b.random(&mut rng, qw - 1, 1.0)[1];
+    let rows = ProjectedRows {
+        q,
+        k,
+        v,
+        biases: [None; 3],
+    };
+    let cases = [
+        (rows, [0, 80, 1], "the cache of sequence 1 is full"),
+        (
+            ProjectedRows {
+                biases: [Some(short_bias), None, None],
+                ..rows
+            },
+            filled,
+            "`q_bias` has 59 elements, expected 60",
+        ),
+        (ProjectedRows { v: k, ..rows }, filled, "tensors overlap"),
+    ];
+    for (rows, lengths, why) in cases {
+        let call = b.other.rope_append_kv(
+            rows,
+            positions[1],
+            caches[0],
+            caches[1],
+            &lengths,
+            capacity,
+            shape,
+            1e6,
+        );
+        let refused = call.expect_err(why).to_string();
+        assert!(refused.contains(why), "{refused}");
+    }
 }
 
 /// Query rows against KV caches (`attention_cached`), several rows reading one

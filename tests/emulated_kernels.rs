@@ -26,7 +26,7 @@ use sage_backend_cpu::CpuBackend;
 use sage_e2e::backend_parity::{
     assert_close, check_choices, choice_inputs, download, upload, upload_indices, Rng,
 };
-use sage_transformer::{AttentionShape, Kernels};
+use sage_transformer::{AttentionShape, Kernels, ProjectedRows};
 
 type ForwardFn = unsafe extern "C" fn(
     i32,
@@ -1372,33 +1372,32 @@ enum RopeBias<'a> {
     Bf16(&'a [u16]),
 }
 
-/// The rotary embedding (rope.cu), forward and backward (the opposite angles), on 7 rows
-/// of 3 heads of width 10 at positions up to 4,000: it matches the CPU backend to 1e-5
-/// relative (both rotate by the same f32 angles; `sincosf` of large angles may differ in
-/// the last bits between the host's libraries); its bf16 copy (the query or key
-/// gradient, which the bf16 mode's projection GEMMs read next) is the rotated tensor
-/// rounded as the host rounds, to the bit, and asking for it changes nothing else. With a
-/// bias (the projections' forward, `add_bias_rope_forward`), f32 or bf16, the result is
-/// the rotation of the host's `x + bias` to the bit (the same f32 sums `add_bias` makes),
-/// and the CPU backend's `add_bias_rope_forward` to 1e-5.
-#[test]
-fn the_rotary_embedding_matches_the_cpu_and_writes_an_exact_bf16_copy() {
-    let Some(emulated) = available(library(&ROPE, "rope")) else {
-        return;
-    };
-    let mut rng = Rng::new(0x20e);
-    let (rows, heads, head_dim, theta) = (7usize, 3usize, 10usize, 10_000.0f32);
-    let x = rng.vec(rows * heads * head_dim, 1.0);
-    let positions = rng.ints(rows, 4000);
-    let inv_freq: Vec<f32> = (0..head_dim / 2)
-        .map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32))
-        .collect();
-    let blocks = (x.len() / 2).div_ceil(256) as u32;
-    let run = |input: &[f32], sign: f32, bias: RopeBias, copy: Option<&mut [u16]>| {
+/// The rows, angles and heads of an emulated rotation (rope.cu's `rope`).
+struct Rotation<'a> {
+    positions: &'a [u32],
+    inv_freq: &'a [f32],
+    heads: usize,
+    head_dim: usize,
+}
+
+impl Rotation<'_> {
+    /// `input` [rows, heads * hd] plus `bias`, rotated by the angles times `sign`, by the
+    /// emulated kernel; `copy`, when given, gets its bf16 copy.
+    fn emulated(
+        &self,
+        emulated: &Library,
+        input: &[f32],
+        sign: f32,
+        bias: RopeBias,
+        copy: Option<&mut [u16]>,
+    ) -> Vec<f32> {
         let mut rotated = input.to_vec();
         let (x_at, copy_at) = (rotated.as_mut_ptr(), copy_address(copy));
-        let (pos_at, freq_at) = (positions.as_ptr(), inv_freq.as_ptr());
-        let sizes = (rows as u32, heads as u32, head_dim as u32);
+        let (pos_at, freq_at) = (self.positions.as_ptr(), self.inv_freq.as_ptr());
+        let (rows, heads, hd) = (self.positions.len(), self.heads, self.head_dim);
+        assert_eq!(input.len(), rows * heads * hd);
+        let sizes = (rows as u32, heads as u32, hd as u32);
+        let blocks = (input.len() / 2).div_ceil(256) as u32;
         let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: `rotated` holds rows x heads x hd floats (the copy too, when given), the
         // bias heads x hd, positions rows, inv_freq hd / 2; the call returns after the
@@ -1432,6 +1431,38 @@ fn the_rotary_embedding_matches_the_cpu_and_writes_an_exact_bf16_copy() {
             }
         };
         rotated
+    }
+}
+
+/// The rotary embedding (rope.cu), forward and backward (the opposite angles), on 7 rows
+/// of 3 heads of width 10 at positions up to 4,000: it matches the CPU backend to 1e-5
+/// relative (both rotate by the same f32 angles; `sincosf` of large angles may differ in
+/// the last bits between the host's libraries); its bf16 copy (the query or key
+/// gradient, which the bf16 mode's projection GEMMs read next) is the rotated tensor
+/// rounded as the host rounds, to the bit, and asking for it changes nothing else. With a
+/// bias (the projections' forward, `add_bias_rope_forward`), f32 or bf16, the result is
+/// the rotation of the host's `x + bias` to the bit (the same f32 sums `add_bias` makes),
+/// and the CPU backend's `add_bias_rope_forward` to 1e-5.
+#[test]
+fn the_rotary_embedding_matches_the_cpu_and_writes_an_exact_bf16_copy() {
+    let Some(emulated) = available(library(&ROPE, "rope")) else {
+        return;
+    };
+    let mut rng = Rng::new(0x20e);
+    let (rows, heads, head_dim, theta) = (7usize, 3usize, 10usize, 10_000.0f32);
+    let x = rng.vec(rows * heads * head_dim, 1.0);
+    let positions = rng.ints(rows, 4000);
+    let inv_freq: Vec<f32> = (0..head_dim / 2)
+        .map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32))
+        .collect();
+    let rotation = Rotation {
+        positions: &positions,
+        inv_freq: &inv_freq,
+        heads,
+        head_dim,
+    };
+    let run = |input: &[f32], sign: f32, bias: RopeBias, copy: Option<&mut [u16]>| {
+        rotation.emulated(emulated, input, sign, bias, copy)
     };
     let mut cpu = CpuBackend::new();
     for (sign, what) in [(1.0, "rope_forward"), (-1.0, "rope_backward")] {
@@ -1493,5 +1524,211 @@ fn the_rotary_embedding_matches_the_cpu_and_writes_an_exact_bf16_copy() {
         cpu.add_bias_rope_forward(t, bt, p, heads, head_dim, theta)
             .expect("cpu add_bias_rope_forward");
         assert_close(what, &fused, &download(&mut cpu, t), 1e-5);
+    }
+}
+
+/// `emulate_rope_append_kv` of emulator/rope.cpp.
+type RopeAppendFn = unsafe extern "C" fn(
+    i32,
+    i32,
+    *mut f32,
+    *mut u16,
+    *mut u8,
+    *mut u8,
+    *const f32,
+    *const f32,
+    *const u8,
+    *const u8,
+    *const u8,
+    *const u32,
+    *const u32,
+    *const f32,
+    u32,
+    u32,
+    u32,
+    u32,
+    u32,
+);
+
+/// How a case of the one-pass decoding kernel holds its biases.
+#[derive(Clone, Copy, Debug)]
+enum BiasForm {
+    F32,
+    Bf16,
+}
+
+/// A decoding step's biases, rotations and cache append in one pass (rope.cu's
+/// `rope_append_kv`, what the CUDA backend runs for `Kernels::rope_append_kv`), on 3
+/// sequences of 4 query heads and 2 key/value heads of width 10, filled to 0, 4 and 8 rows
+/// of 9, at positions up to 4,000. For f32 caches and biases, and bf16 caches beside f32
+/// and bf16 biases, with all three biases, none, and some, it writes to the bit what the
+/// separate kernels write: the emulated `rope` of q + bias and of k + bias, v + bias as
+/// `add_bias` sums it, each appended row rounded as the append rounds it (the same device
+/// functions, so a difference is a wrong index or a bias taken from the wrong place),
+/// and q's bf16 copy exactly; no other cache row changes. With f32 caches it agrees with
+/// the CPU backend's `Kernels::rope_append_kv` (its separate calls) to 1e-5 relative, as
+/// the rotation alone does (`sincos` of large angles may differ in the last bits between
+/// the host's libraries).
+#[test]
+fn the_decoding_rotation_and_append_in_one_pass_match_the_separate_kernels() {
+    let Some(emulated) = available(library(&ROPE, "rope")) else {
+        return;
+    };
+    let mut rng = Rng::new(0x5a9e);
+    let shape = AttentionShape {
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 10,
+    };
+    let (batch, capacity, theta) = (3usize, 9usize, 1_000_000.0f32);
+    let lengths = [0u32, 4, 8];
+    let positions = rng.ints(batch, 4000);
+    let (q_width, kv_width) = (
+        shape.heads * shape.head_dim,
+        shape.kv_heads * shape.head_dim,
+    );
+    let inv_freq: Vec<f32> = (0..shape.head_dim / 2)
+        .map(|i| 1.0 / theta.powf((2 * i) as f32 / shape.head_dim as f32))
+        .collect();
+    let (q, k, v) = (
+        rng.vec(batch * q_width, 1.0),
+        rng.vec(batch * kv_width, 1.0),
+        rng.vec(batch * kv_width, 1.0),
+    );
+    let caches_before = [(); 2].map(|_| rng.vec(batch * capacity * kv_width, 1.0));
+    let biases = [
+        rng.vec(q_width, 0.5),
+        rng.vec(kv_width, 0.5),
+        rng.vec(kv_width, 0.5),
+    ];
+    let biases_bf16 = biases.each_ref().map(|bias| rounded_bits(bias));
+    let rotation = |heads| Rotation {
+        positions: &positions,
+        inv_freq: &inv_freq,
+        heads,
+        head_dim: shape.head_dim,
+    };
+    let mut cpu = CpuBackend::new();
+    let all = [true; 3];
+    let cases = [
+        (false, BiasForm::F32, all),
+        (false, BiasForm::F32, [false; 3]),
+        (false, BiasForm::F32, [true, false, true]),
+        (true, BiasForm::F32, all),
+        (true, BiasForm::Bf16, all),
+        (true, BiasForm::Bf16, [false, true, false]),
+        (true, BiasForm::Bf16, [false; 3]),
+    ];
+    for (bf16_cache, form, present) in cases {
+        let what = format!("bf16 cache {bf16_cache}, {form:?} biases {present:?}");
+        // The biases as the kernel reads them, as `rope` takes them, and as f32 values.
+        let bias_at = |i: usize| -> *const u8 {
+            match (present[i], form) {
+                (false, _) => std::ptr::null(),
+                (true, BiasForm::F32) => biases[i].as_ptr().cast(),
+                (true, BiasForm::Bf16) => biases_bf16[i].as_ptr().cast(),
+            }
+        };
+        let rope_bias = |i: usize| match (present[i], form) {
+            (false, _) => RopeBias::None,
+            (true, BiasForm::F32) => RopeBias::F32(&biases[i]),
+            (true, BiasForm::Bf16) => RopeBias::Bf16(&biases_bf16[i]),
+        };
+        let bias_f32 = |i: usize| match form {
+            BiasForm::F32 => biases[i].clone(),
+            BiasForm::Bf16 => widened(&biases_bf16[i]),
+        };
+
+        let mut got_q = q.clone();
+        let mut q_copy = vec![0xdead_u16; q.len()];
+        let mut f32_caches = caches_before.clone();
+        let mut bf16_caches = caches_before.each_ref().map(|c| rounded_bits(c));
+        let [k_at, v_at]: [*mut u8; 2] = match bf16_cache {
+            true => bf16_caches.each_mut().map(|c| c.as_mut_ptr().cast()),
+            false => f32_caches.each_mut().map(|c| c.as_mut_ptr().cast()),
+        };
+        {
+            let _launch = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: q and its copy hold batch x q_width elements, k and v batch x
+            // kv_width, the caches batch x capacity x kv_width, each present bias one row
+            // of its tensor in the form the flags name, positions and lengths batch
+            // (every length below capacity), inv_freq hd / 2; the call returns after the
+            // kernel finishes.
+            unsafe {
+                function::<RopeAppendFn>(emulated, "emulate_rope_append_kv")(
+                    i32::from(bf16_cache),
+                    i32::from(matches!(form, BiasForm::Bf16)),
+                    got_q.as_mut_ptr(),
+                    q_copy.as_mut_ptr(),
+                    k_at,
+                    v_at,
+                    k.as_ptr(),
+                    v.as_ptr(),
+                    bias_at(0),
+                    bias_at(1),
+                    bias_at(2),
+                    positions.as_ptr(),
+                    lengths.as_ptr(),
+                    inv_freq.as_ptr(),
+                    batch as u32,
+                    shape.heads as u32,
+                    shape.kv_heads as u32,
+                    shape.head_dim as u32,
+                    capacity as u32,
+                )
+            };
+        }
+
+        let want_q = rotation(shape.heads).emulated(emulated, &q, 1.0, rope_bias(0), None);
+        assert_eq!(bits(&got_q), bits(&want_q), "{what}: q");
+        assert_eq!(q_copy, rounded_bits(&got_q), "{what}: q's bf16 copy");
+        let want_k = rotation(shape.kv_heads).emulated(emulated, &k, 1.0, rope_bias(1), None);
+        let want_v: Vec<f32> = match present[2] {
+            true => {
+                let bias = bias_f32(2);
+                (v.iter().enumerate())
+                    .map(|(i, x)| x + bias[i % kv_width])
+                    .collect()
+            }
+            false => v.clone(),
+        };
+        for (c, new) in [&want_k, &want_v].into_iter().enumerate() {
+            let mut want = caches_before[c].clone();
+            for (b, &row) in lengths.iter().enumerate() {
+                let at = (b * capacity + row as usize) * kv_width;
+                want[at..at + kv_width].copy_from_slice(&new[b * kv_width..(b + 1) * kv_width]);
+            }
+            let name = ["k", "v"][c];
+            match bf16_cache {
+                true => assert!(
+                    bf16_caches[c] == rounded_bits(&want),
+                    "{what}: {name} cache"
+                ),
+                false => assert_eq!(bits(&f32_caches[c]), bits(&want), "{what}: {name} cache"),
+            }
+        }
+
+        if bf16_cache {
+            continue;
+        }
+        let tensors = [&q, &k, &v].map(|x| upload(&mut cpu, x));
+        let caches = caches_before.each_ref().map(|c| upload(&mut cpu, c));
+        let bias_tensors = [0, 1, 2].map(|i| present[i].then(|| upload(&mut cpu, &bias_f32(i))));
+        let p = upload_indices(&mut cpu, &positions);
+        let rows = ProjectedRows {
+            q: tensors[0],
+            k: tensors[1],
+            v: tensors[2],
+            biases: bias_tensors,
+        };
+        cpu.rope_append_kv(
+            rows, p, caches[0], caches[1], &lengths, capacity, shape, theta,
+        )
+        .expect("cpu rope_append_kv");
+        assert_close(&what, &got_q, &download(&mut cpu, tensors[0]), 1e-5);
+        for (c, name) in ["k cache", "v cache"].into_iter().enumerate() {
+            let on_cpu = download(&mut cpu, caches[c]);
+            assert_close(&format!("{what}: {name}"), &f32_caches[c], &on_cpu, 1e-5);
+        }
     }
 }

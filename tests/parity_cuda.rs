@@ -517,6 +517,67 @@ fn decoding_steps_replayed_from_graphs_match_eager_steps() {
     ));
 }
 
+/// A decoding step's biases, rotations and cache append in one kernel (the default)
+/// and as the separate calls (`CudaBackend::set_fused_rope_append(false)`) decode the
+/// same logits, in the bf16 mode (bf16 caches) with trainable f32 weights and with
+/// frozen bf16 ones (f32 and bf16 biases: the tiny model has Qwen2's q, k and v biases),
+/// over 40 steps of 4 sequences. The one kernel makes the same sums, rotation and
+/// rounding as the separate ones, so the caches and logits should agree to the bit;
+/// 1e-6 of the largest logit allows cuBLAS another algorithm, where a wrong index or bias
+/// would differ by far more.
+#[test]
+fn decoding_in_one_rotation_and_append_kernel_matches_the_separate_kernels() {
+    use sage_backend_cuda::Precision;
+    use sage_e2e::backend_parity::{assert_close, Rng};
+    use sage_transformer::sampling::argmax;
+    use sage_transformer::{Kernels, KvCache, ModelConfig, Transformer};
+
+    if cuda_backend().is_none() {
+        return;
+    }
+    let config = ModelConfig::tiny();
+    assert!(config.qkv_bias, "the tiny model has q, k and v biases");
+    let prompts: Vec<Vec<u32>> = (0..4u32)
+        .map(|b| (0..3 + 4 * b).map(|i| (i * 53 + b * 7) % 300).collect())
+        .collect();
+    let steps = 40;
+    for frozen in [false, true] {
+        let mut fed: Vec<Vec<u32>> = Vec::new();
+        let mut run = |fused: bool| {
+            let mut k = CudaBackend::with_precision(Precision::Bf16).expect("bf16 backend");
+            k.set_fused_rope_append(fused);
+            let mut model = match frozen {
+                true => Transformer::new_frozen(&mut k, config.clone()),
+                false => Transformer::new(&mut k, config.clone()),
+            }
+            .expect("model");
+            let params = Rng::new(0x51ab).vec(model.params().len, 0.1);
+            k.write(model.params(), &params).expect("params");
+            let mut cache = KvCache::new(&mut k, &model, prompts.len(), 64).expect("cache");
+            let refs: Vec<&[u32]> = prompts.iter().map(Vec::as_slice).collect();
+            let mut logits = model.prefill(&mut k, &mut cache, &refs).expect("prefill");
+            let mut all = Vec::new();
+            for step in 0..steps {
+                if fed.len() == step {
+                    let rows = logits.chunks_exact(config.vocab_size);
+                    fed.push(rows.map(|row| argmax(row) as u32).collect());
+                }
+                logits = model
+                    .decode_step(&mut k, &mut cache, &fed[step])
+                    .expect("step");
+                all.push(logits.clone());
+            }
+            all
+        };
+        let separate = run(false);
+        let fused = run(true);
+        for (step, (got, want)) in fused.iter().zip(&separate).enumerate() {
+            let what = format!("frozen {frozen}, step {step}");
+            assert_close(&what, got, want, 1e-6);
+        }
+    }
+}
+
 /// The bf16 mode's kernels that make GEMM inputs (RMSNorm forward and backward, SwiGLU
 /// forward and backward, attention's output in training and decoding, RoPE, the head's
 /// logit gradient) write their bf16 copies as they go (`Bf16Inputs::Copies`,

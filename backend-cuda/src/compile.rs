@@ -102,7 +102,13 @@ impl Family {
                 "add_bias",
                 "add_bias_bf16",
             ],
-            Family::Rope => &["rope", "rope_bias_bf16"],
+            Family::Rope => &[
+                "rope",
+                "rope_bias_bf16",
+                "rope_append_kv",
+                "rope_append_kv_bf16",
+                "rope_append_kv_bf16_bias_bf16",
+            ],
             Family::Attention => &[
                 "attention_forward",
                 "attention_delta",

@@ -71,7 +71,7 @@ pub(crate) fn kv_cache_append(
 
 /// The addresses of a key and a value cache, and whether both hold bf16 (they must hold
 /// their elements the same way, or the call is refused).
-fn cache_pair(
+pub(crate) fn cache_pair(
     b: &CudaBackend,
     op: &str,
     caches: [Tensor; 2],

@@ -133,7 +133,7 @@ use sage_transformer::device::{
     choose_tokens_on_host, AttentionGrads, AttentionSaved, HeadOperands,
 };
 use sage_transformer::{
-    BufferId, Device, IndexBufferId, Indices, MatmulShape, ModelConfig, Tensor,
+    BufferId, Device, IndexBufferId, Indices, MatmulShape, ModelConfig, ProjectedRows, Tensor,
 };
 
 use crate::device::Gpu;
@@ -154,6 +154,9 @@ pub struct CudaBackend {
     bf16_inputs: Bf16Inputs,
     dkv_tile: DkvTile,
     graphs: StepGraphs,
+    /// Whether a decoding step's biases, rotations and cache append run as one kernel
+    /// ([`CudaBackend::set_fused_rope_append`]).
+    fused_rope_append: bool,
     /// GEMM operands cast to bf16 so far (see [`CudaBackend::operand_casts`]).
     operand_casts: u64,
 }
@@ -196,6 +199,7 @@ impl CudaBackend {
             bf16_inputs: Bf16Inputs::default(),
             dkv_tile: DkvTile::default(),
             graphs: StepGraphs::new(precision == Precision::Bf16),
+            fused_rope_append: true,
             operand_casts: 0,
         })
     }
@@ -290,6 +294,14 @@ impl CudaBackend {
     /// launches and drops the graphs. On by default in [`Precision::Bf16`].
     pub fn set_step_graphs(&mut self, on: bool) {
         self.graphs.set_enabled(on);
+    }
+
+    /// Turns on or off the one-kernel form of a decoding step's biases, rotations and
+    /// cache append (`Kernels::rope_append_kv`); off runs them as the three to five
+    /// kernels of the separate calls. The same values either way; on by default, off
+    /// for a benchmark to measure what the fusion saves.
+    pub fn set_fused_rope_append(&mut self, on: bool) {
+        self.fused_rope_append = on;
     }
 
     /// GEMM operands the bf16 mode has cast to bf16 so far: those whose copy was neither
@@ -555,6 +567,18 @@ impl Device for CudaBackend {
         sizes: CacheSizes,
     ) -> Result<(), CudaError> {
         decode::kv_cache_append(self, caches, (k, v), lengths, sizes)
+    }
+
+    fn rope_append_kv(
+        &mut self,
+        rows: ProjectedRows,
+        positions: Indices,
+        caches: [Tensor; 2],
+        lengths: &[u32],
+        sizes: DecodeSizes,
+        theta: f32,
+    ) -> Result<(), CudaError> {
+        rope::rope_append_kv(self, rows, (positions, theta), caches, lengths, sizes)
     }
 
     fn attention_decode(

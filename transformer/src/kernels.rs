@@ -110,6 +110,21 @@ pub struct AttentionShape {
     pub head_dim: usize,
 }
 
+/// A decoding step's new query, key and value rows as their projections wrote them,
+/// with the projections' biases (`None` where the model has none), for
+/// [`Kernels::rope_append_kv`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProjectedRows {
+    /// q[B, H*hd], rotated in place.
+    pub q: Tensor,
+    /// k[B, KV*hd], rotated into the key cache (unspecified after).
+    pub k: Tensor,
+    /// v[B, KV*hd], into the value cache (unspecified after).
+    pub v: Tensor,
+    /// The biases of q, k and v: one row each ([H*hd], [KV*hd], [KV*hd]).
+    pub biases: [Option<Tensor>; 3],
+}
+
 /// Hyper-parameters of one AdamW step (decoupled weight decay).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamWStep {
@@ -322,6 +337,25 @@ pub trait Kernels {
         lengths: &[u32],
         capacity: usize,
         kv_dim: usize,
+    ) -> Result<(), Self::Error>;
+    /// A decoding step between its projections and its attention: q and k get their
+    /// bias and their rotation by `positions[B]` (as [`Kernels::add_bias_rope_forward`],
+    /// or [`Kernels::rope_forward`] without a bias), v its bias ([`Kernels::add_bias`]),
+    /// and k and v are written into their caches [B, T, KV*hd] at row `lengths[b]` (the
+    /// rows already filled, each < T) as [`Kernels::kv_cache_append`] writes them. The
+    /// same values as those calls, which a backend may make one pass (the CUDA backend
+    /// does): q holds its rotated rows after, `rows.k` and `rows.v` unspecified values.
+    #[allow(clippy::too_many_arguments)]
+    fn rope_append_kv(
+        &mut self,
+        rows: ProjectedRows,
+        positions: Indices,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        lengths: &[u32],
+        capacity: usize,
+        shape: AttentionShape,
+        theta: f32,
     ) -> Result<(), Self::Error>;
     /// One decoding step: query q[B, H*hd] of sequence b attends to the first
     /// `lengths[b]` rows of its caches [B, T, KV*hd] -> out[B, H*hd]. Here `lengths`

@@ -41,8 +41,8 @@ pub use contract::ContractError;
 pub use decode::{CachedRows, KvCache, DEFAULT_PREFILL_TOKENS};
 pub use device::Device;
 pub use kernels::{
-    AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
-    COLUMN_SUM_ROWS,
+    AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape,
+    ProjectedRows, Tensor, COLUMN_SUM_ROWS,
 };
 pub use layout::{ActLayout, LayerActs, LayerParams, ParamLayout, Slot};
 pub use lora::{Adapter, AdapterLayout, LoraConfig, Projection};

@@ -7,10 +7,10 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use super::kernels::{BufferId, IndexBufferId, Indices, Kernels, Tensor};
+use super::kernels::{BufferId, IndexBufferId, Indices, Kernels, ProjectedRows, Tensor};
 use super::layout::{ActLayout, LayerActs, Slot};
 use super::model::{
-    at, attention_inputs, attention_output, attention_shape, backend, input, layer_forward,
+    at, attention_output, attention_projections, attention_shape, backend, input, layer_forward,
     mlp_forward, same_len, InputError, LayerBuffers, Residual, Result, Transformer,
 };
 use super::sampling::TokenChoice;
@@ -493,16 +493,24 @@ impl Transformer {
         )
         .map_err(backend)?;
         for (l, lp) in p.layers.iter().enumerate() {
-            attention_inputs(k, c, lp, la, buffers, positions)?;
+            attention_projections(k, c, lp, la, buffers, cache.batch)?;
             let (k_cache, v_cache) = (cache.layer_cache(l, 0, kvd), cache.layer_cache(l, 1, kvd));
-            k.kv_cache_append(
+            let rows = ProjectedRows {
+                q: t(la.q),
+                k: t(la.k),
+                v: t(la.v),
+                biases: [lp.q_bias, lp.k_bias, lp.v_bias]
+                    .map(|bias| bias.map(|b| at(self.params, b))),
+            };
+            k.rope_append_kv(
+                rows,
+                positions,
                 k_cache,
                 v_cache,
-                t(la.k),
-                t(la.v),
                 &cache.lengths,
                 cache.capacity,
-                kvd,
+                attention_shape(c),
+                c.rope_theta,
             )
             .map_err(backend)?;
             k.attention_decode(

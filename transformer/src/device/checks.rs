@@ -8,7 +8,8 @@ use crate::contract::{
     ChoiceSizes, DecodeSizes, EmbeddingSizes, HeadDims, LengthRule, RopeSizes, Rows,
 };
 use crate::kernels::{
-    AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape, Tensor,
+    AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape,
+    ProjectedRows, Tensor,
 };
 
 /// Fails unless every operand of `op` named in `operands` has `len` elements.
@@ -292,6 +293,41 @@ impl<D: Device> Kernels for D {
         let sizes = CacheSizes::new(op, caches, lengths, capacity, kv_dim, LengthRule::Filled)?;
         check_disjoint(&[k_cache, v_cache], &[k, v])?;
         Device::kv_cache_append(self, [k_cache, v_cache], k, v, lengths, sizes)
+    }
+
+    fn rope_append_kv(
+        &mut self,
+        rows: ProjectedRows,
+        positions: Indices,
+        k_cache: Tensor,
+        v_cache: Tensor,
+        lengths: &[u32],
+        capacity: usize,
+        shape: AttentionShape,
+        theta: f32,
+    ) -> Result<(), D::Error> {
+        let op = "rope_append_kv";
+        let dims = AttentionDims::new(op, shape)?;
+        let caches = [&k_cache, &v_cache];
+        let rule = LengthRule::Filled;
+        let cache = CacheSizes::new(op, caches, lengths, capacity, dims.kv_width, rule)?;
+        expect_len(op, "q", rows.q.len, cache.batch * dims.q_width)?;
+        let kv_len = cache.batch * dims.kv_width;
+        same_len(op, kv_len, &[("k", &rows.k), ("v", &rows.v)])?;
+        RopeSizes::new(op, &rows.q, positions.len, dims.heads, dims.head_dim)?;
+        let widths = [dims.q_width, dims.kv_width, dims.kv_width];
+        let names = ["q_bias", "k_bias", "v_bias"];
+        for ((bias, width), name) in rows.biases.iter().zip(widths).zip(names) {
+            if let Some(bias) = bias {
+                expect_len(op, name, bias.len, width)?;
+            }
+        }
+        let no_bias = Tensor::whole(k_cache.buffer, 0);
+        let biases = rows.biases.map(|bias| bias.unwrap_or(no_bias));
+        check_disjoint(&[rows.q, rows.k, rows.v, k_cache, v_cache], &biases)?;
+        let sizes = DecodeSizes { dims, cache };
+        let caches = [k_cache, v_cache];
+        Device::rope_append_kv(self, rows, positions, caches, lengths, sizes, theta)
     }
 
     fn attention_decode(

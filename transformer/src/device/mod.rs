@@ -23,7 +23,7 @@ use crate::contract::{
     AdamWScalars, AttentionSizes, CacheSizes, ChoiceSizes, ContractError, DecodeSizes,
     EmbeddingSizes, HeadDims, RopeSizes, Rows,
 };
-use crate::kernels::{BufferId, IndexBufferId, Indices, MatmulShape, Tensor};
+use crate::kernels::{BufferId, IndexBufferId, Indices, MatmulShape, ProjectedRows, Tensor};
 use crate::sampling::choose;
 
 /// The tensors an attention backward call writes, all `[N, ...]` and overwritten.
@@ -63,6 +63,38 @@ pub struct HeadOperands {
     pub lm_head: Tensor,
     /// `[N]`.
     pub targets: Indices,
+}
+
+/// [`Device::rope_append_kv`] as the calls it stands for: q's and k's bias and rotation,
+/// v's bias, then the cache append. The trait's default, and the path a device that
+/// overrides it can still take.
+pub fn rope_append_kv_by_parts<D: Device + ?Sized>(
+    device: &mut D,
+    rows: ProjectedRows,
+    (positions, theta): (Indices, f32),
+    caches: [Tensor; 2],
+    lengths: &[u32],
+    DecodeSizes { dims, cache }: DecodeSizes,
+) -> Result<(), D::Error> {
+    let [q_bias, k_bias, v_bias] = rows.biases;
+    for (x, bias, heads) in [
+        (rows.q, q_bias, dims.heads),
+        (rows.k, k_bias, dims.kv_heads),
+    ] {
+        let sizes = RopeSizes {
+            rows: cache.batch,
+            heads,
+            head_dim: dims.head_dim,
+        };
+        match bias {
+            Some(bias) => device.add_bias_rope_forward(x, bias, positions, sizes, theta)?,
+            None => device.rope_forward(x, positions, sizes, theta)?,
+        }
+    }
+    if let Some(bias) = v_bias {
+        device.add_bias(rows.v, bias)?;
+    }
+    device.kv_cache_append(caches, rows.k, rows.v, lengths, cache)
 }
 
 /// [`Device::choose_tokens`] on the host: reads the logits back, picks each row's token
@@ -246,6 +278,21 @@ pub trait Device {
         lengths: &[u32],
         sizes: CacheSizes,
     ) -> Result<(), Self::Error>;
+    /// Decoding's biases, rotations and cache append; `rows.q` `[B, H*hd]`, `rows.k`,
+    /// `rows.v` `[B, KV*hd]`, the biases one row of theirs, caches `[B, T, KV*hd]`, one
+    /// position per row, every length below T, writes disjoint and disjoint from the
+    /// biases. By default the calls it stands for ([`rope_append_kv_by_parts`]).
+    fn rope_append_kv(
+        &mut self,
+        rows: ProjectedRows,
+        positions: Indices,
+        caches: [Tensor; 2],
+        lengths: &[u32],
+        sizes: DecodeSizes,
+        theta: f32,
+    ) -> Result<(), Self::Error> {
+        rope_append_kv_by_parts(self, rows, (positions, theta), caches, lengths, sizes)
+    }
     /// Decoding attention; `q`, `out` `[B, H*hd]`, caches `[B, T, KV*hd]`, every length
     /// in `1..=T`, `out` disjoint.
     fn attention_decode(

@@ -254,9 +254,9 @@ pub(crate) fn layer_forward<K: Kernels>(
     mlp_forward(k, c, lp, la, b, residual, n)
 }
 
-/// The attention block's first half over n rows: `input_norm = RMSNorm(residual_in)`,
-/// the q, k, v projections of it (with their bias), and the rotation of q and k by
-/// `positions[n]` (with their bias, in one call each).
+/// The attention block's first half over n rows: [`attention_projections`], then the
+/// rotation of q and k by `positions[n]` (with their bias, in one call each) and v's
+/// bias.
 pub(crate) fn attention_inputs<K: Kernels>(
     k: &mut K,
     c: &ModelConfig,
@@ -265,9 +265,38 @@ pub(crate) fn attention_inputs<K: Kernels>(
     b: LayerBuffers,
     positions: Indices,
 ) -> Result<(), K> {
-    let n = positions.len;
     let kerr = backend::<K::Error>;
+    attention_projections(k, c, lp, la, b, positions.len)?;
     let shape = attention_shape(c);
+    let theta = c.rope_theta;
+    for (out, bias, heads) in [
+        (la.q, lp.q_bias, shape.heads),
+        (la.k, lp.k_bias, shape.kv_heads),
+    ] {
+        let hd = shape.head_dim;
+        match bias {
+            Some(bias) => k.add_bias_rope_forward(b.t(out), b.w(bias), positions, heads, hd, theta),
+            None => k.rope_forward(b.t(out), positions, heads, hd, theta),
+        }
+        .map_err(kerr)?;
+    }
+    match lp.v_bias {
+        Some(bias) => k.add_bias(b.t(la.v), b.w(bias)).map_err(kerr),
+        None => Ok(()),
+    }
+}
+
+/// The attention block's projections over n rows: `input_norm = RMSNorm(residual_in)`,
+/// then its q, k and v projections (without their bias).
+pub(crate) fn attention_projections<K: Kernels>(
+    k: &mut K,
+    c: &ModelConfig,
+    lp: &LayerParams,
+    la: &LayerActs,
+    b: LayerBuffers,
+    n: usize,
+) -> Result<(), K> {
+    let kerr = backend::<K::Error>;
     let d = c.hidden_size;
     k.rmsnorm_forward(
         b.t(la.input_norm),
@@ -293,23 +322,7 @@ pub(crate) fn attention_inputs<K: Kernels>(
         )
         .map_err(kerr)?;
     }
-    // q and k: + bias, then rotated by `positions`, in one call; v: + bias.
-    let theta = c.rope_theta;
-    for (out, bias, heads) in [
-        (la.q, lp.q_bias, shape.heads),
-        (la.k, lp.k_bias, shape.kv_heads),
-    ] {
-        let hd = shape.head_dim;
-        match bias {
-            Some(bias) => k.add_bias_rope_forward(b.t(out), b.w(bias), positions, heads, hd, theta),
-            None => k.rope_forward(b.t(out), positions, heads, hd, theta),
-        }
-        .map_err(kerr)?;
-    }
-    match lp.v_bias {
-        Some(bias) => k.add_bias(b.t(la.v), b.w(bias)).map_err(kerr),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 /// The attention block's second half over n rows, once `la.attn` holds the attention

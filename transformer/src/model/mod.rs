@@ -26,7 +26,7 @@ mod forward;
 pub(crate) use error::{backend, input, same_len, Result};
 pub use error::{InputError, ModelError};
 pub(crate) use forward::{
-    attention_inputs, attention_output, layer_forward, mlp_forward, Residual,
+    attention_inputs, attention_output, attention_projections, layer_forward, mlp_forward, Residual,
 };
 
 /// A tensor of `buffer` at `slot`.
