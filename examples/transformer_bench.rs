@@ -23,7 +23,9 @@
 //! them where they can (the default), or all made by cast kernels, or none, cuBLAS
 //! rounding the f32 operands itself; `--step-graphs on|off`: decoding steps replayed from CUDA
 //! graphs, on by default in bf16, or run as ordinary launches; `--dkv-tile 16|32`: the
-//! queries per tile of the dk/dv attention kernel for heads of at most 64).
+//! queries per tile of the dk/dv attention kernel for heads of at most 64; `--rope-append
+//! fused|separate`: a decoding step's biases, rotations and cache append as one kernel
+//! (the default) or as the separate calls).
 #![forbid(unsafe_code)]
 
 use std::error::Error;
@@ -593,15 +595,22 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
         32 => DkvTile::Queries32,
         other => return Err(format!("unknown --dkv-tile `{other}` (16, 32)").into()),
     };
+    let fused_append = match option(args, "--rope-append", "fused".to_owned())?.as_str() {
+        "fused" => true,
+        "separate" => false,
+        other => return Err(format!("unknown --rope-append `{other}` (fused, separate)").into()),
+    };
     let mut k = CudaBackend::with_precision(precision)?;
     k.set_bf16_inputs(inputs);
     k.set_dkv_tile(dkv_tile);
+    k.set_fused_rope_append(fused_append);
     if let Some(on) = graphs {
         k.set_step_graphs(on);
     }
     eprintln!("cuda device: {}", k.description());
     let side = match (precision, inputs, graphs, dkv_tile) {
         (Precision::F32, ..) => "sage-cuda-f32",
+        _ if !fused_append => "sage-cuda-bf16-separate-append",
         (Precision::Bf16, _, Some(false), ..) => "sage-cuda-bf16-no-graphs",
         (Precision::Bf16, _, _, DkvTile::Queries32) => "sage-cuda-bf16-dkv32",
         (Precision::Bf16, Bf16Inputs::Copies, ..) => "sage-cuda-bf16",

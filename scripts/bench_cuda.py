@@ -31,8 +31,9 @@ On a GPU machine it:
      trainable` (f32 weights with kept bf16 copies instead of frozen bf16 ones), our
      training with `--dkv-tile 32` (the dk/dv attention kernel over tiles of 32
      queries), and both with `--bf16-inputs casts` (every bf16 GEMM input made by a cast
-     kernel, none by the kernel that wrote the tensor), and prints each beside the
-     default. (`--bf16-inputs converted`, cuBLAS rounding the f32 operands itself, was
+     kernel, none by the kernel that wrote the tensor), and our decoding with
+     `--rope-append separate` (a decoding step's biases, rotations and cache append as
+     the separate kernels instead of one), and prints each beside the default. (`--bf16-inputs converted`, cuBLAS rounding the f32 operands itself, was
      measured this way on 2026-11-28: 0.81x the training speed; and the query gradient
      added by the dk/dv kernel with atomics instead of its own kernel: 0.68x, since
      removed; BENCHMARKS.md.)
@@ -299,6 +300,10 @@ def main():
                                 shape[1], "--steps", shape[2], "--bf16-inputs", "casts")
     ours_decode_casts = run_rust(env, *decode_args, "--new", str(args.new),
                                  "--bf16-inputs", "casts")
+    # The decoding run again with each layer's biases, rotations and cache append as the
+    # separate kernels, to say what running them as one saves.
+    ours_decode_separate = run_rust(env, *decode_args, "--new", str(args.new),
+                                    "--rope-append", "separate")
 
     def mfu(record):
         return record["tokens_per_s"] * flops / peak
@@ -357,6 +362,17 @@ def main():
         tracing = graphs["tracing_ms"] / graphs["traced"]
         print(f"| host time tracing a step | {tracing:.2f} ms "
               f"({100 * tracing / step_ms(ours_decode):.0f}% of the step) | | |")
+
+    print("\nA decoding step's biases, rotations and cache append as one kernel a layer "
+          "(the default) against the separate kernels (`--rope-append separate`):\n")
+    print("| measurement | one kernel (default) | separate | one / separate |")
+    print("| --- | --- | --- | --- |")
+    separate_tokens = ours_decode_separate["tokens_per_s"]
+    print(f"| decoding tok/s | {ours_decode['tokens_per_s']:.0f} | {separate_tokens:.0f} | "
+          f"{ours_decode['tokens_per_s'] / separate_tokens:.2f}x |")
+    print(f"| decoding step | {step_ms(ours_decode):.2f} ms | "
+          f"{step_ms(ours_decode_separate):.2f} ms | "
+          f"{step_ms(ours_decode) / step_ms(ours_decode_separate):.2f}x |")
 
     print("\nDecoding with the weights frozen in bf16 (`Transformer::new_frozen`, as `sage "
           "eval` loads them; the default) against trainable f32 weights with kept bf16 "

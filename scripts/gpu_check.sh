@@ -24,7 +24,9 @@
 #      trainable f32 ones, training with the dk/dv attention kernel over tiles of 32
 #      queries against 16, and training
 #      and decoding with the bf16 GEMM inputs written by the kernels that make them (the
-#      default) against all made by cast kernels; then a prefill continued from KV
+#      default) against all made by cast kernels, and decoding with each layer's
+#      biases, rotations and cache append as one kernel (the default) against the
+#      separate kernels (`--rope-append separate`); then a prefill continued from KV
 #      caches (64 sequences holding 512 tokens prefill 128 more, as an agent's next turn
 #      does with held caches) against a whole prefill of the 640, in the bf16 mode
 #      (`Kernels::attention_cached` runs there as decoding attention, position by
@@ -83,7 +85,7 @@ if wanted parity; then
 fi
 if wanted bench; then
     step bench python3 scripts/bench_cuda.py --no-install --skip-checks
-    grep -E "^\||^device|^Decoding steps|^The dk/dv|^The query" "$OUT_DIR/bench.log"
+    grep -E "^\||^device|^Decoding steps|^The dk/dv|^The query|^A decoding step" "$OUT_DIR/bench.log"
     step continue "$BIN/transformer_bench" continue qwen0.5b --seqs 64 --prompt 512 --new 128 \
         --backend cuda --precision bf16
     cat "$OUT_DIR/continue.log"
