@@ -25,7 +25,9 @@
 //! graphs, on by default in bf16, or run as ordinary launches; `--dkv-tile 16|32`: the
 //! queries per tile of the dk/dv attention kernel for heads of at most 64; `--rope-append
 //! fused|separate`: a decoding step's biases, rotations and cache append as one kernel
-//! (the default) or as the separate calls).
+//! (the default) or as the separate calls; `--batched-gemms on|off`: a layer's k/v and
+//! gate/up projections as one strided batched GEMM each where the weights allow (the
+//! default) or one GEMM each).
 #![forbid(unsafe_code)]
 
 use std::error::Error;
@@ -600,10 +602,16 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
         "separate" => false,
         other => return Err(format!("unknown --rope-append `{other}` (fused, separate)").into()),
     };
+    let batched = match option(args, "--batched-gemms", "on".to_owned())?.as_str() {
+        "on" => true,
+        "off" => false,
+        other => return Err(format!("unknown --batched-gemms `{other}` (on, off)").into()),
+    };
     let mut k = CudaBackend::with_precision(precision)?;
     k.set_bf16_inputs(inputs);
     k.set_dkv_tile(dkv_tile);
     k.set_fused_rope_append(fused_append);
+    k.set_batched_gemms(batched);
     if let Some(on) = graphs {
         k.set_step_graphs(on);
     }
@@ -611,6 +619,7 @@ fn cuda(args: &[String], threads: usize, request: Request) -> BenchResult<()> {
     let side = match (precision, inputs, graphs, dkv_tile) {
         (Precision::F32, ..) => "sage-cuda-f32",
         _ if !fused_append => "sage-cuda-bf16-separate-append",
+        _ if !batched => "sage-cuda-bf16-unbatched",
         (Precision::Bf16, _, Some(false), ..) => "sage-cuda-bf16-no-graphs",
         (Precision::Bf16, _, _, DkvTile::Queries32) => "sage-cuda-bf16-dkv32",
         (Precision::Bf16, Bf16Inputs::Copies, ..) => "sage-cuda-bf16",

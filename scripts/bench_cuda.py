@@ -33,7 +33,9 @@ On a GPU machine it:
      queries), and both with `--bf16-inputs casts` (every bf16 GEMM input made by a cast
      kernel, none by the kernel that wrote the tensor), and our decoding with
      `--rope-append separate` (a decoding step's biases, rotations and cache append as
-     the separate kernels instead of one), and prints each beside the default. (`--bf16-inputs converted`, cuBLAS rounding the f32 operands itself, was
+     the separate kernels instead of one) and with `--batched-gemms off` (a layer's k/v
+     and gate/up projections as two GEMMs each instead of one batched GEMM), and prints
+     each beside the default. (`--bf16-inputs converted`, cuBLAS rounding the f32 operands itself, was
      measured this way on 2026-11-28: 0.81x the training speed; and the query gradient
      added by the dk/dv kernel with atomics instead of its own kernel: 0.68x, since
      removed; BENCHMARKS.md.)
@@ -304,6 +306,9 @@ def main():
     # separate kernels, to say what running them as one saves.
     ours_decode_separate = run_rust(env, *decode_args, "--new", str(args.new),
                                     "--rope-append", "separate")
+    # And with one GEMM per projection, to say what the batched GEMMs save.
+    ours_decode_unbatched = run_rust(env, *decode_args, "--new", str(args.new),
+                                     "--batched-gemms", "off")
 
     def mfu(record):
         return record["tokens_per_s"] * flops / peak
@@ -363,16 +368,20 @@ def main():
         print(f"| host time tracing a step | {tracing:.2f} ms "
               f"({100 * tracing / step_ms(ours_decode):.0f}% of the step) | | |")
 
-    print("\nA decoding step's biases, rotations and cache append as one kernel a layer "
-          "(the default) against the separate kernels (`--rope-append separate`):\n")
-    print("| measurement | one kernel (default) | separate | one / separate |")
-    print("| --- | --- | --- | --- |")
-    separate_tokens = ours_decode_separate["tokens_per_s"]
-    print(f"| decoding tok/s | {ours_decode['tokens_per_s']:.0f} | {separate_tokens:.0f} | "
-          f"{ours_decode['tokens_per_s'] / separate_tokens:.2f}x |")
-    print(f"| decoding step | {step_ms(ours_decode):.2f} ms | "
-          f"{step_ms(ours_decode_separate):.2f} ms | "
-          f"{step_ms(ours_decode) / step_ms(ours_decode_separate):.2f}x |")
+    print("\nA decoding step's fewer launches (the default) against the separate kernels "
+          "(`--rope-append separate`: each layer's biases, rotations and cache append as "
+          "three to five kernels, not one) and GEMMs (`--batched-gemms off`: the k/v and "
+          "gate/up projections as two GEMMs each, not one batched GEMM):\n")
+    print("| measurement | default | separate kernels | default / separate | one GEMM each "
+          "| default / one each |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    tokens = [r["tokens_per_s"] for r in (ours_decode, ours_decode_separate,
+                                          ours_decode_unbatched)]
+    print(f"| decoding tok/s | {tokens[0]:.0f} | {tokens[1]:.0f} | {tokens[0] / tokens[1]:.2f}x "
+          f"| {tokens[2]:.0f} | {tokens[0] / tokens[2]:.2f}x |")
+    steps = [step_ms(r) for r in (ours_decode, ours_decode_separate, ours_decode_unbatched)]
+    print(f"| decoding step | {steps[0]:.2f} ms | {steps[1]:.2f} ms | {steps[0] / steps[1]:.2f}x "
+          f"| {steps[2]:.2f} ms | {steps[0] / steps[2]:.2f}x |")
 
     print("\nDecoding with the weights frozen in bf16 (`Transformer::new_frozen`, as `sage "
           "eval` loads them; the default) against trainable f32 weights with kept bf16 "

@@ -25,8 +25,10 @@
 #      queries against 16, and training
 #      and decoding with the bf16 GEMM inputs written by the kernels that make them (the
 #      default) against all made by cast kernels, and decoding with each layer's
-#      biases, rotations and cache append as one kernel (the default) against the
-#      separate kernels (`--rope-append separate`); then a prefill continued from KV
+#      biases, rotations and cache append as one kernel and its k/v and gate/up
+#      projections as one batched GEMM each (the defaults) against the separate kernels
+#      (`--rope-append separate`) and GEMMs (`--batched-gemms off`); then a prefill
+#      continued from KV
 #      caches (64 sequences holding 512 tokens prefill 128 more, as an agent's next turn
 #      does with held caches) against a whole prefill of the 640, in the bf16 mode
 #      (`Kernels::attention_cached` runs there as decoding attention, position by

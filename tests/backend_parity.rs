@@ -24,7 +24,8 @@ macro_rules! backend_parity_tests {
     ($make:expr) => {
         $crate::backend_parity_tests!(@tests $make;
             elementwise_ops, sum_squares, embedding, rmsnorm, matmul_all_layouts,
-            bias, rope, attention_training, attention_decoding, rope_append_kv,
+            matmul_shared_input, bias, rope, attention_training, attention_decoding,
+            rope_append_kv,
             attention_cached_rows,
             kv_cache_buffers, swiglu,
             output_head,
@@ -285,6 +286,78 @@ pub fn matmul_all_layouts<K: Kernels>(make: impl FnOnce() -> Option<K>) {
             on_both!(b, |k, i| k.matmul(c[i], a[i], bm[i], shape));
             b.check(&format!("matmul {shape:?}"), c, 1e-5);
         }
+    }
+}
+
+/// Products of one input (`matmul_shared_input`: one strided batched GEMM on the CUDA
+/// backend where the weights and outputs lie equally spaced, one GEMM each otherwise),
+/// in every layout: two and three products whose weights and outputs are equal slices
+/// of one buffer with a gap between them (spaced as a layer's k and v weights with
+/// their biases between), and two whose weights are not equally spaced. 1e-5 of the
+/// largest value, as `matmul`.
+pub fn matmul_shared_input<K: Kernels>(make: impl FnOnce() -> Option<K>) {
+    let Some(mut b) = Both::new(make) else { return };
+    let mut rng = Rng::new(25);
+    let (m, n, k_dim, gap) = (37, 24, 19, 5);
+    for layout in 0..8 {
+        let shape = MatmulShape {
+            m,
+            n,
+            k: k_dim,
+            trans_a: layout & 1 != 0,
+            trans_b: layout & 2 != 0,
+            accumulate: layout & 4 != 0,
+        };
+        let a = b.random(&mut rng, m * k_dim, 1.0);
+        for (count, weight_starts) in [
+            (2, vec![0, k_dim * n + gap]),
+            (3, vec![0, k_dim * n + gap, 2 * (k_dim * n + gap)]),
+            (2, vec![0, k_dim * n + 2 * gap]),
+        ] {
+            let weights = b.random(&mut rng, 3 * (k_dim * n + 2 * gap), 1.0);
+            let outputs = b.random(&mut rng, count * (m * n + gap), 1.0);
+            let at = |i: usize| {
+                let bm: Vec<Tensor> = (weight_starts.iter())
+                    .map(|&start| weights[i].slice(start, k_dim * n))
+                    .collect();
+                let c: Vec<Tensor> = (0..count)
+                    .map(|j| outputs[i].slice(j * (m * n + gap), m * n))
+                    .collect();
+                (c, bm)
+            };
+            on_both!(b, |kernels, i| {
+                let (c, bm) = at(i);
+                kernels.matmul_shared_input(&c, a[i], &bm, shape)
+            });
+            let what = format!("matmul_shared_input {shape:?}, weights at {weight_starts:?}");
+            b.check(&what, outputs, 1e-5);
+        }
+    }
+    // Refused, naming the problem: fewer weights than outputs, two outputs overlapping.
+    let shape = MatmulShape {
+        m,
+        n,
+        k: k_dim,
+        trans_a: false,
+        trans_b: true,
+        accumulate: false,
+    };
+    let a = b.random(&mut rng, m * k_dim, 1.0)[1];
+    let w = b.random(&mut rng, k_dim * n, 1.0)[1];
+    let c = b.random(&mut rng, 2 * m * n, 1.0)[1];
+    let halves = [c.slice(0, m * n), c.slice(m * n, m * n)];
+    let overlapping = [c.slice(0, m * n), c.slice(1, m * n)];
+    for (outputs, weights, why) in [
+        (
+            &halves[..],
+            &[w][..],
+            "2 outputs `c` but 1 second operands `b`",
+        ),
+        (&overlapping[..], &[w, w][..], "tensors overlap"),
+    ] {
+        let call = b.other.matmul_shared_input(outputs, a, weights, shape);
+        let refused = call.expect_err(why).to_string();
+        assert!(refused.contains(why), "{refused}");
     }
 }
 

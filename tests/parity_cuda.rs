@@ -517,16 +517,18 @@ fn decoding_steps_replayed_from_graphs_match_eager_steps() {
     ));
 }
 
-/// A decoding step's biases, rotations and cache append in one kernel (the default)
-/// and as the separate calls (`CudaBackend::set_fused_rope_append(false)`) decode the
-/// same logits, in the bf16 mode (bf16 caches) with trainable f32 weights and with
-/// frozen bf16 ones (f32 and bf16 biases: the tiny model has Qwen2's q, k and v biases),
-/// over 40 steps of 4 sequences. The one kernel makes the same sums, rotation and
-/// rounding as the separate ones, so the caches and logits should agree to the bit;
-/// 1e-6 of the largest logit allows cuBLAS another algorithm, where a wrong index or bias
-/// would differ by far more.
+/// A decoding step's biases, rotations and cache append in one kernel, and the k/v and
+/// gate/up projections as one batched GEMM each (the defaults), decode the logits of
+/// the separate kernels and GEMMs (`CudaBackend::set_fused_rope_append(false)`,
+/// `set_batched_gemms(false)`), each alone and both together, in the bf16 mode (bf16
+/// caches) with trainable f32 weights and with frozen bf16 ones (f32 and bf16 biases: the
+/// tiny model has Qwen2's q, k and v biases; the batched GEMMs run on the frozen
+/// weights), over 40 steps of 4 sequences. The one kernel makes the same sums, rotation
+/// and rounding as the separate ones; a batched GEMM may take another cuBLAS algorithm,
+/// so 1e-5 of the largest logit, where a wrong index, bias or stride would differ by far
+/// more. The f32 mode's batched GEMM is the parity body `matmul_shared_input`.
 #[test]
-fn decoding_in_one_rotation_and_append_kernel_matches_the_separate_kernels() {
+fn decoding_with_fused_kernels_and_batched_gemms_matches_the_separate_ones() {
     use sage_backend_cuda::Precision;
     use sage_e2e::backend_parity::{assert_close, Rng};
     use sage_transformer::sampling::argmax;
@@ -543,9 +545,10 @@ fn decoding_in_one_rotation_and_append_kernel_matches_the_separate_kernels() {
     let steps = 40;
     for frozen in [false, true] {
         let mut fed: Vec<Vec<u32>> = Vec::new();
-        let mut run = |fused: bool| {
+        let mut run = |fused: bool, batched: bool| {
             let mut k = CudaBackend::with_precision(Precision::Bf16).expect("bf16 backend");
             k.set_fused_rope_append(fused);
+            k.set_batched_gemms(batched);
             let mut model = match frozen {
                 true => Transformer::new_frozen(&mut k, config.clone()),
                 false => Transformer::new(&mut k, config.clone()),
@@ -569,11 +572,14 @@ fn decoding_in_one_rotation_and_append_kernel_matches_the_separate_kernels() {
             }
             all
         };
-        let separate = run(false);
-        let fused = run(true);
-        for (step, (got, want)) in fused.iter().zip(&separate).enumerate() {
-            let what = format!("frozen {frozen}, step {step}");
-            assert_close(&what, got, want, 1e-6);
+        let separate = run(false, false);
+        for (fused, batched) in [(true, false), (false, true), (true, true)] {
+            let got = run(fused, batched);
+            for (step, (got, want)) in got.iter().zip(&separate).enumerate() {
+                let what =
+                    format!("frozen {frozen}, fused {fused}, batched {batched}, step {step}");
+                assert_close(&what, got, want, 1e-5);
+            }
         }
     }
 }

@@ -157,6 +157,9 @@ pub struct CudaBackend {
     /// Whether a decoding step's biases, rotations and cache append run as one kernel
     /// ([`CudaBackend::set_fused_rope_append`]).
     fused_rope_append: bool,
+    /// Whether products of one input by equally spaced weights run as one batched GEMM
+    /// ([`CudaBackend::set_batched_gemms`]).
+    batched_gemms: bool,
     /// GEMM operands cast to bf16 so far (see [`CudaBackend::operand_casts`]).
     operand_casts: u64,
 }
@@ -200,6 +203,7 @@ impl CudaBackend {
             dkv_tile: DkvTile::default(),
             graphs: StepGraphs::new(precision == Precision::Bf16),
             fused_rope_append: true,
+            batched_gemms: true,
             operand_casts: 0,
         })
     }
@@ -302,6 +306,15 @@ impl CudaBackend {
     /// for a benchmark to measure what the fusion saves.
     pub fn set_fused_rope_append(&mut self, on: bool) {
         self.fused_rope_append = on;
+    }
+
+    /// Turns on or off one strided batched GEMM for products of one input by weights
+    /// that lie equally spaced and are held alike (`Kernels::matmul_shared_input`: a
+    /// layer's k and v, and gate and up, projections, in the f32 mode and with frozen
+    /// bf16 weights); off runs one GEMM each. The same products either way; on by
+    /// default, off for a benchmark to measure what batching saves.
+    pub fn set_batched_gemms(&mut self, on: bool) {
+        self.batched_gemms = on;
     }
 
     /// GEMM operands the bf16 mode has cast to bf16 so far: those whose copy was neither
@@ -479,6 +492,16 @@ impl Device for CudaBackend {
         shape: MatmulShape,
     ) -> Result<(), CudaError> {
         matmul::matmul(self, c, a, b, shape)
+    }
+
+    fn matmul_shared_input(
+        &mut self,
+        c: &[Tensor],
+        a: Tensor,
+        b: &[Tensor],
+        shape: MatmulShape,
+    ) -> Result<(), CudaError> {
+        matmul::matmul_shared_input(self, c, a, b, shape)
     }
 
     fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), CudaError> {

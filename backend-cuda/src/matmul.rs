@@ -8,7 +8,9 @@
 //! the tensor ([`copy_out`]; the head's logit gradient, made for its two GEMMs alone, is
 //! written in bf16 only); with [`Bf16Inputs::Converted`]
 //! cuBLAS rounds the f32 operands to bf16 itself instead. Frozen weights of the bf16 mode
-//! (`Kernels::alloc_frozen`) are bf16 already and multiply as they are.
+//! (`Kernels::alloc_frozen`) are bf16 already and multiply as they are. Products of one
+//! input by weights held alike at equal spacing (a layer's k and v, gate and up) run as
+//! one strided batched GEMM ([`matmul_shared_input`]).
 
 use std::ffi::c_void;
 
@@ -216,21 +218,13 @@ pub(crate) fn gemm(
         }
         return Ok(());
     }
-    // Column-major: C^T [n, m] = op(B)^T [n, k] · op(A)^T [k, m].
-    let operation = |t: bool| {
-        if t {
-            cublasOperation_t::CUBLAS_OP_T
-        } else {
-            cublasOperation_t::CUBLAS_OP_N
-        }
-    };
-    let (cm, cn, ck) = (
-        to_i32(op, "n", n)?,
-        to_i32(op, "m", m)?,
-        to_i32(op, "k", k)?,
-    );
-    let ld_b = to_i32(op, "ld b", if trans_b { k } else { n })?;
-    let ld_a = to_i32(op, "ld a", if trans_a { m } else { k })?;
+    let ColumnMajor {
+        cm,
+        cn,
+        ck,
+        ld_a,
+        ld_b,
+    } = ColumnMajor::of(op, shape)?;
     let (alpha, beta) = (1.0f32, if accumulate { 1.0f32 } else { 0.0 });
     // bf16 operands for cuBLAS: the mode's copies, and always with an operand held in
     // bf16 (cuBLAS cannot round one f32 operand and take the other as it is).
@@ -320,4 +314,219 @@ pub(crate) fn gemm(
         }
     };
     ran.map_err(|e| b.gpu.recorder.failed("matmul", e))
+}
+
+/// `op(t)` as cuBLAS names it.
+fn operation(transposed: bool) -> cublasOperation_t {
+    if transposed {
+        cublasOperation_t::CUBLAS_OP_T
+    } else {
+        cublasOperation_t::CUBLAS_OP_N
+    }
+}
+
+/// A row-major GEMM's sizes as the column-major product cuBLAS computes:
+/// C^T [n, m] = op(B)^T [n, k] · op(A)^T [k, m], so cuBLAS's m is our n and its first
+/// operand our b.
+struct ColumnMajor {
+    cm: i32,
+    cn: i32,
+    ck: i32,
+    ld_a: i32,
+    ld_b: i32,
+}
+
+impl ColumnMajor {
+    fn of(op: &str, shape: MatmulShape) -> Result<ColumnMajor, CudaError> {
+        let MatmulShape {
+            m,
+            n,
+            k,
+            trans_a,
+            trans_b,
+            ..
+        } = shape;
+        Ok(ColumnMajor {
+            cm: to_i32(op, "n", n)?,
+            cn: to_i32(op, "m", m)?,
+            ck: to_i32(op, "k", k)?,
+            ld_a: to_i32(op, "ld a", if trans_a { m } else { k })?,
+            ld_b: to_i32(op, "ld b", if trans_b { k } else { n })?,
+        })
+    }
+}
+
+/// c[j] (+)= op(a) · op(b[j]) for every j: one strided batched cuBLAS GEMM where every b
+/// is held alike (f32 in the f32 mode, frozen bf16 weights in the bf16 mode), the b and
+/// the c lie at equal, increasing spacing, and `a` is shared (stride 0); else one
+/// [`matmul`] each. The addresses are looked up as [`matmul`] looks them up, so the
+/// shadows see the same reads and writes.
+pub(crate) fn matmul_shared_input(
+    b: &mut CudaBackend,
+    c: &[Tensor],
+    a: Tensor,
+    bm: &[Tensor],
+    shape: MatmulShape,
+) -> Result<(), CudaError> {
+    let op = "matmul_shared_input";
+    let separately = |b: &mut CudaBackend| -> Result<(), CudaError> {
+        for (&c, &bm) in c.iter().zip(bm) {
+            matmul(b, c, a, bm, shape)?;
+        }
+        Ok(())
+    };
+    let MatmulShape { m, n, k, .. } = shape;
+    if !b.batched_gemms || c.len() < 2 || m * n * k == 0 {
+        return separately(b);
+    }
+    let weights = bm
+        .iter()
+        .map(|&t| address(b, Operand::Tensor(t)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let held_bf16 = weights.iter().all(|&(_, bf16)| bf16);
+    let held_f32 = weights.iter().all(|&(_, bf16)| !bf16);
+    let (bytes, in_type) = match b.precision {
+        Precision::F32 if held_f32 => (4, cudaDataType::CUDA_R_32F),
+        Precision::Bf16 if held_bf16 => (2, cudaDataType::CUDA_R_16BF),
+        _ => return separately(b),
+    };
+    let outputs = c
+        .iter()
+        .map(|&t| b.store.address(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    let weight_at: Vec<u64> = weights.iter().map(|&(at, _)| at).collect();
+    let (Some(b_stride), Some(c_stride)) = (
+        equal_spacing(&weight_at, bytes, k * n),
+        equal_spacing(&outputs, 4, m * n),
+    ) else {
+        return separately(b);
+    };
+    let a_in = match b.precision {
+        Precision::F32 => address(b, Operand::Tensor(a))?.0,
+        Precision::Bf16 => {
+            let a_at = address(b, Operand::Tensor(a))?;
+            bf16_operand(b, Operand::Tensor(a), a_at, m * k, Scratch::Bf16A)?
+        }
+    };
+    let count = to_i32(op, "count", c.len())?;
+    let words = [
+        a_in,
+        weight_at[0],
+        outputs[0],
+        b_stride as u64,
+        c_stride as u64,
+        count as u64,
+        m as u64,
+        n as u64,
+        k as u64,
+        u64::from(shape.trans_a) | u64::from(shape.trans_b) << 1 | u64::from(shape.accumulate) << 2,
+    ];
+    if b.gpu.recorder.skips("matmul_batched", words) {
+        return Ok(());
+    }
+    let ColumnMajor {
+        cm,
+        cn,
+        ck,
+        ld_a,
+        ld_b,
+    } = ColumnMajor::of(op, shape)?;
+    let (alpha, beta) = (1.0f32, if shape.accumulate { 1.0f32 } else { 0.0 });
+    b.gpu.ctx.bind_to_thread()?;
+    let handle = *b.gpu.blas.handle();
+    // SAFETY: a addresses m*k elements of `in_type` (f32, or its bf16 copy), each b[j] =
+    // weight_at[0] + j * b_stride elements k*n of `in_type`, each c[j] = outputs[0] + j *
+    // c_stride elements m*n f32, all checked live ranges; the leading dimensions describe
+    // those layouts, and the strides are in elements.
+    let ran = unsafe {
+        match b.precision {
+            Precision::F32 => blas::sgemm_strided_batched(
+                handle,
+                operation(shape.trans_b),
+                operation(shape.trans_a),
+                cm,
+                cn,
+                ck,
+                &alpha,
+                weight_at[0] as *const f32,
+                ld_b,
+                b_stride,
+                a_in as *const f32,
+                ld_a,
+                0,
+                &beta,
+                outputs[0] as *mut f32,
+                cm,
+                c_stride,
+                count,
+            ),
+            Precision::Bf16 => blas::gemm_strided_batched_ex(
+                handle,
+                operation(shape.trans_b),
+                operation(shape.trans_a),
+                cm,
+                cn,
+                ck,
+                &alpha as *const f32 as *const c_void,
+                weight_at[0] as *const c_void,
+                in_type,
+                ld_b,
+                b_stride,
+                a_in as *const c_void,
+                in_type,
+                ld_a,
+                0,
+                &beta as *const f32 as *const c_void,
+                outputs[0] as *mut c_void,
+                cudaDataType::CUDA_R_32F,
+                cm,
+                c_stride,
+                count,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            ),
+        }
+    };
+    ran.map_err(|e| b.gpu.recorder.failed("matmul_batched", e))
+}
+
+/// The common spacing of `addresses`, in elements of `bytes` each, when they increase by
+/// the same whole number of elements, at least `len` (so the ranges do not overlap).
+fn equal_spacing(addresses: &[u64], bytes: u64, len: usize) -> Option<i64> {
+    let (&first, &second) = (addresses.first()?, addresses.get(1)?);
+    let step = second.checked_sub(first)?;
+    let evenly = addresses
+        .windows(2)
+        .all(|pair| pair[1].checked_sub(pair[0]) == Some(step));
+    let elements = step / bytes;
+    (evenly && step % bytes == 0 && elements >= len as u64)
+        .then(|| i64::try_from(elements).ok())
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::equal_spacing;
+
+    #[test]
+    fn equal_spacing_takes_only_evenly_increasing_disjoint_ranges() {
+        // Two f32 ranges of 6 elements, 8 apart; three of bf16, 10 apart.
+        assert_eq!(equal_spacing(&[1000, 1032], 4, 6), Some(8));
+        assert_eq!(equal_spacing(&[1000, 1020, 1040], 2, 10), Some(10));
+        assert_eq!(equal_spacing(&[1000, 1024], 4, 6), Some(6), "adjacent");
+        assert_eq!(equal_spacing(&[1000, 1020], 4, 6), None, "overlapping");
+        assert_eq!(equal_spacing(&[1032, 1000], 4, 6), None, "decreasing");
+        assert_eq!(
+            equal_spacing(&[1000, 1000], 4, 6),
+            None,
+            "the same range twice"
+        );
+        assert_eq!(
+            equal_spacing(&[1000, 1030], 4, 6),
+            None,
+            "not whole elements"
+        );
+        assert_eq!(equal_spacing(&[1000, 1032, 1072], 4, 6), None, "uneven");
+        assert_eq!(equal_spacing(&[1000], 4, 6), None, "one range");
+    }
 }

@@ -251,6 +251,19 @@ pub trait Kernels {
         b: Tensor,
         shape: MatmulShape,
     ) -> Result<(), Self::Error>;
+    /// Several products of one input, each of `shape`: c[j] (+)= op(a) · op(b[j]) for
+    /// every j, as [`Kernels::matmul`] of each (`c` and `b` of one length; every c
+    /// disjoint from the others and from every input): the k and v, or gate and up,
+    /// projections of one normed input. The same values as those calls, which a backend
+    /// may run as one batched GEMM where the b and c lie equally spaced (the CUDA
+    /// backend does).
+    fn matmul_shared_input(
+        &mut self,
+        c: &[Tensor],
+        a: Tensor,
+        b: &[Tensor],
+        shape: MatmulShape,
+    ) -> Result<(), Self::Error>;
     /// out[N, C] += bias[C] on every row.
     fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), Self::Error>;
     /// dbias[C] (+=) column sums of dout[N, C].

@@ -2,10 +2,13 @@
 //! (operand lengths, whole rows, overlapping writes, the attention and cache shapes),
 //! then hands the device its checked sizes. The only place those checks are written.
 
+use alloc::format;
+use alloc::vec::Vec;
+
 use super::{AttentionGrads, AttentionSaved, Device, HeadOperands};
 use crate::contract::{
     check_disjoint, expect_len, AdamWScalars, AttentionDims, AttentionSizes, CacheSizes,
-    ChoiceSizes, DecodeSizes, EmbeddingSizes, HeadDims, LengthRule, RopeSizes, Rows,
+    ChoiceSizes, ContractError, DecodeSizes, EmbeddingSizes, HeadDims, LengthRule, RopeSizes, Rows,
 };
 use crate::kernels::{
     AdamWStep, AttentionShape, BufferId, IndexBufferId, Indices, Kernels, MatmulShape,
@@ -166,6 +169,33 @@ impl<D: Device> Kernels for D {
         expect_len("matmul", "c", c.len, m * n)?;
         check_disjoint(&[c], &[a, b])?;
         Device::matmul(self, c, a, b, shape)
+    }
+
+    fn matmul_shared_input(
+        &mut self,
+        c: &[Tensor],
+        a: Tensor,
+        b: &[Tensor],
+        shape: MatmulShape,
+    ) -> Result<(), D::Error> {
+        let op = "matmul_shared_input";
+        let MatmulShape { m, n, k, .. } = shape;
+        if b.len() != c.len() {
+            return Err(ContractError::BadArgument(format!(
+                "{op}: {} outputs `c` but {} second operands `b`; need one `b` each",
+                c.len(),
+                b.len()
+            ))
+            .into());
+        }
+        expect_len(op, "a", a.len, m * k)?;
+        for (&c, &b) in c.iter().zip(b) {
+            expect_len(op, "b", b.len, k * n)?;
+            expect_len(op, "c", c.len, m * n)?;
+        }
+        let reads: Vec<Tensor> = b.iter().copied().chain([a]).collect();
+        check_disjoint(c, &reads)?;
+        Device::matmul_shared_input(self, c, a, b, shape)
     }
 
     fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), D::Error> {

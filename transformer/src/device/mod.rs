@@ -211,6 +211,21 @@ pub trait Device {
         b: Tensor,
         shape: MatmulShape,
     ) -> Result<(), Self::Error>;
+    /// GEMMs of one input; as many `c` as `b`, each pair and `a` sized as `shape` says,
+    /// every `c` disjoint from the others and from the inputs. By default one
+    /// [`Device::matmul`] each, in order.
+    fn matmul_shared_input(
+        &mut self,
+        c: &[Tensor],
+        a: Tensor,
+        b: &[Tensor],
+        shape: MatmulShape,
+    ) -> Result<(), Self::Error> {
+        for (&c, &b) in c.iter().zip(b) {
+            self.matmul(c, a, b, shape)?;
+        }
+        Ok(())
+    }
     /// `out[N, C] += bias[C]`; `out` whole rows of `bias.len`, disjoint.
     fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), Self::Error>;
     /// Column sums; `dout` whole rows of `dbias.len`, disjoint.

@@ -287,7 +287,8 @@ pub(crate) fn attention_inputs<K: Kernels>(
 }
 
 /// The attention block's projections over n rows: `input_norm = RMSNorm(residual_in)`,
-/// then its q, k and v projections (without their bias).
+/// then its q, k and v projections (without their bias; k and v in one call, which a
+/// backend may make one batched GEMM).
 pub(crate) fn attention_projections<K: Kernels>(
     k: &mut K,
     c: &ModelConfig,
@@ -307,22 +308,22 @@ pub(crate) fn attention_projections<K: Kernels>(
         c.rms_norm_eps,
     )
     .map_err(kerr)?;
-    let projections = [
-        (la.q, lp.q_weight, c.q_dim()),
-        (la.k, lp.k_weight, c.kv_dim()),
-        (la.v, lp.v_weight, c.kv_dim()),
-    ];
-    for (out, weight, width) in projections {
-        // out[n, width] = input_norm[n, D] · W[width, D]^T
-        k.matmul(
-            b.t(out),
-            b.t(la.input_norm),
-            b.w(weight),
-            mm(n, width, d, false, true, false),
-        )
-        .map_err(kerr)?;
-    }
-    Ok(())
+    // q[n, H*hd] = input_norm[n, D] · Wq[H*hd, D]^T
+    k.matmul(
+        b.t(la.q),
+        b.t(la.input_norm),
+        b.w(lp.q_weight),
+        mm(n, c.q_dim(), d, false, true, false),
+    )
+    .map_err(kerr)?;
+    // k, v[n, KV*hd] = input_norm[n, D] · Wk, Wv[KV*hd, D]^T
+    k.matmul_shared_input(
+        &[b.t(la.k), b.t(la.v)],
+        b.t(la.input_norm),
+        &[b.w(lp.k_weight), b.w(lp.v_weight)],
+        mm(n, c.kv_dim(), d, false, true, false),
+    )
+    .map_err(kerr)
 }
 
 /// The attention block's second half over n rows, once `la.attn` holds the attention
@@ -368,16 +369,14 @@ pub(crate) fn mlp_forward<K: Kernels>(
         c.rms_norm_eps,
     )
     .map_err(kerr)?;
-    // gate, up[n, I] = post_norm[n, D] · W[I, D]^T
-    for (out, weight) in [(la.gate, lp.gate_weight), (la.up, lp.up_weight)] {
-        k.matmul(
-            b.t(out),
-            b.t(la.post_norm),
-            b.w(weight),
-            mm(n, i, d, false, true, false),
-        )
-        .map_err(kerr)?;
-    }
+    // gate, up[n, I] = post_norm[n, D] · W[I, D]^T, in one call
+    k.matmul_shared_input(
+        &[b.t(la.gate), b.t(la.up)],
+        b.t(la.post_norm),
+        &[b.w(lp.gate_weight), b.w(lp.up_weight)],
+        mm(n, i, d, false, true, false),
+    )
+    .map_err(kerr)?;
     k.swiglu_forward(b.t(la.swiglu), b.t(la.gate), b.t(la.up))
         .map_err(kerr)?;
     // next[n, D] = swiglu[n, I] · down[D, I]^T + mid
