@@ -20,11 +20,13 @@ use sage_transformer::contract::{
     AdamWScalars, AttentionSizes, CacheSizes, ChoiceSizes, DecodeSizes, EmbeddingSizes, HeadDims,
     RopeSizes, Rows,
 };
-use sage_transformer::device::{AttentionGrads, AttentionSaved, HeadOperands};
+use sage_transformer::device::{
+    rope_append_kv_by_parts, AttentionGrads, AttentionSaved, HeadOperands,
+};
 use sage_transformer::sampling::argmax;
 use sage_transformer::{
     BufferId, Device, IndexBufferId, Indices, InputError, KvCache, MatmulShape, ModelConfig,
-    ModelError, Tensor, Transformer,
+    ModelError, ProjectedRows, Tensor, Transformer,
 };
 
 /// Set in the ids of the cache buffers [`Strict`] hands out: the CPU backend knows no
@@ -39,8 +41,10 @@ const FROZEN_TAG: u32 = 1 << 29;
 /// `kv_cache_append`, `attention_decode` and `free` resolve; frozen weight buffers,
 /// counted, get tagged ids (when `tag_frozen`) that only `write`, the forward kernels
 /// that read weights and `free` resolve. It also
-/// counts the addition kernels (`add_assign`, `add_bias`) and the biased rotations
-/// (`add_bias_rope_forward`) it is asked for.
+/// counts the addition kernels (`add_assign`, `add_bias`), the biased rotations
+/// (`add_bias_rope_forward`) and the decoding rotations with cache appends
+/// (`rope_append_kv`) it is asked for, and keeps the outputs and second operands of
+/// every `matmul_shared_input`.
 #[derive(Default)]
 struct Strict {
     cpu: CpuBackend,
@@ -52,6 +56,8 @@ struct Strict {
     frozen: usize,
     additions: usize,
     biased_rotations: usize,
+    rotations_appended: usize,
+    shared_inputs: Vec<(Vec<Tensor>, Vec<Tensor>)>,
 }
 
 /// `t` with `tag` cleared from its buffer's id.
@@ -196,6 +202,33 @@ impl Device for Strict {
         shape: MatmulShape,
     ) -> Result<(), CpuError> {
         Device::matmul(&mut self.cpu, c, weights(a), weights(b), shape)
+    }
+
+    fn matmul_shared_input(
+        &mut self,
+        c: &[Tensor],
+        a: Tensor,
+        b: &[Tensor],
+        shape: MatmulShape,
+    ) -> Result<(), CpuError> {
+        self.shared_inputs.push((c.to_vec(), b.to_vec()));
+        for (&c, &b) in c.iter().zip(b) {
+            Device::matmul(self, c, a, b, shape)?;
+        }
+        Ok(())
+    }
+
+    fn rope_append_kv(
+        &mut self,
+        rows: ProjectedRows,
+        positions: Indices,
+        caches: [Tensor; 2],
+        lengths: &[u32],
+        sizes: DecodeSizes,
+        theta: f32,
+    ) -> Result<(), CpuError> {
+        self.rotations_appended += 1;
+        rope_append_kv_by_parts(self, rows, (positions, theta), caches, lengths, sizes)
     }
 
     fn add_assign(&mut self, dst: Tensor, src: Tensor) -> Result<(), CpuError> {
@@ -520,4 +553,59 @@ fn a_decoding_step_launches_one_addition_per_layer() {
         (3 * layers, 2 * layers),
         "a training forward pass keeps its sums"
     );
+}
+
+/// A decoding step hands the backend what lets it launch less (the CUDA backend's
+/// one-pass rotation and append, and its batched GEMMs): one `rope_append_kv` per
+/// layer (the prefill none: its keys and values are copied into the caches), and two
+/// `matmul_shared_input` per layer (k and v, gate and up) whose outputs and weights each
+/// lie in one buffer, in order and apart, so equally spaced for the pair: with
+/// trainable weights and frozen ones, in the prefill, the step and a training forward
+/// pass.
+#[test]
+fn a_decoding_step_hands_over_one_rotation_and_two_spaced_products_per_layer() {
+    fn spaced(tensors: &[Tensor]) -> bool {
+        tensors.windows(2).all(|pair| {
+            pair[0].buffer == pair[1].buffer && pair[0].offset + pair[0].len <= pair[1].offset
+        })
+    }
+    for frozen in [false, true] {
+        let mut strict = Strict {
+            tag_frozen: frozen,
+            ..Strict::default()
+        };
+        let mut model = tiny_model(&mut strict, frozen);
+        let layers = model.config().num_hidden_layers;
+        let mut cache = KvCache::new(&mut strict, &model, 2, 16).unwrap();
+        let prompts: [&[u32]; 2] = [&[3, 17, 5, 40], &[9, 1]];
+        model.prefill(&mut strict, &mut cache, &prompts).unwrap();
+        assert_eq!(strict.rotations_appended, 0, "frozen {frozen}: the prefill");
+        assert_eq!(
+            strict.shared_inputs.len(),
+            2 * layers,
+            "frozen {frozen}: the prefill"
+        );
+        model.decode_step(&mut strict, &mut cache, &[7, 8]).unwrap();
+        assert_eq!(strict.rotations_appended, layers, "frozen {frozen}: a step");
+        assert_eq!(
+            strict.shared_inputs.len(),
+            4 * layers,
+            "frozen {frozen}: a step"
+        );
+        if !frozen {
+            model
+                .forward(&mut strict, &[3, 17, 5, 40], &[17, 5, 40, 2], &[0, 4])
+                .unwrap();
+            assert_eq!(
+                strict.shared_inputs.len(),
+                6 * layers,
+                "a training forward pass"
+            );
+        }
+        for (outputs, weights) in &strict.shared_inputs {
+            assert_eq!((outputs.len(), weights.len()), (2, 2));
+            assert!(spaced(outputs), "frozen {frozen}: outputs {outputs:?}");
+            assert!(spaced(weights), "frozen {frozen}: weights {weights:?}");
+        }
+    }
 }
