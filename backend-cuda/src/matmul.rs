@@ -245,7 +245,7 @@ pub(crate) fn gemm(
         m as u64,
         n as u64,
         k as u64,
-        u64::from(trans_a) | u64::from(trans_b) << 1 | u64::from(accumulate) << 2,
+        layout_word(shape),
     ];
     if b.gpu.recorder.skips("matmul", words) {
         return Ok(());
@@ -314,6 +314,11 @@ pub(crate) fn gemm(
         }
     };
     ran.map_err(|e| b.gpu.recorder.failed("matmul", e))
+}
+
+/// A GEMM's transposes and accumulation as one word of its recorded call.
+fn layout_word(shape: MatmulShape) -> u64 {
+    u64::from(shape.trans_a) | u64::from(shape.trans_b) << 1 | u64::from(shape.accumulate) << 2
 }
 
 /// `op(t)` as cuBLAS names it.
@@ -419,7 +424,7 @@ pub(crate) fn matmul_shared_input(
         m as u64,
         n as u64,
         k as u64,
-        u64::from(shape.trans_a) | u64::from(shape.trans_b) << 1 | u64::from(shape.accumulate) << 2,
+        layout_word(shape),
     ];
     if b.gpu.recorder.skips("matmul_batched", words) {
         return Ok(());
