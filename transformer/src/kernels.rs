@@ -121,7 +121,7 @@ pub struct ProjectedRows {
     pub k: Tensor,
     /// v[B, KV*hd], into the value cache (unspecified after).
     pub v: Tensor,
-    /// The biases of q, k and v: one row each ([H*hd], [KV*hd], [KV*hd]).
+    /// The biases of q, k and v: one row each (`[H*hd]`, `[KV*hd]`, `[KV*hd]`).
     pub biases: [Option<Tensor>; 3],
 }
 
@@ -251,7 +251,7 @@ pub trait Kernels {
         b: Tensor,
         shape: MatmulShape,
     ) -> Result<(), Self::Error>;
-    /// Several products of one input, each of `shape`: c[j] (+)= op(a) · op(b[j]) for
+    /// Several products of one input, each of `shape`: `c[j] (+)= op(a) · op(b[j])` for
     /// every j, as [`Kernels::matmul`] of each (`c` and `b` of one length; every c
     /// disjoint from the others and from every input): the k and v, or gate and up,
     /// projections of one normed input. The same values as those calls, which a backend
