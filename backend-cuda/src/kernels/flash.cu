@@ -62,40 +62,61 @@ __device__ __forceinline__ float4 load_quad(const float* at, bool inside, u32 d,
     return x;
 }
 
-// Stages ROWS rows from `first` of the `width`-strided f32 matrix `src`, columns col ..
-// col + head_dim, as bf16 into tile[ROWS][MAX_HEAD + 8]; rows at or past `limit` and
-// columns head_dim .. MAX_HEAD are zero, so the products may run over the whole
-// MAX_HEAD. Each thread converts 4 adjacent columns of one row per pass, and the block
-// covers FLASH_THREADS / (MAX_HEAD / 4) rows a pass; every count is a constant, so the
-// loops unroll and a batch's loads go out together.
-template <u32 ROWS, u32 MAX_HEAD>
-__device__ __forceinline__ void stage_rows(bf16* tile, const float* src, u32 first, u32 limit,
-                                           u64 width, u32 col, u32 head_dim) {
+// Stages ROWS rows from `first` of each of the SOURCES `width`-strided f32 matrices
+// `srcs` (all read at columns col .. col + head_dim), as bf16 into tiles[s][ROWS][MAX_HEAD
+// + 8]; rows at or past `limit` and columns head_dim .. MAX_HEAD are zero, so the products
+// may run over the whole MAX_HEAD. Each thread converts 4 adjacent columns of one row per
+// pass, and the block covers FLASH_THREADS / (MAX_HEAD / 4) rows a pass. The loads of all
+// the sources go out in batches of STAGE_LOADS before any of a batch is converted, so
+// tiles staged together (keys and values, queries and their output gradients) cost the
+// trips to memory of one when their loads fit a batch; every count is a constant, so the
+// loops unroll.
+template <u32 ROWS, u32 MAX_HEAD, u32 SOURCES>
+__device__ __forceinline__ void stage_tiles(bf16* const (&tiles)[SOURCES],
+                                            const float* const (&srcs)[SOURCES], u32 first,
+                                            u32 limit, u64 width, u32 col, u32 head_dim) {
     constexpr u32 STRIDE = MAX_HEAD + 8;
     constexpr u32 QUADS = MAX_HEAD / 4;
     constexpr u32 ROWS_PER_PASS = FLASH_THREADS / QUADS;
     constexpr u32 PASSES = ROWS / ROWS_PER_PASS;
+    constexpr u32 LOADS = SOURCES * PASSES;
     static_assert(FLASH_THREADS % QUADS == 0 && ROWS % ROWS_PER_PASS == 0,
                   "a tile is a whole number of passes");
     const u32 d = 4 * (threadIdx.x % QUADS);
     const u32 r0 = threadIdx.x / QUADS;
-    const bool vector = head_dim % 4 == 0 && width % 4 == 0 && col % 4 == 0 &&
-                        ((u64)src & 15) == 0;
+    bool vector = head_dim % 4 == 0 && width % 4 == 0 && col % 4 == 0;
 #pragma unroll
-    for (u32 batch = 0; batch < PASSES; batch += STAGE_LOADS) {
+    for (u32 source = 0; source < SOURCES; source++) {
+        vector = vector && ((u64)srcs[source] & 15) == 0;
+    }
+#pragma unroll
+    for (u32 batch = 0; batch < LOADS; batch += STAGE_LOADS) {
         float4 x[STAGE_LOADS];
 #pragma unroll
-        for (u32 p = 0; p < STAGE_LOADS && batch + p < PASSES; p++) {
-            const u32 row = first + r0 + (batch + p) * ROWS_PER_PASS;
-            x[p] = load_quad(src + (u64)row * width + col + d, row < limit, d, head_dim, vector);
+        for (u32 p = 0; p < STAGE_LOADS && batch + p < LOADS; p++) {
+            const u32 source = (batch + p) / PASSES;
+            const u32 row = first + r0 + (batch + p) % PASSES * ROWS_PER_PASS;
+            x[p] = load_quad(srcs[source] + (u64)row * width + col + d, row < limit, d, head_dim,
+                             vector);
         }
 #pragma unroll
-        for (u32 p = 0; p < STAGE_LOADS && batch + p < PASSES; p++) {
-            u32* out = (u32*)(tile + (r0 + (batch + p) * ROWS_PER_PASS) * STRIDE + d);
+        for (u32 p = 0; p < STAGE_LOADS && batch + p < LOADS; p++) {
+            const u32 source = (batch + p) / PASSES;
+            const u32 row = r0 + (batch + p) % PASSES * ROWS_PER_PASS;
+            u32* out = (u32*)(tiles[source] + row * STRIDE + d);
             out[0] = pack_f32(x[p].x, x[p].y);
             out[1] = pack_f32(x[p].z, x[p].w);
         }
     }
+}
+
+// One tile: stage_tiles of a single source.
+template <u32 ROWS, u32 MAX_HEAD>
+__device__ __forceinline__ void stage_rows(bf16* tile, const float* src, u32 first, u32 limit,
+                                           u64 width, u32 col, u32 head_dim) {
+    bf16* const tiles[1] = {tile};
+    const float* const srcs[1] = {src};
+    stage_tiles<ROWS, MAX_HEAD, 1>(tiles, srcs, first, limit, width, col, head_dim);
 }
 
 // Fragment loads are ldmatrix instructions (tensor_core.cuh): each lane points at one
@@ -303,11 +324,14 @@ __device__ __forceinline__ void flash_forward_body(float* out, bf16* out_copy, f
         o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
     }
 
-    // Keys from the first row's sequence start to the last row (inclusive).
+    // Keys from the first row's sequence start to the last row (inclusive), each tile's
+    // keys and values staged together.
+    bf16* const kv_tiles[2] = {ks, vs};
+    const float* const kv[2] = {k, v};
     for (u32 tile = spans[2 * first]; tile < end; tile += FORWARD_KEYS) {
         __syncthreads();
-        stage_rows<FORWARD_KEYS, MAX_HEAD>(ks, k, tile, end, shape.kv_width, kv_col, head_dim);
-        stage_rows<FORWARD_KEYS, MAX_HEAD>(vs, v, tile, end, shape.kv_width, kv_col, head_dim);
+        stage_tiles<FORWARD_KEYS, MAX_HEAD, 2>(kv_tiles, kv, tile, end, shape.kv_width, kv_col,
+                                               head_dim);
         __syncthreads();
         // Warp-uniform: skip a tile no row of the warp sees a key of.
         if (outside(window, tile, FORWARD_KEYS)) {
@@ -478,10 +502,14 @@ __device__ __forceinline__ void flash_dq(float* dq, const float* q, const float*
         acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
     }
 
+    // Each tile's keys and values staged together: at Qwen2.5-0.5B's heads of 64, one
+    // batch of loads.
+    bf16* const kv_tiles[2] = {ks, vs};
+    const float* const kv[2] = {k, v};
     for (u32 tile = spans[2 * first]; tile < end; tile += DQ_KEYS) {
         __syncthreads();
-        stage_rows<DQ_KEYS, MAX_HEAD>(ks, k, tile, end, shape.kv_width, kv_col, head_dim);
-        stage_rows<DQ_KEYS, MAX_HEAD>(vs, v, tile, end, shape.kv_width, kv_col, head_dim);
+        stage_tiles<DQ_KEYS, MAX_HEAD, 2>(kv_tiles, kv, tile, end, shape.kv_width, kv_col,
+                                          head_dim);
         __syncthreads();
         if (outside(window, tile, DQ_KEYS)) {
             continue;
@@ -594,8 +622,12 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
     const u32 warp = threadIdx.x / WARP_SIZE;
     const u32 lane = threadIdx.x % WARP_SIZE;
     const u32 c = 2 * (lane % 4);
-    stage_rows<FLASH_ROWS, MAX_HEAD>(ks, k, first, end, shape.kv_width, kv_col, head_dim);
-    stage_rows<FLASH_ROWS, MAX_HEAD>(vs, v, first, end, shape.kv_width, kv_col, head_dim);
+    {
+        bf16* const kv_tiles[2] = {ks, vs};
+        const float* const kv[2] = {k, v};
+        stage_tiles<FLASH_ROWS, MAX_HEAD, 2>(kv_tiles, kv, first, end, shape.kv_width, kv_col,
+                                             head_dim);
+    }
 
     // The lane's two key rows and the end of each one's sequence; a key outside the
     // batch is seen by no query.
@@ -622,17 +654,21 @@ __device__ __forceinline__ void flash_dkv(float* dk_heads, float* dv_heads, cons
     // Queries from the first key row to the end of the last key row's sequence.
     const u32 query_end = spans[2 * (end - 1) + 1];
 
+    // Each tile's queries, output gradients and their rows' lse and delta are loaded
+    // together: at heads of 64, one batch of loads, one trip to memory a tile.
+    bf16* const query_tiles[2] = {qs, dos};
+    const float* const queries[2] = {q, dout};
     for (u32 tile = first; tile < query_end; tile += QUERIES) {
+        const u32 query = tile + threadIdx.x;
+        const bool stats = threadIdx.x < QUERIES && query < query_end;
+        const float query_lse = stats ? lse[(u64)query * heads + head] : 0.0f;
+        const float query_delta = stats ? delta[(u64)query * heads + head] : 0.0f;
         __syncthreads();
-        stage_rows<QUERIES, MAX_HEAD>(qs, q, tile, query_end, shape.q_width, head * head_dim,
-                                      head_dim);
-        stage_rows<QUERIES, MAX_HEAD>(dos, dout, tile, query_end, shape.q_width,
-                                      head * head_dim, head_dim);
+        stage_tiles<QUERIES, MAX_HEAD, 2>(query_tiles, queries, tile, query_end, shape.q_width,
+                                          head * head_dim, head_dim);
         if (threadIdx.x < QUERIES) {
-            const u32 query = tile + threadIdx.x;
-            const bool inside = query < query_end;
-            tile_lse[threadIdx.x] = inside ? lse[(u64)query * heads + head] : 0.0f;
-            tile_delta[threadIdx.x] = inside ? delta[(u64)query * heads + head] : 0.0f;
+            tile_lse[threadIdx.x] = query_lse;
+            tile_delta[threadIdx.x] = query_delta;
         }
         __syncthreads();
         // Warp-uniform: some key of the warp is seen by some query of the tile.
