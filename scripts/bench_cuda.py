@@ -370,7 +370,7 @@ def main():
 
     print("\nA decoding step's fewer launches (the default) against the separate kernels "
           "(`--rope-append separate`: each layer's biases, rotations and cache append as "
-          "three to five kernels, not one) and GEMMs (`--batched-gemms off`: the k/v and "
+          "three or four kernels, not one) and GEMMs (`--batched-gemms off`: the k/v and "
           "gate/up projections as two GEMMs each, not one batched GEMM):\n")
     print("| measurement | default | separate kernels | default / separate | one GEMM each "
           "| default / one each |")

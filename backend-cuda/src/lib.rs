@@ -301,7 +301,7 @@ impl CudaBackend {
     }
 
     /// Turns on or off the one-kernel form of a decoding step's biases, rotations and
-    /// cache append (`Kernels::rope_append_kv`); off runs them as the three to five
+    /// cache append (`Kernels::rope_append_kv`); off runs them as the three or four
     /// kernels of the separate calls. The same values either way; on by default, off
     /// for a benchmark to measure what the fusion saves.
     pub fn set_fused_rope_append(&mut self, on: bool) {

@@ -384,34 +384,31 @@ pub(crate) fn matmul_shared_input(
     if !b.batched_gemms || c.len() < 2 || m * n * k == 0 {
         return separately(b);
     }
-    let weights = bm
-        .iter()
-        .map(|&t| address(b, Operand::Tensor(t)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let held_bf16 = weights.iter().all(|&(_, bf16)| bf16);
-    let held_f32 = weights.iter().all(|&(_, bf16)| !bf16);
+    let (mut weight_at, mut bf16_weights) = (Vec::with_capacity(bm.len()), 0);
+    for &t in bm {
+        let (at, bf16) = address(b, Operand::Tensor(t))?;
+        weight_at.push(at);
+        bf16_weights += usize::from(bf16);
+    }
     let (bytes, in_type) = match b.precision {
-        Precision::F32 if held_f32 => (4, cudaDataType::CUDA_R_32F),
-        Precision::Bf16 if held_bf16 => (2, cudaDataType::CUDA_R_16BF),
+        Precision::F32 if bf16_weights == 0 => (4, cudaDataType::CUDA_R_32F),
+        Precision::Bf16 if bf16_weights == bm.len() => (2, cudaDataType::CUDA_R_16BF),
         _ => return separately(b),
     };
     let outputs = c
         .iter()
         .map(|&t| b.store.address(t))
         .collect::<Result<Vec<_>, _>>()?;
-    let weight_at: Vec<u64> = weights.iter().map(|&(at, _)| at).collect();
     let (Some(b_stride), Some(c_stride)) = (
         equal_spacing(&weight_at, bytes, k * n),
         equal_spacing(&outputs, 4, m * n),
     ) else {
         return separately(b);
     };
+    let a_at = address(b, Operand::Tensor(a))?;
     let a_in = match b.precision {
-        Precision::F32 => address(b, Operand::Tensor(a))?.0,
-        Precision::Bf16 => {
-            let a_at = address(b, Operand::Tensor(a))?;
-            bf16_operand(b, Operand::Tensor(a), a_at, m * k, Scratch::Bf16A)?
-        }
+        Precision::F32 => a_at.0,
+        Precision::Bf16 => bf16_operand(b, Operand::Tensor(a), a_at, m * k, Scratch::Bf16A)?,
     };
     let count = to_i32(op, "count", c.len())?;
     let words = [

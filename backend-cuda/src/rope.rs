@@ -76,16 +76,17 @@ pub(crate) fn rope_append_kv(
 ) -> Result<(), CudaError> {
     let op = "rope_append_kv";
     let (caches_at, cache_bf16) = cache_pair(b, op, caches)?;
+    // Each bias's address (0 for none), and whether the present ones are held alike.
     let mut biases = [0u64; 3];
-    let mut bias_forms = Vec::with_capacity(3);
+    let (mut bias_bf16, mut alike) = (None, true);
     for (at, bias) in biases.iter_mut().zip(rows.biases) {
         if let Some(bias) = bias {
             let (address, bf16) = b.store.weight_address(bias)?;
             *at = address;
-            bias_forms.push(bf16);
+            alike &= *bias_bf16.get_or_insert(bf16) == bf16;
         }
     }
-    let bias_bf16 = bias_forms.first().copied().unwrap_or(cache_bf16);
+    let bias_bf16 = bias_bf16.unwrap_or(cache_bf16);
     let kernel = match (cache_bf16, bias_bf16) {
         (false, false) => Some("rope_append_kv"),
         (true, false) => Some("rope_append_kv_bf16"),
@@ -93,7 +94,6 @@ pub(crate) fn rope_append_kv(
         // f32 caches beside frozen bf16 weights: no mode makes them, no kernel takes them.
         (false, true) => None,
     };
-    let alike = bias_forms.iter().all(|&bf16| bf16 == bias_bf16);
     let (Some(kernel), true, true) = (kernel, alike, b.fused_rope_append) else {
         let at = (positions, theta);
         return rope_append_kv_by_parts(b, rows, at, caches, lengths, sizes);

@@ -3,7 +3,6 @@
 //! then hands the device its checked sizes. The only place those checks are written.
 
 use alloc::format;
-use alloc::vec::Vec;
 
 use super::{AttentionGrads, AttentionSaved, Device, HeadOperands};
 use crate::contract::{
@@ -193,8 +192,8 @@ impl<D: Device> Kernels for D {
             expect_len(op, "b", b.len, k * n)?;
             expect_len(op, "c", c.len, m * n)?;
         }
-        let reads: Vec<Tensor> = b.iter().copied().chain([a]).collect();
-        check_disjoint(c, &reads)?;
+        check_disjoint(c, b)?;
+        check_disjoint(c, &[a])?;
         Device::matmul_shared_input(self, c, a, b, shape)
     }
 
