@@ -10,10 +10,11 @@
 //!   `c` times groups of rows, about one per thread, run in one parallel region
 //!   ([`Plan`]: a range is one column block where the packed block of `a` stays in
 //!   cache, one per thread where it does not). Where there are several ranges, the
-//!   whole block of `a` is packed first, in micro-panels of `MR` rows by [`KC`] of
-//!   depth, and shared by the tasks; where there is one, each task packs the panels of
+//!   whole block of `a` is packed first, in micro-panels of `MR` rows by a depth step,
+//!   and shared by the tasks; where there is one, each task packs the panels of
 //!   its own rows as it goes.
-//! - A task walks the depth in steps of [`KC`], and its range in column blocks of at
+//! - A task walks the depth in even steps of at most [`KC`] ([`depth_steps`]: each
+//!   step adds to every element of `c` once, so the fewer the better), and its range in column blocks of at
 //!   most [`NC`]: it packs each block of `b` into micro-panels of `NR` columns (the block
 //!   stays in L2) and runs every micro-panel of its rows of `a` (each stays in L1)
 //!   against them.
@@ -42,10 +43,13 @@ use rayon::prelude::*;
 use crate::bf16::{into_pairs, into_swapped_pairs, pair, DotInstruction, TILE_COLUMNS};
 use crate::Precision;
 
-/// Depth (k) of one packed block: a micro-panel of `a` (`MR x KC`) stays in L1.
-const KC: usize = 256;
+/// Most depth (k) of one packed block. A micro-panel of `a` (`MR x KC`: 36 KiB at
+/// AVX-512's 12 rows) and one of `b` (`KC x NR`) stream from L2 through L1 against each
+/// other; a depth of 576 or 1,536 (SmolLM2's products) takes one or two steps instead of
+/// three or six of 256, each of which read and wrote every element of `c`.
+const KC: usize = 768;
 
-/// Most rows of `a` in one block; a shared packed block holds `MC x k` floats (1.2 MB per
+/// Most rows of `a` in one block; a shared packed block holds `MC x k` floats (3.5 MB per
 /// [`KC`] of depth).
 const MC: usize = 1152;
 
@@ -54,7 +58,8 @@ const MC: usize = 1152;
 /// products take both sides of it with 8,192.
 const CACHED_A_FLOATS: usize = if cfg!(test) { 8192 } else { 4 << 20 };
 
-/// Most columns of `b` in one packed block (256 KB at [`KC`], a quarter of an L2).
+/// Most columns of `b` in one packed block (768 KB at [`KC`], three quarters of a 1 MiB
+/// L2: every micro-panel of `a` in the task's rows reads the whole block).
 const NC: usize = 256;
 
 /// A depth block's worth of zeros: the rows and depth steps past an operand's edge.
@@ -264,7 +269,7 @@ fn drive<S: Simd, const MR: usize>(simd: S, product: Product<'_, '_>) {
 }
 
 /// Packs every micro-panel of `a` (`[mc, k]`) into `packed`, laid out
-/// `[k / KC][panels][KC][MR]` (the last depth block `k % KC` deep) in `format`, on
+/// `[depth step][panels][step's depth][MR]` ([`depth_steps`]) in `format`, on
 /// rayon's threads with `parallel`, each panel's rewriting compiled for `simd`'s level.
 fn pack_block<S: Simd, const MR: usize>(
     simd: S,
@@ -277,8 +282,8 @@ fn pack_block<S: Simd, const MR: usize>(
     let panels = mc.div_ceil(MR);
     let mut jobs = Vec::with_capacity(panels * k.div_ceil(KC));
     let mut rest = packed;
-    for pc in (0..k).step_by(KC) {
-        let kc = KC.min(k - pc);
+    for depth in depth_steps(k) {
+        let (pc, kc) = (depth.start, depth.len());
         let (depth_block, tail) = rest.split_at_mut(panels * MR * kc);
         rest = tail;
         for (p, dst) in depth_block.chunks_mut(MR * kc).enumerate() {
@@ -427,8 +432,8 @@ impl<const MR: usize> WithSimd for TaskRun<'_, '_, '_, MR> {
         let own_rows = first_row..first_row + task.rows.len();
         let mut b_floats = take(&B_BLOCK);
         let mut a_floats = take(&A_PANELS);
-        for pc in (0..k).step_by(KC) {
-            let kc = KC.min(k - pc);
+        for depth in depth_steps(k) {
+            let (pc, kc) = (depth.start, depth.len());
             let update = match (pc, beta == 0.0) {
                 (0, true) => Update::Store,
                 (0, false) => Update::Blend,
@@ -518,6 +523,12 @@ impl Panels<'_> {
             }
         }
     }
+}
+
+/// The depth steps of a product `k` deep: as few as keep each at most [`KC`], of even
+/// lengths.
+fn depth_steps(k: usize) -> impl Iterator<Item = Range<usize>> {
+    even_split(k, k.div_ceil(KC))
 }
 
 /// `items` split into `parts` consecutive ranges whose lengths differ by at most one
@@ -1040,9 +1051,9 @@ mod tests {
             (1, 1, 1),
             (5, 17, 7),
             (13, 33, 256),
-            (25, 70, 257),
+            (25, 70, KC + 1),
             (MC + 13, 40, 300),
-            (30, 2 * NC + 50, 520),
+            (30, 2 * NC + 50, 2 * KC + 5),
             (20, NC + 40, 100),
             (12, 32, 0),
         ];
@@ -1099,7 +1110,8 @@ mod tests {
     /// operand).
     #[test]
     fn bf16_products_are_those_of_the_rounded_operands_at_every_level() {
-        let shapes = [(5, 17, 7), (25, 70, 257), (30, 2 * NC + 50, 301)];
+        // Depth steps of 384 and 385, and three of 513: odd depths end in a half pair.
+        let shapes = [(5, 17, 7), (25, 70, KC + 1), (30, 2 * NC + 50, 2 * KC + 3)];
         let scalars = (0.5, 1.0);
         for inputs in on_every_layout(&shapes, 1, 300) {
             let Inputs { case, a, b, c0 } = &inputs;
@@ -1201,7 +1213,7 @@ mod tests {
     /// that puts it at another offset in the tiles, serially or on every thread.
     #[test]
     fn rows_do_not_depend_on_their_batch_or_the_threads() {
-        let (m, n, k) = (50, 2 * NC + 9, 300);
+        let (m, n, k) = (50, 2 * NC + 9, KC + 300);
         let case = Case {
             m,
             n,
@@ -1248,6 +1260,33 @@ mod tests {
             parallel,
             Precision::F32,
         );
+    }
+
+    /// Depth steps cover the depth once, in order, as few as keep each at most [`KC`],
+    /// their lengths at most one apart.
+    #[test]
+    fn depth_steps_are_few_and_even() {
+        for (k, steps) in [
+            (1, 1),
+            (576, 1),
+            (KC, 1),
+            (KC + 1, 2),
+            (1536, 2),
+            (8192, 11),
+        ] {
+            let ranges = depth_steps(k).collect::<Vec<_>>();
+            assert_eq!(ranges.len(), steps, "{k}");
+            let mut next = 0;
+            for range in &ranges {
+                assert_eq!(range.start, next, "{k}: a gap or an overlap");
+                assert!(range.len() <= KC, "{k}: {range:?}");
+                next = range.end;
+            }
+            assert_eq!(next, k);
+            let lengths = ranges.iter().map(Range::len);
+            let spread = lengths.clone().max().unwrap_or(0) - lengths.min().unwrap_or(0);
+            assert!(spread <= 1, "{k}: {ranges:?}");
+        }
     }
 
     /// Plans give every thread work and every column to exactly one range; a packed
