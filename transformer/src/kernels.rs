@@ -199,7 +199,7 @@ pub trait Kernels {
 
     // ---- embedding -----------------------------------------------------------------
 
-    /// out[N, D] = table[tokens[i], :]; `table` is `[V, D]`, `tokens` is `[N]`.
+    /// `out[N, D] = table[tokens[i], :]`; `table` is `[V, D]`, `tokens` is `[N]`.
     fn embedding_forward(
         &mut self,
         out: Tensor,
@@ -218,7 +218,7 @@ pub trait Kernels {
 
     // ---- RMSNorm ---------------------------------------------------------------------
 
-    /// out[N, D] = x / rms(x) * weight[D]; saves rstd[N] = 1 / sqrt(mean(x^2) + eps).
+    /// `out[N, D] = x / rms(x) * weight[D]`; saves `rstd[N] = 1 / sqrt(mean(x^2) + eps)`.
     fn rmsnorm_forward(
         &mut self,
         out: Tensor,
@@ -228,7 +228,7 @@ pub trait Kernels {
         dim: usize,
         eps: f32,
     ) -> Result<(), Self::Error>;
-    /// dx[N, D] (+=), dweight[D] (+=), from dout[N, D] and the forward's x and rstd.
+    /// `dx[N, D]` (+=), `dweight[D]` (+=), from `dout[N, D]` and the forward's x and rstd.
     #[allow(clippy::too_many_arguments)]
     fn rmsnorm_backward(
         &mut self,
@@ -264,9 +264,9 @@ pub trait Kernels {
         b: &[Tensor],
         shape: MatmulShape,
     ) -> Result<(), Self::Error>;
-    /// out[N, C] += bias[C] on every row.
+    /// `out[N, C] += bias[C]` on every row.
     fn add_bias(&mut self, out: Tensor, bias: Tensor) -> Result<(), Self::Error>;
-    /// dbias[C] (+=) column sums of dout[N, C].
+    /// `dbias[C]` (+=) column sums of `dout[N, C]`.
     fn bias_backward(&mut self, dbias: Tensor, dout: Tensor) -> Result<(), Self::Error>;
 
     // ---- rotary embedding --------------------------------------------------------------
@@ -422,8 +422,8 @@ pub trait Kernels {
     // ---- output head ------------------------------------------------------------------------
 
     /// Fused final logits -> log-softmax -> log-prob of the targets: for each row t,
-    /// logits = hidden[t, :] · lm_head[V, D]^T, logp[t] = logits[targets[t]] - lse[t];
-    /// saves lse[N]. Backends may never hold more than a chunk of the `[N, V]` logits.
+    /// `logits = hidden[t, :] · lm_head[V, D]^T`, `logp[t] = logits[targets[t]] - lse[t]`;
+    /// saves `lse[N]`. Backends may never hold more than a chunk of the `[N, V]` logits.
     fn logprob_forward(
         &mut self,
         logp: Tensor,

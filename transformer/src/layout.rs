@@ -43,23 +43,23 @@ impl Carver {
 /// The parameters of one decoder layer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LayerParams {
-    /// RMSNorm before attention, [D].
+    /// RMSNorm before attention, `[D]`.
     pub input_norm: Slot,
     /// Query projection, [H*hd, D].
     pub q_weight: Slot,
-    /// Query bias, [H*hd] (absent without q/k/v bias).
+    /// Query bias, `[H*hd]` (absent without q/k/v bias).
     pub q_bias: Option<Slot>,
     /// Key projection, [KV*hd, D].
     pub k_weight: Slot,
-    /// Key bias, [KV*hd].
+    /// Key bias, `[KV*hd]`.
     pub k_bias: Option<Slot>,
     /// Value projection, [KV*hd, D].
     pub v_weight: Slot,
-    /// Value bias, [KV*hd].
+    /// Value bias, `[KV*hd]`.
     pub v_bias: Option<Slot>,
     /// Output projection, [D, H*hd].
     pub o_weight: Slot,
-    /// RMSNorm before the MLP, [D].
+    /// RMSNorm before the MLP, `[D]`.
     pub post_attention_norm: Slot,
     /// MLP gate projection, [I, D].
     pub gate_weight: Slot,
@@ -76,7 +76,7 @@ pub struct ParamLayout {
     pub embed: Slot,
     /// The decoder layers.
     pub layers: Vec<LayerParams>,
-    /// Final RMSNorm, [D].
+    /// Final RMSNorm, `[D]`.
     pub final_norm: Slot,
     /// Output projection, [V, D]; the same slot as `embed` when embeddings are tied.
     pub lm_head: Slot,
@@ -169,7 +169,7 @@ pub struct LayerActs {
     pub residual_in: Slot,
     /// RMSNorm of it, [N, D].
     pub input_norm: Slot,
-    /// Reciprocal rms of `residual_in`, [N].
+    /// Reciprocal rms of `residual_in`, `[N]`.
     pub input_rstd: Slot,
     /// Queries after bias and rotation, [N, H*hd].
     pub q: Slot,
@@ -186,7 +186,7 @@ pub struct LayerActs {
     pub residual_mid: Slot,
     /// RMSNorm before the MLP, [N, D].
     pub post_norm: Slot,
-    /// Reciprocal rms of `residual_mid`, [N].
+    /// Reciprocal rms of `residual_mid`, `[N]`.
     pub post_rstd: Slot,
     /// Gate projection, [N, I].
     pub gate: Slot,
@@ -208,13 +208,13 @@ pub struct ActLayout {
     pub residual_out: Slot,
     /// Final RMSNorm, [N, D].
     pub final_norm: Slot,
-    /// Reciprocal rms of `residual_out`, [N].
+    /// Reciprocal rms of `residual_out`, `[N]`.
     pub final_rstd: Slot,
-    /// Log-prob of each target token, [N].
+    /// Log-prob of each target token, `[N]`.
     pub logp: Slot,
-    /// Log-sum-exp of each row of logits, [N].
+    /// Log-sum-exp of each row of logits, `[N]`.
     pub logits_lse: Slot,
-    /// Per-token weights of the backward pass (loss mask or GRPO coefficients), [N].
+    /// Per-token weights of the backward pass (loss mask or GRPO coefficients), `[N]`.
     pub loss_weights: Slot,
     /// The scored rows of `final_norm`, gathered when the head runs on some rows only,
     /// [N, D] (the first `rows * D` used).

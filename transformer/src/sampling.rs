@@ -10,7 +10,7 @@
 pub struct TokenChoice {
     /// The token id.
     pub token: u32,
-    /// log softmax(logits)[token].
+    /// `log softmax(logits)[token]`.
     pub logprob: f32,
 }
 
@@ -33,7 +33,7 @@ pub fn scaled_weight(logit: f32, max: f32, inverse_temperature: f64) -> f64 {
 
 /// The index of `weights` (non-negative, finite, not all zero) whose interval of the
 /// running sum, in index order, holds `unit` (in [0, 1)) times the total: index i is
-/// drawn with probability weights[i] / total. `None` only when rounding leaves the
+/// drawn with probability `weights[i] / total`. `None` only when rounding leaves the
 /// target past the last weight.
 pub fn draw(weights: &[f64], unit: f64) -> Option<usize> {
     let total: f64 = weights.iter().sum();
@@ -45,7 +45,7 @@ pub fn draw(weights: &[f64], unit: f64) -> Option<usize> {
     })
 }
 
-/// log softmax(row)[token], accumulated in f64.
+/// `log softmax(row)[token]`, accumulated in f64.
 pub fn log_softmax_at(row: &[f32], token: usize) -> f64 {
     let max = f64::from(row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x)));
     let sum: f64 = row.iter().map(|&x| libm::exp(f64::from(x) - max)).sum();

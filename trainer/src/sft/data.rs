@@ -11,7 +11,7 @@ use super::SftError;
 /// One tokenised trajectory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SftExample {
-    /// tokens[n]: the whole chat.
+    /// `tokens[n]`: the whole chat.
     pub tokens: Vec<u32>,
     /// loss_mask[n - 1]: position `i` is trained when token `i + 1` is the agent's.
     pub loss_mask: Vec<bool>,

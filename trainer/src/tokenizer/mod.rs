@@ -97,7 +97,7 @@ impl Tokenizer {
 
     /// The tokenizer as `tokenizer.json` text (deterministic for a given tokenizer), BPE
     /// merges written as `"a b"` strings where that is unambiguous, so every version of
-    /// the tokenizers library reads it (see [`merges_as_strings`]).
+    /// the tokenizers library reads it (see `merges_as_strings`).
     pub fn to_json(&self) -> Result<String, TokenizerError> {
         let json = self
             .inner

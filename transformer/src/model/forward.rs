@@ -17,8 +17,8 @@ impl Transformer {
     ///
     /// `tokens[N]` are the inputs, `targets[N]` the token each position should predict
     /// (any valid id where it does not matter), and `seq_starts` (length S + 1) the
-    /// offsets of the S sequences. Returns log p(targets[t] | tokens of its sequence up
-    /// to t) for every t.
+    /// offsets of the S sequences. Returns `log p(targets[t] | tokens of its sequence
+    /// up to t)` for every t.
     pub fn forward<K: Kernels>(
         &mut self,
         k: &mut K,
@@ -33,7 +33,7 @@ impl Transformer {
     /// `scored[N]`, for a loss that weighs some tokens only (SFT's agent tokens, the
     /// tokens of GRPO's nonzero coefficients). The head is the largest product of a small
     /// model and its log-softmax spans the vocabulary, so this saves the work of every
-    /// row nobody reads. Returns log p(targets[t]) where `scored[t]`, and 0 elsewhere;
+    /// row nobody reads. Returns `log p(targets[t])` where `scored[t]`, and 0 elsewhere;
     /// the next [`Transformer::backward`] must put weight 0 on every unscored row. On the
     /// scored rows the results and the gradients are those of [`Transformer::forward`].
     pub fn forward_scored<K: Kernels>(

@@ -192,7 +192,7 @@ const CLAIM_PAIRS: [(Arm, Arm); 4] = [
     (Arm::Sage, Arm::OutcomeOnly),
 ];
 
-/// The paper's claim in this run's terms: for each pair of [`CLAIM_PAIRS`] whose arms
+/// The paper's claim in this run's terms: for each pair of `CLAIM_PAIRS` whose arms
 /// both ran, on `split`, the arm's SGC and TGC minus the baseline's under the same seed
 /// (mean ± spread over the seeds both ran, and the SGC difference's paired standard
 /// error), and its mean tokens and steps per task as a share of the baseline's over
