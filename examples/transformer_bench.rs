@@ -6,13 +6,15 @@
 //! host high-water mark, so run one measurement per process for it to mean anything.
 //!
 //! Run: `cargo run --release -p sage-examples --example transformer_bench -- train tiny`
-//! (`train|decode|continue|groups`, `tiny|small|smollm2|qwen0.5b`; optional `--steps N`,
+//! (`train|decode|continue|groups|choose`, `tiny|small|smollm2|qwen0.5b`; optional `--steps N`,
 //! `--batch B --seq S` for training and `--lora R` to train rank-R adapters on every
 //! projection instead of every weight, `--seqs B --prompt P --new T` for decoding (for
 //! `continue`: B sequences holding P tokens prefill T more, timed against a whole prefill
 //! of P + T in the same process; for `groups`: a GRPO step's first turn, B prompts in
 //! groups of `--group G` identical ones opening with `--system S` common tokens, generated
-//! with held caches, which prefill the shared prefixes once, against without), with
+//! with held caches, which prefill the shared prefixes once, against without; for
+//! `choose`: token choices a second over `--seqs` rows of the vocabulary's logits at
+//! `--temperature T`, 1 by default), with
 //! `--prefill-tokens N` the most prompt tokens the prefill runs at once and `--weights
 //! frozen|trainable` the model's weights frozen for inference, as `sage eval` loads them (the default), or
 //! trainable), or `-- gemm` (GFLOP/s). On the CPU, `--precision f32|bf16` (f32 by
@@ -398,6 +400,29 @@ where
     }
 }
 
+/// Token choices a second: `rows` rows of `vocab` random logits picked on the backend
+/// at `temperature` (`Kernels::choose_tokens`, as every decoding step of a rollout or an
+/// evaluation picks its tokens); the median of five calls.
+fn choose<K: Kernels>(k: &mut K, rows: usize, vocab: usize, temperature: f32) -> BenchResult<f64>
+where
+    K::Error: Error + 'static,
+{
+    let logits = Tensor::whole(k.alloc(rows * vocab)?, rows * vocab);
+    k.write(logits, &noise(rows * vocab, 7, 8.0))?;
+    let choices = Tensor::whole(k.alloc(2 * rows)?, 2 * rows);
+    let uniforms: Vec<f64> = (0..rows).map(|b| (b as f64 + 0.5) / rows as f64).collect();
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        settle(k, choices)?;
+        let start = Instant::now();
+        k.choose_tokens(choices, logits, &uniforms, temperature)?;
+        settle(k, choices)?;
+        times.push(start.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(rows as f64 / times[2])
+}
+
 /// What to measure, parsed from the command line.
 struct Request {
     what: String,
@@ -421,6 +446,8 @@ struct Request {
     /// Decoding: the model's weights frozen for inference (`Transformer::new_frozen`, as
     /// `sage eval` and `sage generate` load them) rather than trainable.
     frozen: bool,
+    /// Token choice: the temperature (0: greedy).
+    temperature: f32,
 }
 
 /// Called where a measurement's profiled part begins (after training's warm-up step,
@@ -489,9 +516,17 @@ where
                 format!(",\"whole_ms\":{whole_ms:.1},\"shared_ms\":{shared_ms:.1},\"whole_prefilled_tokens\":{whole_tokens},\"shared_prefilled_tokens\":{shared_tokens}"),
             )
         }
+        "choose" => (
+            choose(k, r.seqs, r.config.vocab_size, r.temperature)?,
+            format!(
+                "{} rows of {} logits, temperature {}",
+                r.seqs, r.config.vocab_size, r.temperature
+            ),
+            String::new(),
+        ),
         other => {
             return Err(format!(
-                "unknown measurement `{other}` (train, decode, continue, groups, gemm)"
+                "unknown measurement `{other}` (train, decode, continue, groups, choose, gemm)"
             )
             .into())
         }
@@ -539,6 +574,7 @@ fn main() -> BenchResult<()> {
             "trainable" => false,
             other => return Err(format!("unknown --weights `{other}` (frozen, trainable)").into()),
         },
+        temperature: option(&args, "--temperature", 1.0)?,
     };
     let threads = rayon::current_num_threads();
     let backend: String = option(&args, "--backend", "cpu".to_owned())?;

@@ -19,7 +19,7 @@
 //!   kernel, `skinny` its kernel for a few rows, `bf16` the packed kernel's bf16
 //!   arithmetic), `rope`, `attention` (training), `decode` (KV cache),
 //!   `cached_attention` (query rows against KV caches, several a sequence), `swiglu`,
-//!   `logprob` (the output head), `adamw`;
+//!   `logprob` (the output head), `choose` (token choice from rows of logits), `adamw`;
 //! - `math`: vectorisable exp, dot products, reductions and softmax rows shared by the
 //!   kernels, and the run-time dispatch (pulp) that compiles hot loops for AVX2.
 //!
@@ -32,6 +32,7 @@ mod adamw;
 mod attention;
 mod bf16;
 mod cached_attention;
+mod choose;
 mod copies;
 mod decode;
 mod elementwise;
@@ -55,8 +56,8 @@ pub use error::CpuError;
 use std::fmt;
 
 use sage_transformer::contract::{
-    AdamWScalars, AttentionSizes, CacheSizes, DecodeSizes, EmbeddingSizes, HeadDims, RopeSizes,
-    Rows,
+    AdamWScalars, AttentionSizes, CacheSizes, ChoiceSizes, DecodeSizes, EmbeddingSizes, HeadDims,
+    RopeSizes, Rows,
 };
 use sage_transformer::device::{AttentionGrads, AttentionSaved, HeadOperands};
 use sage_transformer::{BufferId, Device, IndexBufferId, Indices, MatmulShape, Tensor};
@@ -486,6 +487,18 @@ impl Device for CpuBackend {
             self.store
                 .views_with_bf16_copy(([out], [hidden, lm_head], []), lm_head, skinny)?;
         logprob::logits(out, hidden, lm_head, dims, self.precision, lm_head_bf16)
+    }
+
+    fn choose_tokens(
+        &mut self,
+        choices: Tensor,
+        logits: Tensor,
+        uniforms: &[f64],
+        sizes: ChoiceSizes,
+    ) -> Result<(), CpuError> {
+        let ([choices], [logits], []) = self.store.views([choices], [logits], [])?;
+        choose::choose_tokens(choices, logits, uniforms, sizes);
+        Ok(())
     }
 
     fn adamw(
