@@ -14,9 +14,9 @@
 //!   and shared by the tasks; where there is one, each task packs the panels of
 //!   its own rows as it goes.
 //! - A task walks the depth in even steps of at most [`KC`] ([`depth_steps`]: each
-//!   step adds to every element of `c` once, so the fewer the better), and its range in column blocks of at
-//!   most [`NC`]: it packs each block of `b` into micro-panels of `NR` columns (the block
-//!   stays in L2) and runs every micro-panel of its rows of `a` (each stays in L1)
+//!   step adds into every element of `c` once, so the fewer the better), and its range
+//!   in column blocks of at most [`NC`]: it packs each block of `b` into micro-panels of
+//!   `NR` columns (the block stays in L2) and runs every micro-panel of its rows of `a`
 //!   against them.
 //! - The micro-kernel keeps an `MR x NR` tile of `c` in registers: with 32 vector
 //!   registers (AVX-512) 12 rows by 2 vectors (12 x 32 floats), with 16 (AVX2) 6 rows by
