@@ -1,11 +1,11 @@
 //! Token choice where the logits lie: each row of logits picked by the rule every
-//! backend follows ([`sage_transformer::sampling::choose`]), the rows on rayon's
+//! backend follows ([`sage_transformer::sampling::choice_numbers`]), the rows on rayon's
 //! threads, with no copy of the logits. A row's choice depends on its row and its
 //! uniform number alone, so the thread count changes nothing.
 
 use rayon::prelude::*;
 use sage_transformer::contract::ChoiceSizes;
-use sage_transformer::sampling::choose;
+use sage_transformer::sampling::choice_numbers;
 
 /// choices[rows, 2] = (token id, log-probability) of each row of logits[rows, vocab],
 /// drawn at uniforms[row] (0 past their end, as greedy rows need none); (-1, NaN) for
@@ -22,11 +22,7 @@ pub(crate) fn choose_tokens(
         .enumerate()
         .for_each(|(row_index, (choice, row))| {
             let unit = uniforms.get(row_index).copied().unwrap_or(0.0);
-            let picked = match choose(row, sizes.temperature, unit) {
-                Some(picked) => [picked.token as f32, picked.logprob],
-                None => [-1.0, f32::NAN],
-            };
-            choice.copy_from_slice(&picked);
+            choice.copy_from_slice(&choice_numbers(row, sizes.temperature, unit));
         });
 }
 
@@ -34,6 +30,7 @@ pub(crate) fn choose_tokens(
 mod tests {
     use super::*;
     use crate::test_inputs::random;
+    use sage_transformer::sampling::choose;
 
     /// Every row's choice is, to the bit, what the host's rule picks from that row at
     /// that row's uniform number, in that row's place: greedy (no uniform numbers),

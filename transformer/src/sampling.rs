@@ -64,13 +64,21 @@ pub fn choose(row: &[f32], temperature: f32, unit: f64) -> Option<TokenChoice> {
     if row.is_empty() || !row.iter().all(|x| x.is_finite()) {
         return None;
     }
-    if temperature == 0.0 {
+    let (token, logprob) = if temperature == 0.0 {
         let token = argmax(row);
-        return Some(TokenChoice {
-            token: token as u32,
-            logprob: log_softmax_at(row, token) as f32,
-        });
-    }
+        (token, log_softmax_at(row, token))
+    } else {
+        sample(row, temperature, unit)
+    };
+    Some(TokenChoice {
+        token: token as u32,
+        logprob: logprob as f32,
+    })
+}
+
+/// [`choose`]'s draw from a row of finite logits at a temperature above 0, and the
+/// drawn token's log-probability.
+fn sample(row: &[f32], temperature: f32, unit: f64) -> (usize, f64) {
     let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
     let inverse = 1.0 / f64::from(temperature);
     let weights: alloc::vec::Vec<f64> = row
@@ -84,10 +92,17 @@ pub fn choose(row: &[f32], temperature: f32, unit: f64) -> Option<TokenChoice> {
     } else {
         log_softmax_at(row, token)
     };
-    Some(TokenChoice {
-        token: token as u32,
-        logprob: logprob as f32,
-    })
+    (token, logprob)
+}
+
+/// [`choose`]'s pick as the two numbers [`Kernels::choose_tokens`](crate::Kernels::choose_tokens)
+/// writes for a row: the token id and its log-probability, or (-1, NaN) where the row
+/// has no choice.
+pub fn choice_numbers(row: &[f32], temperature: f32, unit: f64) -> [f32; 2] {
+    match choose(row, temperature, unit) {
+        Some(choice) => [choice.token as f32, choice.logprob],
+        None => [-1.0, f32::NAN],
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use crate::contract::{
     EmbeddingSizes, HeadDims, RopeSizes, Rows,
 };
 use crate::kernels::{BufferId, IndexBufferId, Indices, MatmulShape, ProjectedRows, Tensor};
-use crate::sampling::choose;
+use crate::sampling::choice_numbers;
 
 /// The tensors an attention backward call writes, all `[N, ...]` and overwritten.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,7 +98,7 @@ pub fn rope_append_kv_by_parts<D: Device + ?Sized>(
 }
 
 /// [`Device::choose_tokens`] on the host: reads the logits back, picks each row's token
-/// by [`choose`] and writes the choices. The trait's default, and the path a device
+/// by [`choose`](crate::sampling::choose) and writes the choices. The trait's default, and the path a device
 /// that overrides it can still take.
 pub fn choose_tokens_on_host<D: Device + ?Sized>(
     device: &mut D,
@@ -112,10 +112,7 @@ pub fn choose_tokens_on_host<D: Device + ?Sized>(
     let mut picked = Vec::with_capacity(2 * sizes.rows);
     for (b, row) in rows.chunks_exact(sizes.vocab).enumerate() {
         let unit = uniforms.get(b).copied().unwrap_or(0.0);
-        match choose(row, sizes.temperature, unit) {
-            Some(choice) => picked.extend([choice.token as f32, choice.logprob]),
-            None => picked.extend([-1.0, f32::NAN]),
-        }
+        picked.extend(choice_numbers(row, sizes.temperature, unit));
     }
     device.write(choices, &picked)
 }
@@ -410,7 +407,7 @@ pub trait Device {
 
     /// Token choices; `choices[B, 2]` and `logits[B, V]` as [`ChoiceSizes`] says,
     /// disjoint; one uniform number per row in [0, 1) unless greedy. This default reads
-    /// the logits back and picks on the host ([`choose`]); a device that can pick where
+    /// the logits back and picks on the host ([`choose`](crate::sampling::choose)); a device that can pick where
     /// the logits are overrides it, so only 2 numbers per row cross to the host.
     fn choose_tokens(
         &mut self,
