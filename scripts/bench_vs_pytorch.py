@@ -14,7 +14,8 @@ then prints the table of ratios recorded in BENCHMARKS.md.
 Needs torch and transformers (`pip install torch transformers`) and cargo. Debian's
 `python3-torch` needs OpenBLAS's OpenMP build (`apt-get install libopenblas0-openmp`):
 with its pthread build, torch's OpenMP threads and OpenBLAS's fight over the cores (its
-2048^3 GEMM fell to 2 GFLOP/s on the 2-core VM). With
+2048^3 GEMM fell to 2 GFLOP/s on the 2-core VM). On a CPU that OpenBLAS does not know
+(Zen 5) set `OPENBLAS_CORETYPE=SkylakeX` for its AVX-512 kernels. With
 `--sage-binary PATH` it runs that build of `transformer_bench` instead of building one
 (to compare two builds against the same PyTorch).
 
