@@ -736,10 +736,11 @@ pub fn kv_cache_buffers<K: Kernels>(make: impl FnOnce() -> Option<K>) {
 /// then attention over caches filled to 2, 71 and 301 rows (past one split of 256 rows)
 /// for 7 query heads per key/value head at width 64 and for 18 heads on one at width
 /// 16 (a group wider than the split kernel holds), then over two of the sequences copied
-/// from cache to cache into a smaller cache. The backend under test may hold a
-/// cache's elements at lower precision: `round` maps a value to the one it holds (the
-/// identity for an f32 cache), and the CPU attends over the rounded values. 1e-5: the
-/// same numbers and f32 arithmetic, sums in another order.
+/// from cache to cache into a smaller cache, and over one moved down within its own
+/// cache. The backend under test may hold a cache's elements at lower precision:
+/// `round` maps a value to the one it holds (the identity for an f32 cache), and the
+/// CPU attends over the rounded values. 1e-5: the same numbers and f32 arithmetic, sums
+/// in another order.
 pub fn kv_cache_rounded<K: Kernels>(make: impl FnOnce() -> Option<K>, round: fn(f32) -> f32) {
     let Some(mut b) = Both::new(make) else { return };
     let mut rng = Rng::new(31);
@@ -798,7 +799,7 @@ pub fn kv_cache_rounded<K: Kernels>(make: impl FnOnce() -> Option<K>, round: fn(
             1e-5,
         );
         // Sequences 2 and 0 copied from cache to cache into a smaller one, as
-        // `Transformer::retain_sequences` does when sequence 1 finishes.
+        // `Transformer::gather_sequences` does for a generation from held caches.
         let kept = [2usize, 0];
         let smaller = [(); 2].map(|_| {
             let len = kept.len() * capacity * kvw;
@@ -829,6 +830,32 @@ pub fn kv_cache_rounded<K: Kernels>(make: impl FnOnce() -> Option<K>, round: fn(
         ));
         b.check(
             &format!("attention_decode over a cache copied from a cache, {shape:?}"),
+            out,
+            1e-5,
+        );
+        // Sequence 2 moved down to row 0 within its own cache, as
+        // `Transformer::retain_sequences` keeps it when sequences 0 and 1 finish.
+        let rows = lengths[2] as usize * kvw;
+        for cache in caches {
+            on_both!(b, |k, i| k.copy(
+                cache[i].slice(0, rows),
+                cache[i].slice(2 * capacity * kvw, rows)
+            ));
+        }
+        let q = b.random(&mut rng, shape.heads * shape.head_dim, 1.5);
+        let out = b.random(&mut rng, shape.heads * shape.head_dim, 1.0);
+        let [k_first, v_first] = caches.map(|cache| cache.map(|t| t.slice(0, capacity * kvw)));
+        on_both!(b, |k, i| k.attention_decode(
+            out[i],
+            q[i],
+            k_first[i],
+            v_first[i],
+            &[lengths[2]],
+            capacity,
+            shape
+        ));
+        b.check(
+            &format!("attention_decode over a sequence moved down in its cache, {shape:?}"),
             out,
             1e-5,
         );

@@ -159,9 +159,10 @@ pub trait Kernels {
     /// cache. Such a buffer is only ever written by [`Kernels::copy`] (from an ordinary
     /// buffer or another cache) and [`Kernels::kv_cache_append`], read only by
     /// [`Kernels::attention_decode`], [`Kernels::attention_cached`] and by a copy into
-    /// another cache (a cache made smaller when sequences finish), and freed; so a backend may hold its elements at
-    /// a lower precision than `f32` (the CUDA backend's bf16 mode holds bf16) and refuse
-    /// it to every other kernel.
+    /// a cache (another, or the same one: sequences that move down when others
+    /// finish), and freed; so a backend may hold its elements at a lower precision than
+    /// `f32` (the CUDA backend's bf16 mode holds bf16) and refuse it to every other
+    /// kernel.
     fn alloc_kv_cache(&mut self, len: usize) -> Result<BufferId, Self::Error>;
     /// Allocates a zero-filled buffer of `len` elements for frozen weights: written from
     /// the host ([`Kernels::write`]), then only read by forward kernels, as a GEMM

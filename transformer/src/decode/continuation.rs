@@ -236,7 +236,7 @@ impl Transformer {
             attention_output(k, c, lp, la, buffers, Residual::InPlace, rows)?;
             mlp_forward(k, c, lp, la, buffers, Residual::InPlace, rows)?;
         }
-        let residual_rows = at(cache.scratch, cache.residual());
+        let residual_rows = at(cache.steps.scratch, cache.residual());
         for (sequence, row) in last_rows {
             k.copy(
                 residual_rows.slice(sequence * d, d),

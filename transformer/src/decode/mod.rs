@@ -29,12 +29,24 @@ pub const DEFAULT_PREFILL_TOKENS: usize = 4096;
 pub struct KvCache {
     batch: usize,
     capacity: usize,
+    /// Sequences each layer's blocks of `cache` have room for: B when allocated, more
+    /// once [`Transformer::retain_sequences`] has kept fewer in place (the first B are
+    /// the cache's sequences).
+    room: usize,
     /// Most prompt tokens one group of a prefill holds (a longer prompt runs alone).
     prefill_tokens: usize,
     /// Tokens cached per sequence.
     lengths: Vec<u32>,
-    /// Per layer: k[B, T, KV*hd] then v[B, T, KV*hd].
+    /// Per layer: k[room, T, KV*hd] then v[room, T, KV*hd].
     cache: BufferId,
+    /// One layer's activations for B rows and the step's outputs.
+    steps: StepBuffers,
+}
+
+/// What a decoding step or a prefill's last positions need besides the keys and values,
+/// for B sequences: one layer's activations, the last hidden states, logits, choices
+/// and the token and position indices.
+struct StepBuffers {
     /// One layer's activations for B rows, reused by every layer.
     scratch_layout: ActLayout,
     /// `scratch_layout`, then last_hidden[B, D], logits[B, V] and choices[B, 2].
@@ -44,6 +56,52 @@ pub struct KvCache {
     choices: Slot,
     /// tokens[B] then positions[B].
     indices: IndexBufferId,
+}
+
+impl StepBuffers {
+    /// Allocates them for `batch` sequences of `model`; nothing is left allocated on
+    /// error.
+    fn new<K: Kernels>(k: &mut K, model: &Transformer, batch: usize) -> Result<StepBuffers, K> {
+        let c = model.config();
+        let scratch_layout = ActLayout::for_decoding(c, batch);
+        let last_hidden = Slot {
+            offset: scratch_layout.total,
+            len: batch * c.hidden_size,
+            shape: [batch, c.hidden_size],
+        };
+        let logits = Slot {
+            offset: last_hidden.offset + last_hidden.len,
+            len: batch * c.vocab_size,
+            shape: [batch, c.vocab_size],
+        };
+        let choices = Slot {
+            offset: logits.offset + logits.len,
+            len: 2 * batch,
+            shape: [batch, 2],
+        };
+        let scratch = k.alloc(choices.offset + choices.len).map_err(backend)?;
+        let indices = match k.alloc_indices(2 * batch) {
+            Ok(indices) => indices,
+            Err(e) => {
+                k.free(scratch).map_err(backend)?;
+                return Err(backend(e));
+            }
+        };
+        Ok(StepBuffers {
+            scratch_layout,
+            scratch,
+            last_hidden,
+            logits,
+            choices,
+            indices,
+        })
+    }
+
+    /// Releases them.
+    fn free<K: Kernels>(self, k: &mut K) -> Result<(), K> {
+        k.free(self.scratch).map_err(backend)?;
+        k.free_indices(self.indices).map_err(backend)
+    }
 }
 
 impl KvCache {
@@ -62,36 +120,21 @@ impl KvCache {
         let cache = k
             .alloc_kv_cache(per_layer * c.num_hidden_layers)
             .map_err(backend)?;
-        let scratch_layout = ActLayout::for_decoding(c, batch);
-        let last_hidden = Slot {
-            offset: scratch_layout.total,
-            len: batch * c.hidden_size,
-            shape: [batch, c.hidden_size],
+        let steps = match StepBuffers::new(k, model, batch) {
+            Ok(steps) => steps,
+            Err(e) => {
+                k.free(cache).map_err(backend)?;
+                return Err(e);
+            }
         };
-        let logits = Slot {
-            offset: last_hidden.offset + last_hidden.len,
-            len: batch * c.vocab_size,
-            shape: [batch, c.vocab_size],
-        };
-        let choices = Slot {
-            offset: logits.offset + logits.len,
-            len: 2 * batch,
-            shape: [batch, 2],
-        };
-        let scratch = k.alloc(choices.offset + choices.len).map_err(backend)?;
-        let indices = k.alloc_indices(2 * batch).map_err(backend)?;
         Ok(KvCache {
             batch,
             capacity,
+            room: batch,
             prefill_tokens: DEFAULT_PREFILL_TOKENS,
             lengths: vec![0; batch],
             cache,
-            scratch_layout,
-            scratch,
-            last_hidden,
-            logits,
-            choices,
-            indices,
+            steps,
         })
     }
 
@@ -121,18 +164,23 @@ impl KvCache {
     /// Releases the cache's buffers.
     pub fn free<K: Kernels>(self, k: &mut K) -> Result<(), K> {
         k.free(self.cache).map_err(backend)?;
-        k.free(self.scratch).map_err(backend)?;
-        k.free_indices(self.indices).map_err(backend)
+        self.steps.free(k)
     }
 
-    /// The key (`which = 0`) or value (`which = 1`) cache of `layer`, [B, T, KV*hd].
+    /// The key (`which = 0`) or value (`which = 1`) cache of `layer`, [B, T, KV*hd]: the
+    /// first B sequences of the layer's block of `room`.
     fn layer_cache(&self, layer: usize, which: usize, kv_dim: usize) -> Tensor {
-        let len = self.batch * self.capacity * kv_dim;
+        let sequence = self.capacity * kv_dim;
         Tensor {
             buffer: self.cache,
-            offset: (2 * layer + which) * len,
-            len,
+            offset: (2 * layer + which) * self.room * sequence,
+            len: self.batch * sequence,
         }
+    }
+
+    /// Gives the cache new step buffers (for a new batch), freeing the old ones.
+    fn replace_step_buffers<K: Kernels>(&mut self, k: &mut K, steps: StepBuffers) -> Result<(), K> {
+        core::mem::replace(&mut self.steps, steps).free(k)
     }
 
     /// Rows `[start, start + len)` of sequence `seq` in a `[B, T, width]` cache tensor.
@@ -143,12 +191,12 @@ impl KvCache {
     /// The residual stream of one row per sequence in the scratch, [B, D] (the decoding
     /// layer's input and output).
     fn residual(&self) -> Slot {
-        self.scratch_layout.layers[0].residual_in
+        self.steps.scratch_layout.layers[0].residual_in
     }
 
     fn ids(&self, which: usize) -> Indices {
         Indices {
-            buffer: self.indices,
+            buffer: self.steps.indices,
             offset: which * self.batch,
             len: self.batch,
         }
@@ -245,7 +293,7 @@ impl Transformer {
     }
 
     /// The prefill of each prompt past the tokens its sequence's cache holds, up to
-    /// each prompt's last hidden state in `cache.last_hidden`. Sequences that hold
+    /// each prompt's last hidden state in `cache.steps.last_hidden`. Sequences that hold
     /// nothing run in groups of consecutive such prompts of at most
     /// `cache.prefill_tokens` tokens (a longer prompt alone), each group packed through
     /// every layer in turn; the others continue from their caches
@@ -400,7 +448,7 @@ impl Transformer {
             }
         }
         // Each prompt's last row into the cache's one-row-per-sequence residual slot.
-        let rows = at(cache.scratch, cache.residual());
+        let rows = at(cache.steps.scratch, cache.residual());
         for (w, &b) in seq_starts.windows(2).zip(group) {
             let last = w[1] as usize - 1;
             k.copy(rows.slice(b * d, d), t(la.residual_in).slice(last * d, d))
@@ -435,7 +483,7 @@ impl Transformer {
         self.choose_next(k, cache, temperature, uniforms)
     }
 
-    /// The decoding step up to each sequence's last hidden state in `cache.last_hidden`:
+    /// The decoding step up to each sequence's last hidden state in `cache.steps.last_hidden`:
     /// the token ids and positions written, then the layers as one
     /// [`Kernels::repeated_step`] (the same launches every step but for the lengths the
     /// backend uploads), then the lengths advanced.
@@ -475,14 +523,14 @@ impl Transformer {
     ) -> Result<(), K> {
         let (c, p) = (&self.config, &self.params_layout);
         let kvd = c.kv_dim();
-        let a = &cache.scratch_layout;
+        let a = &cache.steps.scratch_layout;
         let Some(la) = a.layers.first() else {
             return Err(input(InputError::Empty));
         };
-        let t = |slot: Slot| at(cache.scratch, slot);
+        let t = |slot: Slot| at(cache.steps.scratch, slot);
         let buffers = LayerBuffers {
             params: self.params,
-            acts: cache.scratch,
+            acts: cache.steps.scratch,
         };
         let (tokens_ids, positions) = (cache.ids(0), cache.ids(1));
         k.embedding_forward(
@@ -529,13 +577,13 @@ impl Transformer {
         self.final_norm(k, cache)
     }
 
-    /// `cache.last_hidden[B, D]` = the final RMSNorm of each sequence's residual row in
+    /// `cache.steps.last_hidden[B, D]` = the final RMSNorm of each sequence's residual row in
     /// the cache's scratch.
     fn final_norm<K: Kernels>(&self, k: &mut K, cache: &KvCache) -> Result<(), K> {
-        let a = &cache.scratch_layout;
-        let t = |slot: Slot| at(cache.scratch, slot);
+        let a = &cache.steps.scratch_layout;
+        let t = |slot: Slot| at(cache.steps.scratch, slot);
         k.rmsnorm_forward(
-            t(cache.last_hidden),
+            t(cache.steps.last_hidden),
             t(a.final_rstd),
             t(cache.residual()),
             at(self.params, self.params_layout.final_norm),
@@ -545,14 +593,17 @@ impl Transformer {
         .map_err(backend)
     }
 
-    /// Keeps the sequences of `cache` whose `keep` flag is set, in order, in a new,
-    /// smaller cache (their keys, values and lengths unchanged) and frees the old one:
-    /// sequences that finished stop costing decoding steps. The old cache is freed on
-    /// error too.
+    /// Keeps the sequences of `cache` whose `keep` flag is set, in order (their keys,
+    /// values and lengths unchanged): sequences that finished stop costing decoding
+    /// steps. The kept sequences move down within the cache's own buffer, each to its
+    /// new place in every layer (one that keeps its place is not copied), so no second
+    /// cache is allocated or zero-filled; the buffer keeps its room for the sequences
+    /// that left, and the step buffers are made again for the smaller batch. The cache
+    /// is freed on error.
     pub fn retain_sequences<K: Kernels>(
         &self,
         k: &mut K,
-        cache: KvCache,
+        mut cache: KvCache,
         keep: &[bool],
     ) -> Result<KvCache, K> {
         let kept: Vec<usize> = (0..keep.len()).filter(|&i| keep[i]).collect();
@@ -572,22 +623,51 @@ impl Transformer {
         if kept.len() == cache.batch {
             return Ok(cache);
         }
-        let rows: Vec<Option<CachedRows<'_>>> = kept
+        let compacted = self
+            .move_down(k, &cache, &kept)
+            .and_then(|()| StepBuffers::new(k, self, kept.len()));
+        let steps = match compacted {
+            Ok(steps) => steps,
+            Err(e) => {
+                cache.free(k)?;
+                return Err(e);
+            }
+        };
+        cache.batch = kept.len();
+        cache.lengths = kept
             .iter()
-            .map(|&sequence| {
-                Some(CachedRows {
-                    cache: &cache,
-                    sequence,
-                    len: cache.lengths[sequence],
-                })
-            })
+            .map(|&sequence| cache.lengths[sequence])
             .collect();
-        let smaller = self.gather_sequences(k, &rows, cache.capacity);
-        let prefill_tokens = cache.prefill_tokens;
-        cache.free(k)?;
-        let mut smaller = smaller?;
-        smaller.prefill_tokens = prefill_tokens;
-        Ok(smaller)
+        if let Err(e) = cache.replace_step_buffers(k, steps) {
+            cache.free(k)?;
+            return Err(e);
+        }
+        Ok(cache)
+    }
+
+    /// Copies the cached rows of sequence `kept[i]` of `cache` to sequence i, in every
+    /// layer, for each i where the two differ. `kept` is increasing, so each sequence
+    /// lands on a place whose own sequence has already moved or is not kept, and the
+    /// two rows of a copy never overlap.
+    fn move_down<K: Kernels>(&self, k: &mut K, cache: &KvCache, kept: &[usize]) -> Result<(), K> {
+        let kvd = self.config.kv_dim();
+        for layer in 0..self.config.num_hidden_layers {
+            for which in 0..2 {
+                let blocks = cache.layer_cache(layer, which, kvd);
+                for (to, &from) in kept.iter().enumerate() {
+                    let len = cache.lengths[from] as usize;
+                    if to == from || len == 0 {
+                        continue;
+                    }
+                    k.copy(
+                        cache.rows(blocks, to, 0, len, kvd),
+                        cache.rows(blocks, from, 0, len, kvd),
+                    )
+                    .map_err(backend)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A new cache of `rows.len()` sequences of up to `capacity` tokens whose sequence
@@ -646,12 +726,12 @@ impl Transformer {
         Ok(gathered)
     }
 
-    /// logits[B, V] of the hidden states in `cache.last_hidden`, on the backend.
+    /// logits[B, V] of the hidden states in `cache.steps.last_hidden`, on the backend.
     fn logits<K: Kernels>(&self, k: &mut K, cache: &KvCache) -> Result<Tensor, K> {
-        let logits = at(cache.scratch, cache.logits);
+        let logits = at(cache.steps.scratch, cache.steps.logits);
         k.logits(
             logits,
-            at(cache.scratch, cache.last_hidden),
+            at(cache.steps.scratch, cache.steps.last_hidden),
             at(self.params, self.params_layout.lm_head),
             self.config.hidden_size,
         )
@@ -659,7 +739,7 @@ impl Transformer {
         Ok(logits)
     }
 
-    /// logits[B, V] of the hidden states in `cache.last_hidden`, read to the host.
+    /// logits[B, V] of the hidden states in `cache.steps.last_hidden`, read to the host.
     fn read_logits<K: Kernels>(&self, k: &mut K, cache: &KvCache) -> Result<Vec<f32>, K> {
         let logits = self.logits(k, cache)?;
         let mut out = vec![0.0; logits.len];
@@ -677,7 +757,7 @@ impl Transformer {
         uniforms: &[f64],
     ) -> Result<Vec<Option<TokenChoice>>, K> {
         let logits = self.logits(k, cache)?;
-        let choices = at(cache.scratch, cache.choices);
+        let choices = at(cache.steps.scratch, cache.steps.choices);
         k.choose_tokens(choices, logits, uniforms, temperature)
             .map_err(backend)?;
         let mut pairs = vec![0.0; choices.len];
