@@ -1,11 +1,14 @@
 //! Token choice where the logits lie: each row of logits picked by the rule every
-//! backend follows ([`sage_transformer::sampling::choice_numbers`]), the rows on rayon's
-//! threads, with no copy of the logits. A row's choice depends on its row and its
-//! uniform number alone, so the thread count changes nothing.
+//! backend follows ([`sage_transformer::sampling::choice_numbers`]), compiled for the
+//! CPU's widest vectors (the rule's exponentials and sums vectorise), the rows on
+//! rayon's threads, with no copy of the logits. A row's choice depends on its row and
+//! its uniform number alone, so the thread count and the vector width change nothing.
 
 use rayon::prelude::*;
 use sage_transformer::contract::ChoiceSizes;
 use sage_transformer::sampling::choice_numbers;
+
+use crate::math::vectorized;
 
 /// choices[rows, 2] = (token id, log-probability) of each row of logits[rows, vocab],
 /// drawn at uniforms[row] (0 past their end, as greedy rows need none); (-1, NaN) for
@@ -22,8 +25,29 @@ pub(crate) fn choose_tokens(
         .enumerate()
         .for_each(|(row_index, (choice, row))| {
             let unit = uniforms.get(row_index).copied().unwrap_or(0.0);
-            choice.copy_from_slice(&choice_numbers(row, sizes.temperature, unit));
+            let numbers = vectorized(RowChoice {
+                row,
+                temperature: sizes.temperature,
+                unit,
+            });
+            choice.copy_from_slice(&numbers);
         });
+}
+
+/// One row's [`choice_numbers`], as a vectorised operation.
+struct RowChoice<'a> {
+    row: &'a [f32],
+    temperature: f32,
+    unit: f64,
+}
+
+impl pulp::WithSimd for RowChoice<'_> {
+    type Output = [f32; 2];
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> [f32; 2] {
+        choice_numbers(self.row, self.temperature, self.unit)
+    }
 }
 
 #[cfg(test)]
