@@ -93,7 +93,7 @@ fn lane_sum<T: Copy>(items: &[T], term: impl Fn(T) -> f64) -> f64 {
         for (t, &x) in terms.iter_mut().zip(block) {
             *t = term(x);
         }
-        for group in terms.as_chunks::<SUM_LANES>().0 {
+        for group in terms.chunks_exact(SUM_LANES) {
             for (partial, &t) in partials.iter_mut().zip(group) {
                 *partial += t;
             }
