@@ -188,8 +188,9 @@ mod tests {
     /// The polynomial exponential within 4 ulp of libm's over the range the rule feeds
     /// it (logit minus the row's maximum, times 1 / temperature: 0 and below) and past
     /// it, on 200,001 points plus the ends; exactly 1 at 0, 0 below -708 and at -inf,
-    /// +inf above 709, NaN for NaN. 4 ulp: the Taylor remainder is below 1e-17 and Horner's
-    /// rounding adds a few; a wrong coefficient or reduction is off by far more.
+    /// +inf above 709, NaN for NaN. 4 ulp: the Taylor remainder is below 1e-17 and
+    /// Horner's rounding adds a few; a wrong coefficient or reduction is off by far
+    /// more.
     #[test]
     fn exp_is_libm_s_to_a_few_ulp() {
         let points = (0..=200_000)
