@@ -54,7 +54,6 @@ impl pulp::WithSimd for RowChoice<'_> {
 mod tests {
     use super::*;
     use crate::test_inputs::random;
-    use sage_transformer::sampling::choose;
 
     /// Every row's choice is, to the bit, what the host's rule picks from that row at
     /// that row's uniform number, in that row's place: greedy (no uniform numbers),
@@ -79,10 +78,7 @@ mod tests {
             choose_tokens(&mut choices, &logits, units, sizes);
             for (b, row) in logits.chunks_exact(vocab).enumerate() {
                 let unit = units.get(b).copied().unwrap_or(0.0);
-                let want = match choose(row, temperature, unit) {
-                    Some(picked) => [picked.token as f32, picked.logprob],
-                    None => [-1.0, f32::NAN],
-                };
+                let want = choice_numbers(row, temperature, unit);
                 let got = [choices[2 * b], choices[2 * b + 1]];
                 assert_eq!(
                     got.map(f32::to_bits),

@@ -12,8 +12,8 @@
 //! - [`reward`]: the skill-integrated reward, its ablations and the no-code penalty.
 //! - [`grpo`]: group advantages, clipped-surrogate token coefficients, KL and loss
 //!   aggregation, as pure functions over caller-provided slices.
-//! - [`env`](mod@env) and [`policy`]: the two traits a user implements to plug in a world and a
-//!   model, with the task, chain and episode records they exchange.
+//! - [`env`](mod@env) and [`policy`]: the two traits a user implements to plug in a
+//!   world and a model, with the task, chain and episode records they exchange.
 //!
 //! This crate must not do I/O, spawn threads or depend on `std`; the `std` feature only
 //! adds `std::error::Error` impls.

@@ -178,11 +178,6 @@ impl KvCache {
         }
     }
 
-    /// Gives the cache new step buffers (for a new batch), freeing the old ones.
-    fn replace_step_buffers<K: Kernels>(&mut self, k: &mut K, steps: StepBuffers) -> Result<(), K> {
-        core::mem::replace(&mut self.steps, steps).free(k)
-    }
-
     /// Rows `[start, start + len)` of sequence `seq` in a `[B, T, width]` cache tensor.
     fn rows(&self, cache: Tensor, seq: usize, start: usize, len: usize, width: usize) -> Tensor {
         cache.slice((seq * self.capacity + start) * width, len * width)
@@ -638,7 +633,7 @@ impl Transformer {
             .iter()
             .map(|&sequence| cache.lengths[sequence])
             .collect();
-        if let Err(e) = cache.replace_step_buffers(k, steps) {
+        if let Err(e) = core::mem::replace(&mut cache.steps, steps).free(k) {
             cache.free(k)?;
             return Err(e);
         }

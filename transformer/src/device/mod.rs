@@ -98,8 +98,8 @@ pub fn rope_append_kv_by_parts<D: Device + ?Sized>(
 }
 
 /// [`Device::choose_tokens`] on the host: reads the logits back, picks each row's token
-/// by [`choose`](crate::sampling::choose) and writes the choices. The trait's default, and the path a device
-/// that overrides it can still take.
+/// by [`choose`](crate::sampling::choose) and writes the choices. The trait's default,
+/// and the path a device that overrides it can still take.
 pub fn choose_tokens_on_host<D: Device + ?Sized>(
     device: &mut D,
     choices: Tensor,
@@ -407,8 +407,9 @@ pub trait Device {
 
     /// Token choices; `choices[B, 2]` and `logits[B, V]` as [`ChoiceSizes`] says,
     /// disjoint; one uniform number per row in [0, 1) unless greedy. This default reads
-    /// the logits back and picks on the host ([`choose`](crate::sampling::choose)); a device that can pick where
-    /// the logits are overrides it, so only 2 numbers per row cross to the host.
+    /// the logits back and picks on the host ([`choose`](crate::sampling::choose)); a
+    /// device that can pick where the logits are overrides it, so only 2 numbers per row
+    /// cross to the host.
     fn choose_tokens(
         &mut self,
         choices: Tensor,
